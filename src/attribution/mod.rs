@@ -1,0 +1,203 @@
+//! Attribution: who is a PID? Reads a `/proc` tree (the real one or a fixture
+//! tree rooted anywhere) and turns one PID into a [`ProcessIdentity`]: comm,
+//! user, state, start time, optional redacted cmdline and the workload it
+//! belongs to (container, Kubernetes pod, systemd unit, Slurm job) from its
+//! cgroup path.
+//!
+//! Owns: the identity types, `/proc/<pid>/{stat,status,cgroup,cmdline}`
+//! parsing, the passwd user cache, cgroup path classification and cmdline
+//! secret redaction.
+//!
+//! Must not: depend on anything else in the crate (the lead wires it in with
+//! `mod attribution;`), call NVML, keep per-process state between polls
+//! (identity across PID reuse is `(pid, start_time)`, decided by the caller),
+//! panic on anything a file can contain, or use libc/NSS (users come from a
+//! passwd file only; `CLK_TCK` is a setting that defaults to 100).
+
+mod cgroup;
+mod procfs;
+mod redact;
+mod stat;
+mod users;
+
+#[cfg(test)]
+mod tests;
+
+pub use cgroup::parse_cgroup;
+pub use procfs::ProcFs;
+pub use redact::{format_cmdline, redact_cmdline};
+
+/// What [`ProcFs::read`] reads besides the always-read stat/status/cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Read `/proc/<pid>/cmdline` (DESIGN `[processes] cmdline = false` by default).
+    pub cmdline: bool,
+    /// The redacted cmdline, including a trailing "…" when cut, never exceeds this.
+    pub cmdline_max_bytes: usize,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        // 128 matches DESIGN's default label value truncation.
+        ReadOptions {
+            cmdline: false,
+            cmdline_max_bytes: 128,
+        }
+    }
+}
+
+/// Everything attribution knows about one live (or zombie) process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessIdentity {
+    pub pid: u32,
+    /// Parent PID (stat field 4): says who should have reaped a zombie.
+    pub ppid: u32,
+    /// Kernel command name (stat field 2), at most 15 bytes for user tasks.
+    pub comm: String,
+    /// Real uid from `/proc/<pid>/status`; `None` when the line is unparsable.
+    pub uid: Option<u32>,
+    /// Name from passwd, else the uid as text, else "" when `uid` is `None`.
+    pub user: String,
+    pub state: ProcState,
+    /// Start time in clock ticks since boot (stat field 22): exact, for
+    /// telling a reused PID apart without float comparison.
+    pub start_ticks: u64,
+    /// Unix seconds: btime + start_ticks / CLK_TCK; `None` when btime is unreadable.
+    pub start_time: Option<f64>,
+    /// Only when asked: args joined with spaces, secrets redacted, truncated.
+    /// `Some("")` for a process without args (zombie, kernel thread); `None`
+    /// when not asked or unreadable (e.g. permission denied).
+    pub cmdline: Option<String>,
+    pub cgroup: CgroupInfo,
+}
+
+/// Scheduler state, `/proc/<pid>/stat` field 3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProcState {
+    Running,
+    Sleeping,
+    DiskSleep,
+    Zombie,
+    Stopped,
+    TracingStop,
+    Dead,
+    Idle,
+    Other(char),
+}
+
+impl ProcState {
+    /// Maps the single-letter code the kernel prints (fs/proc/array.c).
+    pub fn from_code(c: char) -> Self {
+        match c {
+            'R' => ProcState::Running,
+            'S' => ProcState::Sleeping,
+            'D' => ProcState::DiskSleep,
+            'Z' => ProcState::Zombie,
+            'T' => ProcState::Stopped,
+            't' => ProcState::TracingStop,
+            'X' | 'x' => ProcState::Dead,
+            'I' => ProcState::Idle,
+            other => ProcState::Other(other),
+        }
+    }
+
+    /// Label value for `gpumem_process_info{state}`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ProcState::Running => "running",
+            ProcState::Sleeping => "sleeping",
+            ProcState::DiskSleep => "disk-sleep",
+            ProcState::Zombie => "zombie",
+            ProcState::Stopped => "stopped",
+            ProcState::TracingStop => "tracing-stop",
+            ProcState::Dead => "dead",
+            ProcState::Idle => "idle",
+            ProcState::Other(_) => "other",
+        }
+    }
+
+    /// DESIGN: a holder is `zombie` when its state is Z or D; X (dead, being
+    /// reaped) cannot run CUDA code either. Note D is also a short, normal
+    /// state during I/O: the caller may want it to persist before alerting.
+    pub fn is_zombie_like(&self) -> bool {
+        matches!(self, ProcState::Zombie | ProcState::DiskSleep | ProcState::Dead)
+    }
+}
+
+/// Why a PID could not be attributed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcError {
+    /// ENOENT/ESRCH or an empty stat: the process exited (or was never
+    /// there). The caller treats it as an `exited` holder, not as an error.
+    #[error("process {pid} is gone")]
+    Gone { pid: u32 },
+    /// A required file (stat, status; `<root>/stat` for btime with pid 0)
+    /// could not be read for another reason.
+    #[error("cannot read {what} of process {pid}: {source}")]
+    Unreadable {
+        pid: u32,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A required file had content we cannot parse.
+    #[error("malformed {what} of process {pid}: {detail}")]
+    Malformed {
+        pid: u32,
+        what: &'static str,
+        detail: String,
+    },
+}
+
+impl ProcError {
+    /// True for [`ProcError::Gone`]: lets callers branch without a match.
+    pub fn is_gone(&self) -> bool {
+        matches!(self, ProcError::Gone { .. })
+    }
+}
+
+/// Container runtime recognised from the cgroup path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Runtime {
+    Docker,
+    Containerd,
+    CriO,
+    Podman,
+}
+
+impl Runtime {
+    /// Label value for `gpumem_process_info{container_runtime}`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Runtime::Docker => "docker",
+            Runtime::Containerd => "containerd",
+            Runtime::CriO => "cri-o",
+            Runtime::Podman => "podman",
+        }
+    }
+}
+
+/// The workload a process belongs to, from `/proc/<pid>/cgroup`.
+/// Every field is `None` when not applicable (DESIGN: empty label).
+#[derive(Default, Clone, Debug, PartialEq, Eq)]
+pub struct CgroupInfo {
+    /// Full 64-hex container id.
+    pub container_id: Option<String>,
+    /// Known only when the path names it (`docker-`, `cri-containerd-`,
+    /// `crio-`, `libpod-`, `/docker/`); a bare id under a pod leaves it `None`.
+    pub container_runtime: Option<Runtime>,
+    /// Pod UID with dashes (systemd slice names use underscores).
+    pub pod_uid: Option<String>,
+    /// "guaranteed" | "burstable" | "besteffort"; set only with a pod.
+    pub qos_class: Option<String>,
+    /// Innermost real systemd service/scope ("jupyter.service",
+    /// "session-3.scope"); never a container scope, and not a unit that
+    /// merely hosts a container or Slurm job found below it.
+    pub unit: Option<String>,
+    /// Innermost slice, e.g. "user-1000.slice".
+    pub slice: Option<String>,
+    /// Slurm job id, e.g. "12345".
+    pub job: Option<String>,
+    /// Slurm step: "0", "batch", "extern", "interactive".
+    pub job_step: Option<String>,
+}

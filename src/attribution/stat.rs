@@ -1,0 +1,216 @@
+//! Pure parsers for `/proc/<pid>/stat`, the `Uid:` line of
+//! `/proc/<pid>/status` and `btime` of `/proc/stat`.
+//!
+//! Owns: turning file text into numbers. Must not: touch the filesystem or
+//! panic on any input (these files race with process exit and fixtures can
+//! hold anything).
+
+use super::ProcState;
+
+/// The fields of `/proc/<pid>/stat` attribution needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StatFields {
+    pub comm: String,
+    pub state: ProcState,
+    pub ppid: u32,
+    pub start_ticks: u64,
+}
+
+/// Why a stat line was rejected; the caller wraps it into `ProcError`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum StatError {
+    /// Empty file: the kernel gives this for a task that is being torn down.
+    Empty,
+    Malformed(String),
+}
+
+/// Index of starttime (field 22) among the fields after the comm, where the
+/// state (field 3) is index 0.
+const STARTTIME_INDEX: usize = 22 - 3;
+
+/// Parses `pid (comm) S ppid ... starttime ...`.
+///
+/// comm can contain spaces, parens and even ")" followed by text that looks
+/// like fields, so it spans from the first "(" to the LAST ")": the kernel
+/// prints nothing after comm that contains ")".
+pub(crate) fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
+    // comm is arbitrary bytes set by prctl(PR_SET_NAME); do not fail on them.
+    let text = String::from_utf8_lossy(bytes);
+    let text = text.trim_end_matches(['\n', '\0']);
+    if text.trim().is_empty() {
+        return Err(StatError::Empty);
+    }
+    let open = text
+        .find('(')
+        .ok_or_else(|| StatError::Malformed("no '(' before comm".into()))?;
+    let close = text
+        .rfind(')')
+        .filter(|&close| close > open)
+        .ok_or_else(|| StatError::Malformed("no ')' after comm".into()))?;
+    let comm = text[open + 1..close].to_string();
+    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+
+    let state = match rest.first().map(|s| {
+        let mut chars = s.chars();
+        (chars.next(), chars.next())
+    }) {
+        Some((Some(c), None)) => ProcState::from_code(c),
+        _ => return Err(StatError::Malformed("state is not one character".into())),
+    };
+    let ppid = number(&rest, 1, "ppid")?;
+    let start_ticks = number(&rest, STARTTIME_INDEX, "starttime")?;
+    Ok(StatFields {
+        comm,
+        state,
+        ppid,
+        start_ticks,
+    })
+}
+
+fn number<T: std::str::FromStr>(fields: &[&str], index: usize, name: &str) -> Result<T, StatError> {
+    let raw = fields
+        .get(index)
+        .ok_or_else(|| StatError::Malformed(format!("missing {name}")))?;
+    raw.parse()
+        .map_err(|_| StatError::Malformed(format!("{name} is not a number: {raw:?}")))
+}
+
+/// Real uid: the first of the four numbers on the `Uid:` line.
+pub(crate) fn parse_status_uid(text: &str) -> Option<u32> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("Uid:"))
+        .and_then(|rest| rest.split_ascii_whitespace().next())
+        .and_then(|uid| uid.parse().ok())
+}
+
+/// `btime <seconds>` from `/proc/stat`.
+pub(crate) fn parse_btime(text: &str) -> Option<u64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix("btime "))
+        .and_then(|rest| rest.trim().parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A stat line of a sleeping python with starttime 123456.
+    fn line(comm: &str, state: &str) -> String {
+        format!(
+            "4242 ({comm}) {state} 1 4242 4242 0 -1 4194560 100 0 0 0 5 3 0 0 \
+             20 0 12 0 123456 1000000 500 18446744073709551615 1 1 0 0 0 0 0 \
+             0 0 0 0 0 0 17 3 0 0 0 0 0\n"
+        )
+    }
+
+    #[test]
+    fn parses_plain_line() {
+        let s = parse_stat(line("python3", "S").as_bytes()).expect("valid line");
+        assert_eq!(s.comm, "python3");
+        assert_eq!(s.state, ProcState::Sleeping);
+        assert_eq!(s.ppid, 1);
+        assert_eq!(s.start_ticks, 123456);
+    }
+
+    #[test]
+    fn comm_with_spaces_and_parens() {
+        for comm in ["my prog", "a) b (c", "x) R 1 2 3", "(", ")", "", ") Z 9 ("] {
+            let s = parse_stat(line(comm, "R").as_bytes()).expect(comm);
+            assert_eq!(s.comm, comm);
+            assert_eq!(s.state, ProcState::Running);
+            assert_eq!(s.start_ticks, 123456, "{comm}");
+        }
+    }
+
+    #[test]
+    fn comm_with_invalid_utf8_is_lossy() {
+        let mut bytes = b"7 (a\xffb) Z 1".to_vec();
+        bytes.extend_from_slice(" 0".repeat(30).as_bytes());
+        let s = parse_stat(&bytes).expect("lossy");
+        assert_eq!(s.comm, "a\u{fffd}b");
+        assert_eq!(s.state, ProcState::Zombie);
+    }
+
+    #[test]
+    fn empty_is_distinguished() {
+        for input in ["", "\n", "   ", "\0"] {
+            assert_eq!(parse_stat(input.as_bytes()), Err(StatError::Empty));
+        }
+    }
+
+    #[test]
+    fn malformed_lines_are_errors_not_panics() {
+        let full = line("ok", "S");
+        let cases: Vec<String> = vec![
+            "garbage".into(),
+            "1 (x".into(),
+            "1 x) S 1".into(),
+            ")(".into(),
+            "1 (x)".into(),
+            "1 (x) SS 1 1 1".into(),
+            "1 (x) S".into(),
+            "1 (x) S notanumber".into(),
+            "1 (x) S 1 2 3".into(),
+            "1 (x) S -1".into(),
+            full.replace("123456", "-5"),
+            full.replace("123456", "99999999999999999999999"),
+            full[..full.find("123456").unwrap_or(0)].to_string(),
+            "\u{1F600}(\u{1F600}) \u{1F600}".into(),
+        ];
+        for case in cases {
+            assert!(
+                matches!(parse_stat(case.as_bytes()), Err(StatError::Malformed(_))),
+                "{case:?}"
+            );
+        }
+        // Random-ish byte soup: only "does not panic" matters.
+        for seed in 0u32..512 {
+            let bytes: Vec<u8> = (0..(seed % 97))
+                .map(|i| (seed.wrapping_mul(2_654_435_761).rotate_left(i) % 256) as u8)
+                .collect();
+            let _ = parse_stat(&bytes);
+        }
+    }
+
+    #[test]
+    fn state_codes() {
+        for (code, want) in [
+            ("R", "running"),
+            ("S", "sleeping"),
+            ("D", "disk-sleep"),
+            ("Z", "zombie"),
+            ("T", "stopped"),
+            ("t", "tracing-stop"),
+            ("X", "dead"),
+            ("I", "idle"),
+            ("W", "other"),
+        ] {
+            let s = parse_stat(line("p", code).as_bytes()).expect(code);
+            assert_eq!(s.state.as_str(), want);
+        }
+        assert!(ProcState::Zombie.is_zombie_like());
+        assert!(ProcState::DiskSleep.is_zombie_like());
+        assert!(ProcState::Dead.is_zombie_like());
+        assert!(!ProcState::Sleeping.is_zombie_like());
+        assert_eq!(ProcState::from_code('W'), ProcState::Other('W'));
+    }
+
+    #[test]
+    fn status_uid() {
+        let status = "Name:\tpython\nState:\tS (sleeping)\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\n";
+        assert_eq!(parse_status_uid(status), Some(1000));
+        assert_eq!(parse_status_uid("Name:\tx\n"), None);
+        assert_eq!(parse_status_uid("Uid:\n"), None);
+        assert_eq!(parse_status_uid("Uid:\tabc\t1\n"), None);
+    }
+
+    #[test]
+    fn btime() {
+        assert_eq!(
+            parse_btime("cpu 1 2 3\nbtime 1700000000\nprocesses 5\n"),
+            Some(1_700_000_000)
+        );
+        assert_eq!(parse_btime("cpu 1\n"), None);
+        assert_eq!(parse_btime("btime x\n"), None);
+    }
+}

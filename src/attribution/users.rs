@@ -1,0 +1,151 @@
+//! uid -> user name from a passwd file, cached.
+//!
+//! Owns: parsing passwd and deciding when to re-read it. Must not: use NSS or
+//! libc (LDAP/sssd users therefore show as numbers), or re-read the file on a
+//! cache miss: container uids are usually unknown to the host, and a miss
+//! must not cost a file read for every such process every second.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+/// How often the passwd file's mtime is checked by default: user changes are
+/// rare, and a stat of passwd per process per poll would be wasted work.
+pub(crate) const DEFAULT_RECHECK: Duration = Duration::from_secs(5);
+
+#[derive(Debug, Clone)]
+pub(crate) struct UserCache {
+    path: PathBuf,
+    recheck: Duration,
+    names: HashMap<u32, String>,
+    /// (mtime, len) of the file we parsed; `None` when never read or missing.
+    loaded: Option<(SystemTime, u64)>,
+    last_check: Option<Instant>,
+}
+
+impl UserCache {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        UserCache {
+            path,
+            recheck: DEFAULT_RECHECK,
+            names: HashMap::new(),
+            loaded: None,
+            last_check: None,
+        }
+    }
+
+    pub(crate) fn set_recheck(&mut self, recheck: Duration) {
+        self.recheck = recheck;
+    }
+
+    /// The user name for `uid`, or the uid as text when passwd lacks it.
+    pub(crate) fn name(&mut self, uid: u32) -> String {
+        self.refresh_if_due();
+        self.names.get(&uid).cloned().unwrap_or_else(|| uid.to_string())
+    }
+
+    fn refresh_if_due(&mut self) {
+        let due = self.last_check.is_none_or(|at| at.elapsed() >= self.recheck);
+        if !due {
+            return;
+        }
+        self.last_check = Some(Instant::now());
+        // Length too: mtime granularity can hide a quick rewrite.
+        let current = std::fs::metadata(&self.path)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        if current.is_some() && current == self.loaded {
+            return;
+        }
+        // A missing or unreadable passwd just means numeric users.
+        self.names = std::fs::read(&self.path)
+            .map(|bytes| parse_passwd(&String::from_utf8_lossy(&bytes)))
+            .unwrap_or_default();
+        self.loaded = current;
+    }
+}
+
+/// `name:password:uid:gid:gecos:home:shell` lines; the first name of a uid
+/// wins, as with getpwuid(3) on a files database.
+pub(crate) fn parse_passwd(text: &str) -> HashMap<u32, String> {
+    let mut names = HashMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let mut fields = line.split(':');
+        let (Some(name), Some(_), Some(uid)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        // "+" / "-" lines are NIS compat markers, not users.
+        if name.is_empty() || name.starts_with(['+', '-']) {
+            continue;
+        }
+        if let Ok(uid) = uid.parse::<u32>() {
+            names.entry(uid).or_insert_with(|| name.to_string());
+        }
+    }
+    names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_passwd_lines() {
+        let names = parse_passwd(
+            "root:x:0:0:root:/root:/bin/bash\n\
+             # comment\n\
+             \n\
+             alice:x:1000:1000:Alice,,,:/home/alice:/bin/bash\n\
+             alias:x:1000:1000::/:/bin/sh\n\
+             broken-line\n\
+             bad:x:notanumber:0::/:\n\
+             +nis::::::\n\
+             bob:x:1001:1001::/home/bob:/bin/sh",
+        );
+        assert_eq!(names.get(&0).map(String::as_str), Some("root"));
+        assert_eq!(names.get(&1000).map(String::as_str), Some("alice"));
+        assert_eq!(names.get(&1001).map(String::as_str), Some("bob"));
+        assert_eq!(names.len(), 3);
+    }
+
+    #[test]
+    fn unknown_and_missing_file_give_numbers() {
+        let mut cache = UserCache::new(PathBuf::from("/nonexistent/passwd"));
+        assert_eq!(cache.name(1234), "1234");
+    }
+
+    #[test]
+    fn rereads_when_file_changes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("passwd");
+        std::fs::write(&path, "alice:x:1000:1000::/:/bin/sh\n").expect("write");
+        let mut cache = UserCache::new(path.clone());
+        cache.set_recheck(Duration::ZERO);
+        assert_eq!(cache.name(1000), "alice");
+        assert_eq!(cache.name(1001), "1001");
+
+        // Different length, and an mtime set explicitly so a coarse clock
+        // cannot hide the change.
+        std::fs::write(&path, "alice:x:1000:1000::/:/bin/sh\nbob:x:1001:1::/:/x\n").expect("rewrite");
+        let file = std::fs::File::options().write(true).open(&path).expect("open");
+        file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
+            .expect("set mtime");
+        assert_eq!(cache.name(1001), "bob");
+    }
+
+    #[test]
+    fn does_not_reread_before_recheck_interval() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("passwd");
+        std::fs::write(&path, "alice:x:1000:1000::/:/bin/sh\n").expect("write");
+        let mut cache = UserCache::new(path.clone());
+        cache.set_recheck(Duration::from_secs(3600));
+        assert_eq!(cache.name(1000), "alice");
+        std::fs::write(&path, "carol:x:1000:1000::/:/bin/sh\nxx:x:1:1::/:/x\n").expect("w");
+        assert_eq!(cache.name(1000), "alice");
+    }
+}

@@ -1,0 +1,129 @@
+//! Command-line interface (clap): `run` (the default), `check-config` and
+//! `snapshot`, with the flags of DESIGN.md section 1. Owns argument syntax
+//! only; `main.rs` acts on the parsed values.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpumemd",
+    version,
+    about = "GPU memory monitoring daemon: who holds GPU memory, what leaks, what was never released",
+    args_conflicts_with_subcommands = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub run: RunArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon (the default when no command is given).
+    Run(RunArgs),
+    /// Validate a config file and print the effective config; exit 0 or 1.
+    CheckConfig {
+        /// The TOML file to check.
+        file: PathBuf,
+        /// Check it as layered over the demo defaults.
+        #[arg(long)]
+        demo: bool,
+    },
+    /// Poll once, print a table (or JSON) and exit.
+    Snapshot {
+        #[command(flatten)]
+        source: SourceArgs,
+        /// Print the snapshot as JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Where the data comes from; shared by `run` and `snapshot`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SourceArgs {
+    /// Config file [default: /etc/gpumemd/gpumemd.toml if it exists, else built-in defaults].
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Use the built-in simulated fleet instead of NVML: default, gpu-lost, mig, large, or a scenario file.
+    #[arg(long, value_name = "SCENARIO", num_args = 0..=1, default_missing_value = "default")]
+    pub demo: Option<String>,
+    /// NVML library to load (name or path) [default: libnvidia-ml.so.1].
+    #[arg(long = "nvml-lib", value_name = "PATH")]
+    pub nvml_lib: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Address to listen on [default: :9947].
+    #[arg(long = "web.listen-address", value_name = "ADDR")]
+    pub listen: Option<String>,
+    /// Log format.
+    #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+impl Cli {
+    /// The command to run, with `run` as the default.
+    pub fn into_command(self) -> Command {
+        self.command.unwrap_or(Command::Run(self.run))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Command {
+        let mut v = vec!["gpumemd"];
+        v.extend_from_slice(args);
+        Cli::try_parse_from(v)
+            .map(Cli::into_command)
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn run_is_the_default_and_demo_takes_an_optional_scenario() {
+        match parse(&["--demo"]) {
+            Command::Run(r) => assert_eq!(r.source.demo.as_deref(), Some("default")),
+            c => panic!("{c:?}"),
+        }
+        match parse(&["run", "--demo", "mig", "--web.listen-address", "127.0.0.1:0"]) {
+            Command::Run(r) => {
+                assert_eq!(r.source.demo.as_deref(), Some("mig"));
+                assert_eq!(r.listen.as_deref(), Some("127.0.0.1:0"));
+            }
+            c => panic!("{c:?}"),
+        }
+        match parse(&["snapshot", "--json", "--demo", "--nvml-lib", "/x.so"]) {
+            Command::Snapshot { source, json } => {
+                assert!(json);
+                assert_eq!(source.demo.as_deref(), Some("default"));
+                assert_eq!(source.nvml_lib.as_deref(), Some("/x.so"));
+            }
+            c => panic!("{c:?}"),
+        }
+        assert!(matches!(
+            parse(&["check-config", "f.toml"]),
+            Command::CheckConfig { .. }
+        ));
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        assert!(Cli::try_parse_from(["gpumemd", "--log-format", "xml"]).is_err());
+        assert!(Cli::try_parse_from(["gpumemd", "snapshot", "--web.listen-address", ":1"]).is_err());
+    }
+}

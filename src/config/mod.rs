@@ -1,0 +1,336 @@
+//! The daemon's configuration: typed sections, built-in and demo defaults, and
+//! loading a TOML file into them once. Everything downstream takes these typed
+//! values; nothing else in the crate reads TOML or re-validates. This module
+//! must not start anything or touch the network.
+
+mod error;
+pub mod units;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::ConfigError;
+pub use units::{ByteSize, PositiveDuration, Ratio};
+
+/// Where the daemon looks when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/gpumemd/gpumemd.toml";
+
+/// The whole configuration. Unknown keys are errors so a typo never silently
+/// falls back to a default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: Server,
+    pub poll: Poll,
+    pub nvml: Nvml,
+    pub processes: Processes,
+    pub state: State,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    /// `host:port`; an empty host (":9947") means every interface.
+    pub listen: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_config_file: Option<PathBuf>,
+    /// Allows `POST /-/reload` (Prometheus convention: off by default).
+    pub enable_lifecycle: bool,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self {
+            listen: ":9947".into(),
+            web_config_file: None,
+            enable_lifecycle: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Poll {
+    pub interval: PositiveDuration,
+    /// Deadline of one poll; must be below `interval`. When unset it is 80 %
+    /// of the interval, at most 5 s (see docs/design.md).
+    pub timeout: Option<PositiveDuration>,
+}
+
+impl Default for Poll {
+    fn default() -> Self {
+        Self {
+            interval: PositiveDuration::secs(1),
+            timeout: None,
+        }
+    }
+}
+
+impl Poll {
+    /// The deadline actually used for each poll.
+    pub fn effective_timeout(&self) -> Duration {
+        match self.timeout {
+            Some(t) => t.get(),
+            None => self.interval.get().mul_f64(0.8).min(Duration::from_secs(5)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Nvml {
+    /// Library name or path handed to the dynamic loader.
+    pub library: String,
+}
+
+impl Default for Nvml {
+    fn default() -> Self {
+        Self {
+            library: "libnvidia-ml.so.1".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessMode {
+    /// A series per process (bounded by `top_n`).
+    PerProcess,
+    /// Only group totals (`group_by`), no per-process series.
+    Grouped,
+    /// Neither; the holder split is still exported.
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupBy {
+    User,
+    Container,
+    Pod,
+    Unit,
+    Job,
+}
+
+impl GroupBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupBy::User => "user",
+            GroupBy::Container => "container",
+            GroupBy::Pod => "pod",
+            GroupBy::Unit => "unit",
+            GroupBy::Job => "job",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Processes {
+    pub mode: ProcessMode,
+    pub group_by: Vec<GroupBy>,
+    /// Per GPU, only this many of the largest holders get process series.
+    pub top_n: usize,
+    /// Processes holding less than this get no process series.
+    pub min_bytes: ByteSize,
+    /// Export the command line (redacted, truncated) in `gpumem_process_info`.
+    pub cmdline: bool,
+    /// Label values are cut to this many bytes.
+    pub label_max_bytes: usize,
+    pub proc_root: PathBuf,
+    /// Where user names come from (uid -> name).
+    pub passwd_file: PathBuf,
+    /// Span of history the leak trend is computed over.
+    pub leak_window: PositiveDuration,
+    /// Growth below this rate (bytes per second) is never called a leak.
+    pub leak_min_rate: ByteSize,
+    /// How long memory may stay used after its holder left before it is
+    /// reported as not released.
+    pub late_release_after: PositiveDuration,
+    /// How often per-process SM utilisation is sampled (it costs ~1.4 ms per GPU).
+    pub utilization_interval: PositiveDuration,
+    /// A process holding memory with no SM activity for this long is idle.
+    pub idle_after: PositiveDuration,
+}
+
+impl Default for Processes {
+    fn default() -> Self {
+        Self {
+            mode: ProcessMode::PerProcess,
+            group_by: vec![GroupBy::User],
+            top_n: 50,
+            min_bytes: ByteSize(0),
+            cmdline: false,
+            label_max_bytes: 128,
+            proc_root: PathBuf::from("/proc"),
+            passwd_file: PathBuf::from("/etc/passwd"),
+            leak_window: PositiveDuration::secs(600),
+            leak_min_rate: ByteSize(1 << 20),
+            late_release_after: PositiveDuration::secs(30),
+            utilization_interval: PositiveDuration::secs(10),
+            idle_after: PositiveDuration::secs(1800),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct State {
+    pub dir: PathBuf,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("/var/lib/gpumemd"),
+        }
+    }
+}
+
+/// Short windows for `--demo`, so a leak, a late release and an idle holder
+/// show within a minute. A `--config` file given with `--demo` overrides them.
+const DEMO_DEFAULTS: &str = r#"
+[processes]
+group_by = ["user", "container", "job"]
+leak_window = "30s"
+late_release_after = "8s"
+utilization_interval = "2s"
+idle_after = "20s"
+"#;
+
+impl Config {
+    /// Parses and validates a config text; `origin` names it in errors and
+    /// `demo` layers the text over the demo defaults instead of the built-ins.
+    ///
+    /// # Errors
+    /// `ConfigError::Invalid` naming the line and key of the first problem.
+    pub fn from_toml(text: &str, origin: &str, demo: bool) -> Result<Config, ConfigError> {
+        // Deserialize the text alone first: its errors then carry positions in
+        // the file the operator wrote, not in a merged document.
+        let own: Config = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
+        let cfg = if demo {
+            let mut base: toml::Table = toml::from_str(DEMO_DEFAULTS)
+                .map_err(|e| ConfigError::from_toml("demo defaults", DEMO_DEFAULTS, &e))?;
+            let user: toml::Table = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
+            merge(&mut base, user);
+            toml::Value::Table(base)
+                .try_into()
+                .map_err(|e| ConfigError::from_toml(origin, text, &e))?
+        } else {
+            own
+        };
+        cfg.validate(origin, text)
+    }
+
+    /// Built-in defaults (or the demo's), as if from an empty file.
+    pub fn defaults(demo: bool) -> Config {
+        // An empty document always parses; fall back to plain defaults rather
+        // than panic if that ever changed.
+        Config::from_toml("", "defaults", demo).unwrap_or_default()
+    }
+
+    /// Loads `path`; see [`Config::from_toml`].
+    ///
+    /// # Errors
+    /// `NotFound`/`Read` when the file cannot be read, else as `from_toml`.
+    pub fn load(path: &Path, demo: bool) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ConfigError::NotFound {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                ConfigError::Read {
+                    path: path.to_path_buf(),
+                    source,
+                }
+            }
+        })?;
+        Config::from_toml(&text, &path.display().to_string(), demo)
+    }
+
+    /// Cross-field checks that a single field's parser cannot make.
+    fn validate(mut self, origin: &str, text: &str) -> Result<Config, ConfigError> {
+        let invalid = |section: &str, key: &str, message: String| ConfigError::Invalid {
+            origin: origin.to_string(),
+            line: error::find_key_line(text, section, key),
+            key: format!("{section}.{key}"),
+            message,
+        };
+        let interval = self.poll.interval.get();
+        let timeout = self.poll.effective_timeout();
+        if timeout >= interval {
+            return Err(invalid(
+                "poll",
+                "timeout",
+                format!(
+                    "{} is not below poll.interval ({}); a poll must end before the next one is due",
+                    humantime::format_duration(timeout),
+                    humantime::format_duration(interval)
+                ),
+            ));
+        }
+        if self.processes.top_n == 0 && self.processes.mode == ProcessMode::PerProcess {
+            return Err(invalid(
+                "processes",
+                "top_n",
+                "0 exports no process at all; use mode = \"off\" for that, or a positive number".into(),
+            ));
+        }
+        if self.processes.label_max_bytes < 8 {
+            return Err(invalid("processes", "label_max_bytes", "must be at least 8".into()));
+        }
+        if let Err(message) = error::check_listen(&self.server.listen) {
+            return Err(invalid("server", "listen", message));
+        }
+        self.processes.group_by.sort();
+        self.processes.group_by.dedup();
+        // Fill in the derived timeout so `check-config` prints what is used.
+        self.poll.timeout = PositiveDuration::new(timeout);
+        Ok(self)
+    }
+}
+
+/// A parsed `[host]:port`; `host` is `None` for all interfaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenAddr {
+    pub host: Option<String>,
+    pub port: u16,
+}
+
+/// Parses ":9947", "127.0.0.1:9947", "[::1]:9947" or "localhost:9947".
+///
+/// # Errors
+/// A message saying what form is expected.
+pub fn parse_listen(s: &str) -> Result<ListenAddr, String> {
+    let hint = "use \":9947\", \"127.0.0.1:9947\" or \"[::1]:9947\"";
+    let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("`{s}` has no port; {hint}"))?;
+    let port: u16 = port
+        .parse()
+        .map_err(|_| format!("`{port}` in `{s}` is not a port number; {hint}"))?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    if host.contains(char::is_whitespace) {
+        return Err(format!("`{s}` has a space in the host; {hint}"));
+    }
+    Ok(ListenAddr {
+        host: (!host.is_empty()).then(|| host.to_string()),
+        port,
+    })
+}
+
+/// Deep-merges `over` into `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,418 @@
+//! Leak trend detection for per-(GPU, process) memory series.
+//!
+//! Owns: a bounded, downsampled history of "used bytes" per key (a key is
+//! whatever identifies one process on one GPU for the caller), the growth-rate
+//! estimate behind `gpumem_process_memory_growth_bytes_per_second` and the
+//! verdict behind `gpumem_process_leak_suspected`.
+//!
+//! Must not: do I/O, read clocks, log, or know about NVML, metrics or rules.
+//! Time comes from the caller as `f64` seconds on the snapshot clock, so the
+//! module is deterministic and replayable from recorded traces.
+//!
+//! Method (docs/leak-detection.md explains it for operators): samples are
+//! folded into `buckets` fixed time buckets per window keeping only their
+//! minimum; the judged window is cut into `segments` equal parts whose floor
+//! (lowest bucket minimum) is the memory the process did not give back during
+//! that part. A leak is a floor that rises steadily: Theil–Sen slope of the
+//! floors at or above the threshold, in the whole window and in its latest
+//! half, rising between most consecutive segments including the latest one,
+//! and never falling back by much. Caching-allocator warm-ups (rise, then
+//! flat), periodic allocate/free (flat floor) and single steps fail these.
+//!
+//! Memory per key: one `Bucket` (16 bytes) per bucket, at most `buckets` of
+//! them (60 by default, so 960 bytes) plus about 100 bytes of fixed state,
+//! whatever the poll rate. The verdict is recomputed only when a bucket
+//! closes, in O(buckets + segments² log segments); `assess` is a lookup.
+
+use std::collections::{HashMap, VecDeque};
+use std::hash::Hash;
+
+/// Knobs of the leak detector. Out-of-range values are clamped by
+/// [`LeakTracker::new`] rather than rejected, so a bad value cannot panic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeakConfig {
+    /// Length of the judged window in seconds (`[processes] leak_window`).
+    /// Default 600.
+    pub window: f64,
+    /// Growth rate at or above which a rising floor counts as a leak.
+    /// Default 1 MiB/s (about 3.5 GiB per hour).
+    pub min_growth_bytes_per_second: f64,
+    /// Share of the window that must be covered by history before any
+    /// verdict (`assess` returns `None` before). Default 0.5.
+    pub min_window_fraction: f64,
+    /// Downsampling buckets per window; bounds memory per key. Default 60,
+    /// clamped to 3..=4096.
+    pub buckets: usize,
+    /// Segments the covered window is cut into for the floor. Periodic
+    /// allocate/free with a period up to one segment (window / segments at
+    /// full coverage) leaves a flat floor. Default 6, clamped to 3..=32.
+    pub segments: usize,
+    /// Share of floor-to-floor steps that must be steady (see
+    /// `steady_ratio`), the latest one included. Default 0.6.
+    pub min_steady_steps: f64,
+    /// A floor-to-floor step is steady when it rises between `steady_ratio`
+    /// and `1 / steady_ratio` times what the estimated growth adds over it:
+    /// jitter is too small, a warm-up or start-up step too big. The latest
+    /// half of the floors must also grow at least `steady_ratio` times the
+    /// whole window's growth (a warm-up that levelled off does not).
+    /// Default 0.5.
+    pub steady_ratio: f64,
+    /// Median distance of a floor from the straight line through its two
+    /// neighbours, as a share of what one segment of the estimated growth
+    /// adds. A leak's floor is close to a line; a floor that only looks like
+    /// it is rising because it jitters (a process that rarely returns to its
+    /// floor) is not. Default 0.2.
+    pub max_floor_jitter: f64,
+    /// The floor may fall back below an earlier floor by at most this share
+    /// of what one segment of the estimated growth adds (memory given back
+    /// is not a leak). Default 0.25.
+    pub max_drawdown_fraction: f64,
+}
+
+impl Default for LeakConfig {
+    fn default() -> Self {
+        Self {
+            window: 600.0,
+            min_growth_bytes_per_second: 1_048_576.0,
+            min_window_fraction: 0.5,
+            buckets: 60,
+            segments: 6,
+            min_steady_steps: 0.6,
+            steady_ratio: 0.5,
+            max_floor_jitter: 0.2,
+            max_drawdown_fraction: 0.25,
+        }
+    }
+}
+
+impl LeakConfig {
+    /// The defaults with another window length (seconds).
+    pub fn with_window(window: f64) -> Self {
+        Self {
+            window,
+            ..Self::default()
+        }
+    }
+
+    /// Replaces values that would make the arithmetic meaningless (NaN,
+    /// zero or negative window, fractions outside 0..=1) by safe ones.
+    fn sanitized(self) -> Self {
+        let d = Self::default();
+        let fraction = |v: f64, dflt: f64| if v.is_nan() { dflt } else { v.clamp(0.0, 1.0) };
+        let window = if self.window.is_finite() && self.window > 0.0 {
+            self.window
+        } else {
+            d.window
+        };
+        let min_growth = if self.min_growth_bytes_per_second.is_finite() {
+            self.min_growth_bytes_per_second.max(0.0)
+        } else {
+            d.min_growth_bytes_per_second
+        };
+        // At least 3 segments: fewer cannot tell a steady rise from a step.
+        // At most 32: Theil–Sen is quadratic in them and 32 is already more
+        // than the floors of 60 buckets can fill.
+        let buckets = self.buckets.clamp(3, 4096);
+        Self {
+            window,
+            min_growth_bytes_per_second: min_growth,
+            min_window_fraction: fraction(self.min_window_fraction, d.min_window_fraction),
+            buckets,
+            segments: self.segments.clamp(3, buckets.min(32)),
+            min_steady_steps: fraction(self.min_steady_steps, d.min_steady_steps),
+            steady_ratio: fraction(self.steady_ratio, d.steady_ratio),
+            max_floor_jitter: fraction(self.max_floor_jitter, d.max_floor_jitter),
+            max_drawdown_fraction: fraction(self.max_drawdown_fraction, d.max_drawdown_fraction),
+        }
+    }
+}
+
+/// The verdict on one key's recent history.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Trend {
+    /// Theil–Sen slope of the segment floors over the window (bytes/s; may
+    /// be negative). Exported as `gpumem_process_memory_growth_bytes_per_second`.
+    pub growth_bytes_per_second: f64,
+    /// All leak conditions hold. Exported as `gpumem_process_leak_suspected`.
+    pub suspected: bool,
+    /// Theil–Sen slope of the latest half of the floors (bytes/s).
+    pub recent_growth_bytes_per_second: f64,
+    /// Share of floor-to-floor steps that were steady (0..=1).
+    pub steady_steps: f64,
+    /// Latest floor minus first floor in the window (bytes; may be negative).
+    pub floor_rise_bytes: f64,
+    /// Share of the window covered by history (0..=1).
+    pub window_covered: f64,
+}
+
+/// Per-key bounded history and cached verdicts.
+#[derive(Debug)]
+pub struct LeakTracker<K> {
+    cfg: LeakConfig,
+    /// Seconds per bucket: `window / buckets`.
+    bucket_width: f64,
+    series: HashMap<K, Series>,
+    /// Reused buffers so recomputing a verdict does not allocate.
+    scratch: Scratch,
+}
+
+/// One downsampling bucket: the lowest value seen in it. The minimum is all
+/// the method needs (a leak is memory that is never given back), which keeps
+/// the bucket at 16 bytes.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    /// `floor(t / bucket_width)`, saturating for absurd `t`.
+    idx: i64,
+    min: u64,
+}
+
+#[derive(Debug)]
+struct Series {
+    /// The bucket still receiving samples; judged only once closed so a
+    /// verdict never rests on a half-filled bucket.
+    open: Option<Bucket>,
+    /// Closed buckets, oldest first, all within one window of `open`.
+    closed: VecDeque<Bucket>,
+    last_t: f64,
+    trend: Option<Trend>,
+}
+
+#[derive(Debug, Default)]
+struct Scratch {
+    /// Per segment: lowest bucket minimum.
+    floors: Vec<Option<u64>>,
+    /// Non-empty segment floors as (seconds since window start, bytes).
+    points: Vec<(f64, f64)>,
+    slopes: Vec<f64>,
+}
+
+impl<K: Hash + Eq + Clone> LeakTracker<K> {
+    /// A tracker with no history. `cfg` is clamped to sane values.
+    pub fn new(cfg: LeakConfig) -> Self {
+        let cfg = cfg.sanitized();
+        Self {
+            bucket_width: cfg.window / cfg.buckets as f64,
+            cfg,
+            series: HashMap::new(),
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// The configuration in use (after clamping).
+    pub fn config(&self) -> &LeakConfig {
+        &self.cfg
+    }
+
+    /// Records one sample. Samples with a non-finite `t` or a `t` earlier
+    /// than the key's latest are ignored. Amortised O(1); the verdict is
+    /// recomputed when the sample opens a new bucket.
+    pub fn observe(&mut self, key: &K, t: f64, used_bytes: u64) {
+        if !t.is_finite() {
+            return;
+        }
+        // `as` saturates, so absurd times still give ordered indices.
+        let idx = (t / self.bucket_width).floor() as i64;
+        let cfg = &self.cfg;
+        let scratch = &mut self.scratch;
+        match self.series.get_mut(key) {
+            Some(s) => s.push(idx, t, used_bytes, cfg, scratch),
+            None => {
+                let mut s = Series::new(cfg.buckets);
+                s.push(idx, t, used_bytes, cfg, scratch);
+                self.series.insert(key.clone(), s);
+            }
+        }
+    }
+
+    /// The latest verdict for `key`: `None` while less than
+    /// `min_window_fraction` of the window is covered or the key is unknown.
+    pub fn assess(&self, key: &K) -> Option<Trend> {
+        self.series.get(key).and_then(|s| s.trend)
+    }
+
+    /// Keeps only the keys for which `keep` is true (processes still seen).
+    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        self.series.retain(|k, _| keep(k));
+    }
+
+    /// Number of keys tracked.
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    /// No key is tracked.
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+}
+
+impl Series {
+    fn new(buckets: usize) -> Self {
+        Self {
+            open: None,
+            closed: VecDeque::with_capacity(buckets),
+            last_t: f64::NEG_INFINITY,
+            trend: None,
+        }
+    }
+
+    fn push(&mut self, idx: i64, t: f64, used: u64, cfg: &LeakConfig, scratch: &mut Scratch) {
+        // Out-of-order samples would break the "oldest first" ring; a clock
+        // that went backwards is the caller's bug, not a reason to panic.
+        if t < self.last_t {
+            return;
+        }
+        self.last_t = t;
+        if let Some(open) = self.open.as_mut() {
+            if open.idx == idx {
+                open.min = open.min.min(used);
+                return;
+            }
+        }
+        if let Some(done) = self.open.take() {
+            self.closed.push_back(done);
+        }
+        self.open = Some(Bucket { idx, min: used });
+        // Keep only the `buckets` bucket slots before the open one, which
+        // bounds `closed` to `buckets` entries since indices are distinct.
+        let oldest = idx.saturating_sub(cfg.buckets as i64);
+        while self.closed.front().is_some_and(|b| b.idx < oldest) {
+            self.closed.pop_front();
+        }
+        self.trend = evaluate(&self.closed, cfg, scratch);
+    }
+}
+
+/// Builds the segment floors of the closed buckets and judges them.
+fn evaluate(closed: &VecDeque<Bucket>, cfg: &LeakConfig, scratch: &mut Scratch) -> Option<Trend> {
+    let first = closed.front()?.idx;
+    let last = closed.back()?.idx;
+    // All closed buckets lie within `buckets` slots, so these are small.
+    let slots = last.abs_diff(first).saturating_add(1);
+    let covered = (slots as f64 / cfg.buckets as f64).min(1.0);
+    if covered + 1e-9 < cfg.min_window_fraction {
+        return None;
+    }
+    let segments = cfg.segments.min(usize::try_from(slots).unwrap_or(usize::MAX));
+    scratch.floors.clear();
+    scratch.floors.resize(segments, None);
+    for b in closed {
+        let offset = b.idx.abs_diff(first);
+        let seg = usize::try_from(offset.saturating_mul(segments as u64) / slots).unwrap_or(0);
+        if let Some(slot) = scratch.floors.get_mut(seg) {
+            *slot = Some(slot.map_or(b.min, |m: u64| m.min(b.min)));
+        }
+    }
+    let width = cfg.window / cfg.buckets as f64;
+    let seg_slots = slots as f64 / segments as f64;
+    scratch.points.clear();
+    scratch
+        .points
+        .extend(scratch.floors.iter().enumerate().filter_map(|(k, floor)| {
+            // Time of the segment's first bucket, relative to the window start
+            // (keeps f64 precision): a leak's floor is reached there.
+            floor.map(|min| ((k as f64 * seg_slots).ceil() * width, min as f64))
+        }));
+    judge(&scratch.points, seg_slots * width, covered, cfg, &mut scratch.slopes)
+}
+
+/// Applies the leak conditions to segment floors (time-ordered points,
+/// segments `seg_secs` long).
+fn judge(points: &[(f64, f64)], seg_secs: f64, covered: f64, cfg: &LeakConfig, slopes: &mut Vec<f64>) -> Option<Trend> {
+    // Three floors are the least that can show a rise spread over time.
+    if points.len() < 3 {
+        return None;
+    }
+    let (first, last) = (points.first()?.1, points.last()?.1);
+    let growth = theil_sen(points, slopes)?;
+    let recent = theil_sen(&points[(points.len() - 1) / 2..], slopes)?;
+    let ratio = cfg.steady_ratio;
+    // Steady: the floor rose about as much as the estimated growth predicts
+    // over this step. Jitter of a flat floor is far below, the start-up or
+    // warm-up step of a caching allocator far above.
+    let steady = |w: &[(f64, f64)]| {
+        let (rise, expected) = (w[1].1 - w[0].1, growth * (w[1].0 - w[0].0));
+        rise > 0.0 && rise >= ratio * expected && rise * ratio <= expected
+    };
+    let steady_steps = points.windows(2).filter(|w| steady(w)).count() as f64 / (points.len() - 1) as f64;
+    let rise = last - first;
+    let suspected = growth > 0.0
+        && growth >= cfg.min_growth_bytes_per_second
+        && recent >= ratio * growth
+        && steady_steps + 1e-9 >= cfg.min_steady_steps
+        && points.windows(2).last().is_some_and(steady)
+        && rise > 0.0
+        // Memory given back is not leaked: the floor may dip by jitter, not
+        // by a share of what one segment of this growth adds.
+        && max_drawdown(points) <= cfg.max_drawdown_fraction * growth * seg_secs
+        && floor_jitter(points, slopes) <= cfg.max_floor_jitter * growth * seg_secs;
+    Some(Trend {
+        growth_bytes_per_second: growth,
+        suspected,
+        recent_growth_bytes_per_second: recent,
+        steady_steps,
+        floor_rise_bytes: rise,
+        window_covered: covered,
+    })
+}
+
+/// Median distance (bytes) of each inner floor from the line through its
+/// neighbours: about zero for a steady rise, the floor's own noise otherwise.
+fn floor_jitter(points: &[(f64, f64)], buf: &mut Vec<f64>) -> f64 {
+    buf.clear();
+    buf.extend(points.windows(3).map(|w| {
+        let (a, b, c) = (w[0], w[1], w[2]);
+        let span = c.0 - a.0;
+        let line = if span > 0.0 {
+            a.1 + (c.1 - a.1) * (b.0 - a.0) / span
+        } else {
+            a.1
+        };
+        (b.1 - line).abs()
+    }));
+    median(buf).unwrap_or(0.0)
+}
+
+/// Largest fall of a floor below an earlier, higher floor (bytes).
+fn max_drawdown(points: &[(f64, f64)]) -> f64 {
+    let mut peak = f64::NEG_INFINITY;
+    let mut worst = 0.0_f64;
+    for &(_, v) in points {
+        peak = peak.max(v);
+        worst = worst.max(peak - v);
+    }
+    worst
+}
+
+/// Median of the pairwise slopes (Theil–Sen): a single step or outlier
+/// moves it far less than it moves a least-squares fit. `None` with fewer
+/// than two distinct times.
+fn theil_sen(points: &[(f64, f64)], slopes: &mut Vec<f64>) -> Option<f64> {
+    slopes.clear();
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            let dt = b.0 - a.0;
+            if dt > 0.0 {
+                slopes.push((b.1 - a.1) / dt);
+            }
+        }
+    }
+    median(slopes)
+}
+
+/// Median (mean of the middle two for an even count); `None` when empty or
+/// not finite. Sorts `values`.
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_unstable_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    let m = if values.len() % 2 == 1 {
+        *values.get(mid)?
+    } else {
+        (*values.get(mid.checked_sub(1)?)? + *values.get(mid)?) / 2.0
+    };
+    m.is_finite().then_some(m)
+}
+
+#[cfg(test)]
+#[path = "leak_tests.rs"]
+mod tests;

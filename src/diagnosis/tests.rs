@@ -1,0 +1,170 @@
+//! Table tests for the holder arithmetic, late-release tracking and idle time.
+
+use super::*;
+
+fn proc(pid: u32, bytes: Option<u64>, holder: Holder) -> Process {
+    Process {
+        pid,
+        used_bytes: bytes,
+        holder: Some(holder),
+        start_time: Some(100.0),
+        ..Process::default()
+    }
+}
+
+#[test]
+fn holder_split_adds_up_to_used() {
+    use Holder::*;
+    type Case<'a> = (u64, &'a [(Option<u64>, Holder)], Holders);
+    let cases: &[Case] = &[
+        (
+            0,
+            &[],
+            Holders {
+                live: 0,
+                zombie: 0,
+                exited: 0,
+                unattributed: 0,
+            },
+        ),
+        (
+            100,
+            &[],
+            Holders {
+                live: 0,
+                zombie: 0,
+                exited: 0,
+                unattributed: 100,
+            },
+        ),
+        (
+            100,
+            &[(Some(50), Live), (Some(20), Zombie), (Some(10), Exited)],
+            Holders {
+                live: 50,
+                zombie: 20,
+                exited: 10,
+                unattributed: 20,
+            },
+        ),
+        // Unavailable memory is part of unattributed, not 0 of a holder.
+        (
+            100,
+            &[(None, Live), (Some(30), Live)],
+            Holders {
+                live: 30,
+                zombie: 0,
+                exited: 0,
+                unattributed: 70,
+            },
+        ),
+        // Listed more than used: trimmed from live first.
+        (
+            100,
+            &[(Some(90), Live), (Some(30), Exited)],
+            Holders {
+                live: 70,
+                zombie: 0,
+                exited: 30,
+                unattributed: 0,
+            },
+        ),
+        (
+            10,
+            &[(Some(5), Live), (Some(30), Zombie)],
+            Holders {
+                live: 0,
+                zombie: 10,
+                exited: 0,
+                unattributed: 0,
+            },
+        ),
+        (
+            u64::MAX,
+            &[(Some(u64::MAX), Live), (Some(u64::MAX), Zombie)],
+            Holders {
+                live: 0,
+                zombie: u64::MAX,
+                exited: 0,
+                unattributed: 0,
+            },
+        ),
+    ];
+    for (used, procs, want) in cases {
+        let ps: Vec<Process> = procs
+            .iter()
+            .enumerate()
+            .map(|(i, (b, h))| proc(i as u32 + 1, *b, *h))
+            .collect();
+        let got = holder_split(*used, &ps);
+        assert_eq!(got, *want, "used {used}, {procs:?}");
+        let sum = got.live as u128 + got.zombie as u128 + got.exited as u128 + got.unattributed as u128;
+        assert_eq!(sum, *used as u128);
+    }
+}
+
+fn holders(unattributed: u64) -> Holders {
+    Holders {
+        unattributed,
+        ..Holders::default()
+    }
+}
+
+#[test]
+fn late_release_reported_after_the_delay_and_cleared_on_release() {
+    let mut lr = LateRelease::default();
+    let a = proc(7, Some(1000), Holder::Live);
+    assert!(
+        lr.observe("g", 0.0, 10.0, std::slice::from_ref(&a), &holders(5))
+            .is_empty()
+    );
+    // Leaves the list; its 1000 bytes now show as unattributed.
+    assert!(
+        lr.observe("g", 1.0, 10.0, &[], &holders(1005)).is_empty(),
+        "not before the delay"
+    );
+    let r = lr.observe("g", 11.0, 10.0, &[], &holders(1005));
+    assert_eq!(r.len(), 1);
+    assert_eq!((r[0].pid, r[0].bytes, r[0].since), (7, 1000, 1.0));
+    // Released: unattributed back to its old level.
+    assert!(lr.observe("g", 12.0, 10.0, &[], &holders(5)).is_empty());
+    assert!(
+        lr.observe("g", 30.0, 10.0, &[], &holders(1005)).is_empty(),
+        "a released departure never comes back"
+    );
+}
+
+#[test]
+fn prompt_release_is_never_reported() {
+    let mut lr = LateRelease::default();
+    let a = proc(7, Some(1000), Holder::Live);
+    lr.observe("g", 0.0, 1.0, std::slice::from_ref(&a), &holders(5));
+    for t in 1..20 {
+        assert!(lr.observe("g", f64::from(t), 1.0, &[], &holders(6)).is_empty());
+    }
+}
+
+#[test]
+fn pid_reuse_is_a_departure() {
+    let mut lr = LateRelease::default();
+    let a = proc(7, Some(1000), Holder::Live);
+    let b = Process {
+        start_time: Some(200.0),
+        ..a.clone()
+    };
+    lr.observe("g", 0.0, 0.0, std::slice::from_ref(&a), &holders(0));
+    let r = lr.observe("g", 1.0, 0.0, std::slice::from_ref(&b), &holders(1000));
+    assert_eq!(r.len(), 1, "the old process with pid 7 left; its memory is still used");
+}
+
+#[test]
+fn idle_time_counts_from_last_activity() {
+    let mut it = IdleTracker::default();
+    let k: ProcKey = ("g".into(), 1, 0);
+    assert_eq!(it.observe(&k, 10.0, Some(50), true), 0.0);
+    assert_eq!(it.observe(&k, 15.0, None, false), 5.0);
+    assert_eq!(it.observe(&k, 20.0, Some(0), true), 10.0);
+    assert_eq!(it.observe(&k, 25.0, Some(3), true), 0.0);
+    it.retain(|_| false);
+    assert_eq!(it.observe(&k, 99.0, None, false), 0.0, "forgotten, so new");
+}

@@ -1,0 +1,161 @@
+//! The `gpumemd` binary: parses the command line, sets up logging, loads the
+//! config, picks the source, binds the listener and maps every failure to a
+//! one-line message and a non-zero exit code. All behaviour lives in the
+//! library; nothing here polls or serves by itself.
+
+use std::io::IsTerminal;
+use std::path::Path;
+use std::process::ExitCode;
+
+use clap::Parser;
+use gpumemd::cli::{Cli, Command, LogFormat, RunArgs, SourceArgs};
+use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH};
+use gpumemd::pipeline::Pipeline;
+use gpumemd::poller::unix_now;
+use gpumemd::snapshot::{PollStats, Snapshot};
+use gpumemd::source::nvml::NvmlSource;
+use gpumemd::source::scenario::Scenario;
+use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::source::{GpuSource, SourceError};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.into_command() {
+        Command::Run(args) => run(args),
+        Command::CheckConfig { file, demo } => check_config(&file, demo),
+        Command::Snapshot { source, json } => snapshot(&source, json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(msg) => {
+            eprintln!("gpumemd: {msg}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging(format: LogFormat, default_level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => b.init(),
+        LogFormat::Json => b.json().init(),
+    }
+}
+
+/// The config: `--config` (must exist), else the default path if present,
+/// else built-in defaults; then command-line overrides.
+fn load_config(src: &SourceArgs) -> Result<Config, String> {
+    let demo = src.demo.is_some();
+    let mut cfg = match &src.config {
+        Some(p) => Config::load(p, demo).map_err(|e| e.to_string())?,
+        None if Path::new(DEFAULT_CONFIG_PATH).exists() => {
+            Config::load(Path::new(DEFAULT_CONFIG_PATH), demo).map_err(|e| e.to_string())?
+        }
+        None => Config::defaults(demo),
+    };
+    if let Some(lib) = &src.nvml_lib {
+        cfg.nvml.library = lib.clone();
+    }
+    Ok(cfg)
+}
+
+fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, String> {
+    match demo {
+        Some(name) => {
+            let sc = Scenario::resolve(name).map_err(|e| e.to_string())?;
+            Ok(Box::new(SimulatedSource::new(sc, cfg.poll.interval.get(), unix_now())))
+        }
+        None => Ok(Box::new(NvmlSource::new(cfg.nvml.library.clone()))),
+    }
+}
+
+fn run(args: RunArgs) -> Result<(), String> {
+    init_logging(args.log_format, "info");
+    let mut cfg = load_config(&args.source)?;
+    if let Some(l) = &args.listen {
+        config::parse_listen(l).map_err(|e| format!("--web.listen-address: {e}"))?;
+        cfg.server.listen = l.clone();
+    }
+    let source = make_source(&cfg, args.source.demo.as_deref())?;
+    if let Some(name) = source.demo_name() {
+        tracing::info!(scenario = %name, "DEMO MODE: serving a simulated GPU fleet, not real GPUs");
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("gpumemd-http")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    rt.block_on(async move {
+        let listener = bind(&cfg.server.listen).await?;
+        let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(address = %addr, version = env!("CARGO_PKG_VERSION"), "listening");
+        gpumemd::run(cfg, source, listener, gpumemd::shutdown::shutdown_signal())
+            .await
+            .map_err(|e| e.to_string())
+    })?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Binds `[host]:port`; an empty host binds all interfaces, IPv6 and IPv4
+/// where the kernel allows a dual-stack socket, IPv4 alone otherwise.
+async fn bind(listen: &str) -> Result<tokio::net::TcpListener, String> {
+    let a = config::parse_listen(listen).map_err(|e| format!("listen address: {e}"))?;
+    let r = match &a.host {
+        Some(h) => tokio::net::TcpListener::bind((h.as_str(), a.port)).await,
+        None => match tokio::net::TcpListener::bind(("::", a.port)).await {
+            Ok(l) => Ok(l),
+            Err(_) => tokio::net::TcpListener::bind(("0.0.0.0", a.port)).await,
+        },
+    };
+    r.map_err(|e| format!("cannot listen on {listen}: {e}"))
+}
+
+fn check_config(file: &Path, demo: bool) -> Result<(), String> {
+    let cfg = Config::load(file, demo).map_err(|e| e.to_string())?;
+    let text = toml::to_string(&cfg).map_err(|e| format!("cannot print the config: {e}"))?;
+    println!("# effective configuration of {}\n{text}", file.display());
+    Ok(())
+}
+
+fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
+    init_logging(LogFormat::Text, "warn");
+    let cfg = load_config(src)?;
+    let mut source = make_source(&cfg, src.demo.as_deref())?;
+    let now = unix_now();
+    let started = std::time::Instant::now();
+    let raw = source.poll(true).map_err(|e| match e {
+        SourceError::Unavailable(m) => format!("NVML not available: {m}; use --demo to try without a GPU"),
+        other => other.to_string(),
+    })?;
+    let (driver, devices) = Pipeline::new(&cfg.processes).build(raw, now);
+    let snap = Snapshot {
+        seq: 1,
+        timestamp: now,
+        demo: source.demo_name(),
+        nvml_up: true,
+        driver,
+        devices,
+        poll: PollStats {
+            polls_total: 1,
+            success: true,
+            duration_seconds: started.elapsed().as_secs_f64(),
+            last_success_timestamp: Some(now),
+            ..PollStats::default()
+        },
+        ..Snapshot::default()
+    };
+    if json {
+        let text = serde_json::to_string_pretty(&snap).map_err(|e| format!("cannot print JSON: {e}"))?;
+        println!("{text}");
+    } else {
+        print!("{}", gpumemd::table::render(&snap));
+    }
+    Ok(())
+}

@@ -1,0 +1,369 @@
+//! Renders the Prometheus exposition from one snapshot at scrape time, so a
+//! GPU or process that disappears leaves no stale series. Owns metric names,
+//! help texts, labels and cardinality limits (top-N, min bytes, label length).
+//! It must not read anything but the snapshot and config it is given.
+
+mod text;
+
+use std::collections::BTreeMap;
+
+use crate::config::{GroupBy, ProcessMode, Processes};
+use crate::snapshot::{Device, Process, Snapshot};
+pub use text::Format;
+use text::{Kind, Writer};
+
+/// Reasons `gpumem_poll_errors_total` always exposes (0 until seen), so
+/// `rate()` works from the first scrape.
+pub const POLL_ERROR_REASONS: &[&str] = &["timeout", "nvml_unavailable", "failed", "device", "panic"];
+
+/// Build identity for `gpumem_build_info`.
+#[derive(Debug, Clone)]
+pub struct BuildInfo {
+    pub version: &'static str,
+    pub revision: &'static str,
+}
+
+/// Renders the whole exposition in `format`.
+pub fn render(snap: &Snapshot, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
+    let procs: usize = snap.devices.iter().map(|d| d.processes.len().min(cfg.top_n)).sum();
+    let mut w = Writer::new(
+        format,
+        4096 + snap.devices.len() * 1200 + procs * 700,
+        cfg.label_max_bytes,
+    );
+    devices(&mut w, snap);
+    if cfg.mode == ProcessMode::PerProcess {
+        processes(&mut w, snap, cfg);
+    }
+    if cfg.mode != ProcessMode::Off && !cfg.group_by.is_empty() {
+        groups(&mut w, snap, cfg);
+    }
+    daemon(&mut w, snap, build);
+    w.finish()
+}
+
+fn devices(w: &mut Writer, snap: &Snapshot) {
+    let ds = &snap.devices;
+    w.family(
+        "gpumem_device_info",
+        Kind::Gauge,
+        "GPU or MIG instance identity; value is always 1.",
+    );
+    for d in ds {
+        let index = d.index.map(|i| i.to_string()).unwrap_or_default();
+        w.sample(
+            "gpumem_device_info",
+            &[
+                ("uuid", &d.uuid),
+                ("index", &index),
+                ("name", &d.name),
+                ("pci_bus_id", &d.pci_bus_id),
+                ("parent_uuid", &d.parent_uuid),
+                ("mig_profile", &d.mig_profile),
+            ],
+            1u64,
+        );
+    }
+    w.family(
+        "gpumem_device_up",
+        Kind::Gauge,
+        "1 if the device was read this poll, 0 if it failed (lost, driver error).",
+    );
+    for d in ds {
+        w.sample("gpumem_device_up", &[("uuid", &d.uuid)], u64::from(d.up));
+    }
+    type Field = fn(&crate::snapshot::Memory) -> Option<u64>;
+    let mem: [(&str, &str, Field); 4] = [
+        (
+            "gpumem_device_memory_total_bytes",
+            "Total device memory in bytes.",
+            |m| Some(m.total_bytes),
+        ),
+        (
+            "gpumem_device_memory_used_bytes",
+            "Used device memory in bytes (NVML v2: excludes reserved).",
+            |m| Some(m.used_bytes),
+        ),
+        ("gpumem_device_memory_free_bytes", "Free device memory in bytes.", |m| {
+            Some(m.free_bytes)
+        }),
+        (
+            "gpumem_device_memory_reserved_bytes",
+            "Memory reserved by the driver and firmware, in bytes.",
+            |m| m.reserved_bytes,
+        ),
+    ];
+    for (name, help, get) in mem {
+        w.family(name, Kind::Gauge, help);
+        for d in ds.iter().filter(|d| d.up) {
+            if let Some(v) = d.memory.as_ref().and_then(get) {
+                w.sample(name, &[("uuid", &d.uuid)], v);
+            }
+        }
+    }
+    w.family(
+        "gpumem_device_memory_held_bytes",
+        Kind::Gauge,
+        "Used memory by holder: live processes, zombie (state Z or D), exited (listed by NVML, gone from /proc), unattributed. Adds up to used.",
+    );
+    for d in ds.iter().filter(|d| d.up) {
+        if let Some(h) = d.holders {
+            for (holder, v) in [
+                ("live", h.live),
+                ("zombie", h.zombie),
+                ("exited", h.exited),
+                ("unattributed", h.unattributed),
+            ] {
+                w.sample(
+                    "gpumem_device_memory_held_bytes",
+                    &[("uuid", &d.uuid), ("holder", holder)],
+                    v,
+                );
+            }
+        }
+    }
+    w.family(
+        "gpumem_device_memory_unreleased_bytes",
+        Kind::Gauge,
+        "Memory still used after its holder left the process list for longer than late_release_after.",
+    );
+    for d in ds.iter().filter(|d| d.up && d.holders.is_some()) {
+        let v: u64 = d.unreleased.iter().map(|u| u.bytes).sum();
+        w.sample("gpumem_device_memory_unreleased_bytes", &[("uuid", &d.uuid)], v);
+    }
+    w.family(
+        "gpumem_device_processes",
+        Kind::Gauge,
+        "Processes with a context on the device.",
+    );
+    for d in ds.iter().filter(|d| d.up) {
+        w.sample(
+            "gpumem_device_processes",
+            &[("uuid", &d.uuid)],
+            d.processes.len() as u64,
+        );
+    }
+}
+
+/// The processes of `d` that get series: above `min_bytes`, largest first,
+/// at most `top_n`. Processes with unavailable memory rank last but count.
+fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
+    let eligible: Vec<&Process> = d
+        .processes
+        .iter()
+        .filter(|p| p.used_bytes.is_none_or(|b| b >= cfg.min_bytes.0))
+        .collect();
+    let keep = eligible.len().min(cfg.top_n);
+    let left_out = d.processes.len() - keep;
+    (eligible.into_iter().take(keep).collect(), left_out)
+}
+
+fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
+    let per_dev: Vec<(&Device, Vec<&Process>, usize)> = snap
+        .devices
+        .iter()
+        .filter(|d| d.up)
+        .map(|d| {
+            let (ps, left) = exported(d, cfg);
+            (d, ps, left)
+        })
+        .collect();
+    w.family(
+        "gpumem_process_memory_used_bytes",
+        Kind::Gauge,
+        "Device memory used by a process, in bytes; absent when NVML reports it unavailable.",
+    );
+    for (d, ps, _) in &per_dev {
+        for p in ps {
+            if let Some(b) = p.used_bytes {
+                let pid = p.pid.to_string();
+                let labels = [
+                    ("uuid", d.uuid.as_str()),
+                    ("pid", &pid),
+                    ("comm", &p.comm),
+                    ("user", &p.user),
+                    ("container", &p.container),
+                    ("pod_uid", &p.pod_uid),
+                    ("unit", &p.unit),
+                    ("job", &p.job),
+                ];
+                w.sample("gpumem_process_memory_used_bytes", &labels, b);
+            }
+        }
+    }
+    w.family(
+        "gpumem_process_info",
+        Kind::Gauge,
+        "Process identity and state; value is always 1.",
+    );
+    for (d, ps, _) in &per_dev {
+        for p in ps {
+            let pid = p.pid.to_string();
+            let mut labels = vec![
+                ("uuid", d.uuid.as_str()),
+                ("pid", &pid),
+                ("comm", &p.comm),
+                ("user", &p.user),
+                ("state", &p.state),
+                ("type", &p.kind),
+                ("container_runtime", &p.container_runtime),
+            ];
+            if let (true, Some(c)) = (cfg.cmdline, &p.cmdline) {
+                labels.push(("cmdline", c));
+            }
+            w.sample("gpumem_process_info", &labels, 1u64);
+        }
+    }
+    per_process_gauges(w, &per_dev);
+    w.family(
+        "gpumem_processes_not_exported",
+        Kind::Gauge,
+        "Processes left out of per-process series by top_n or min_bytes; their memory still counts in holders and groups.",
+    );
+    for (d, _, left) in &per_dev {
+        w.sample("gpumem_processes_not_exported", &[("uuid", &d.uuid)], *left as u64);
+    }
+}
+
+fn per_process_gauges(w: &mut Writer, per_dev: &[(&Device, Vec<&Process>, usize)]) {
+    type Get = fn(&Process) -> Option<f64>;
+    let gauges: [(&str, &str, Get); 4] = [
+        (
+            "gpumem_process_start_time_seconds",
+            "Process start time, Unix seconds; with pid it identifies a process across PID reuse.",
+            |p| p.start_time,
+        ),
+        (
+            "gpumem_process_memory_growth_bytes_per_second",
+            "Robust trend of the process's memory over the leak window, bytes per second.",
+            |p| p.growth_bytes_per_second,
+        ),
+        (
+            "gpumem_process_leak_suspected",
+            "1 if the process's memory grows steadily over the leak window.",
+            |p| {
+                p.growth_bytes_per_second
+                    .map(|_| if p.leak_suspected { 1.0 } else { 0.0 })
+            },
+        ),
+        (
+            "gpumem_process_idle_seconds",
+            "Seconds the process has held memory with no SM activity (absent where utilisation is not sampled).",
+            |p| p.idle_seconds,
+        ),
+    ];
+    for (name, help, get) in gauges {
+        w.family(name, Kind::Gauge, help);
+        for (d, ps, _) in per_dev {
+            for p in ps {
+                if let Some(v) = get(p) {
+                    w.sample(name, &[("uuid", &d.uuid), ("pid", &p.pid.to_string())], v);
+                }
+            }
+        }
+    }
+}
+
+fn group_value(p: &Process, by: GroupBy) -> &str {
+    match by {
+        GroupBy::User => &p.user,
+        GroupBy::Container => &p.container,
+        GroupBy::Pod => &p.pod_uid,
+        GroupBy::Unit => &p.unit,
+        GroupBy::Job => &p.job,
+    }
+}
+
+fn groups(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
+    w.family(
+        "gpumem_group_memory_used_bytes",
+        Kind::Gauge,
+        "Device memory used by all processes of a group (user, container, pod, unit, job), in bytes.",
+    );
+    for d in snap.devices.iter().filter(|d| d.up) {
+        for &by in &cfg.group_by {
+            let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+            for p in &d.processes {
+                let g = group_value(p, by);
+                if !g.is_empty() {
+                    *sums.entry(g).or_default() += p.used_bytes.unwrap_or(0);
+                }
+            }
+            for (g, v) in sums {
+                w.sample(
+                    "gpumem_group_memory_used_bytes",
+                    &[("uuid", &d.uuid), ("group_by", by.as_str()), ("group", g)],
+                    v,
+                );
+            }
+        }
+    }
+}
+
+fn daemon(w: &mut Writer, snap: &Snapshot, build: &BuildInfo) {
+    let p = &snap.poll;
+    w.family("gpumem_nvml_up", Kind::Gauge, "1 if NVML is initialised and answering.");
+    w.sample("gpumem_nvml_up", &[], u64::from(snap.nvml_up));
+    if let Some(d) = &snap.driver {
+        w.family(
+            "gpumem_driver_info",
+            Kind::Gauge,
+            "Driver, NVML and CUDA versions; value is always 1.",
+        );
+        w.sample(
+            "gpumem_driver_info",
+            &[
+                ("driver_version", &d.driver_version),
+                ("nvml_version", &d.nvml_version),
+                ("cuda_version", &d.cuda_version),
+            ],
+            1u64,
+        );
+    }
+    w.family(
+        "gpumem_poll_duration_seconds",
+        Kind::Gauge,
+        "Duration of the latest poll.",
+    );
+    w.sample("gpumem_poll_duration_seconds", &[], p.duration_seconds);
+    if let Some(t) = p.last_success_timestamp {
+        w.family(
+            "gpumem_last_poll_timestamp_seconds",
+            Kind::Gauge,
+            "Unix time of the latest successful poll.",
+        );
+        w.sample("gpumem_last_poll_timestamp_seconds", &[], t);
+    }
+    w.family("gpumem_poll_success", Kind::Gauge, "1 if the latest poll succeeded.");
+    w.sample("gpumem_poll_success", &[], u64::from(p.success));
+    w.family("gpumem_polls_total", Kind::Counter, "Polls started.");
+    w.sample("gpumem_polls_total", &[], p.polls_total);
+    w.family(
+        "gpumem_poll_errors_total",
+        Kind::Counter,
+        "Polls or devices that failed, by reason.",
+    );
+    for reason in POLL_ERROR_REASONS {
+        let v = p.errors_total.get(*reason).copied().unwrap_or(0);
+        w.sample("gpumem_poll_errors_total", &[("reason", reason)], v);
+    }
+    w.family(
+        "gpumem_poll_overruns_total",
+        Kind::Counter,
+        "Poll ticks skipped because the previous poll was still running.",
+    );
+    w.sample("gpumem_poll_overruns_total", &[], p.overruns_total);
+    w.family(
+        "gpumem_build_info",
+        Kind::Gauge,
+        "gpumemd version and revision; value is always 1.",
+    );
+    w.sample(
+        "gpumem_build_info",
+        &[("version", build.version), ("revision", build.revision)],
+        1u64,
+    );
+}
+
+#[cfg(test)]
+mod tests;

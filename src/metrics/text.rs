@@ -1,0 +1,184 @@
+//! The exposition writer: Prometheus text format 0.0.4 and OpenMetrics 1.0
+//! into one preallocated `String`. Owns escaping, number formatting, label
+//! truncation and the two formats' differences (counter family names, `# EOF`).
+//! It knows no metric names; callers emit whole families in order.
+
+use std::fmt::Write as _;
+
+/// Which exposition format a scrape asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Prometheus,
+    OpenMetrics,
+}
+
+impl Format {
+    /// Picks OpenMetrics when the `Accept` header asks for it, as Prometheus
+    /// does when it prefers it; the classic text format otherwise.
+    pub fn from_accept(accept: Option<&str>) -> Format {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
+            _ => Format::Prometheus,
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Gauge,
+    Counter,
+}
+
+/// A sample value: integers print exactly, floats in Prometheus' spelling.
+pub trait Value {
+    fn write_to(&self, out: &mut String);
+}
+
+impl Value for u64 {
+    fn write_to(&self, out: &mut String) {
+        let _ = write!(out, "{self}");
+    }
+}
+
+impl Value for f64 {
+    fn write_to(&self, out: &mut String) {
+        if self.is_nan() {
+            out.push_str("NaN");
+        } else if self.is_infinite() {
+            out.push_str(if *self > 0.0 { "+Inf" } else { "-Inf" });
+        } else {
+            let _ = write!(out, "{self}");
+        }
+    }
+}
+
+pub struct Writer {
+    out: String,
+    format: Format,
+    label_max: usize,
+}
+
+impl Writer {
+    pub fn new(format: Format, capacity: usize, label_max: usize) -> Self {
+        Self {
+            out: String::with_capacity(capacity),
+            format,
+            label_max,
+        }
+    }
+
+    /// Starts a family: HELP and TYPE lines.
+    pub fn family(&mut self, name: &str, kind: Kind, help: &str) {
+        // OpenMetrics names a counter family without its `_total` suffix.
+        let meta = match (self.format, kind) {
+            (Format::OpenMetrics, Kind::Counter) => name.strip_suffix("_total").unwrap_or(name),
+            _ => name,
+        };
+        let kind = match kind {
+            Kind::Gauge => "gauge",
+            Kind::Counter => "counter",
+        };
+        let _ = writeln!(self.out, "# HELP {meta} {help}");
+        let _ = writeln!(self.out, "# TYPE {meta} {kind}");
+    }
+
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Value) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                self.out.push_str(k);
+                self.out.push_str("=\"");
+                escape_into(&mut self.out, truncated(v, self.label_max));
+                self.out.push('"');
+            }
+            self.out.push('}');
+        }
+        self.out.push(' ');
+        value.write_to(&mut self.out);
+        self.out.push('\n');
+    }
+
+    pub fn finish(mut self) -> String {
+        if self.format == Format::OpenMetrics {
+            self.out.push_str("# EOF\n");
+        }
+        self.out
+    }
+}
+
+/// At most `max` bytes of `s`, cut on a char boundary.
+fn truncated(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut cut = max;
+    while !s.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    &s[..cut]
+}
+
+fn escape_into(out: &mut String, v: &str) {
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_and_truncates_labels() {
+        let mut w = Writer::new(Format::Prometheus, 64, 12);
+        w.family("x", Kind::Gauge, "h");
+        w.sample("x", &[("a", "q\"b\\c\nd"), ("b", "ééééééé")], 1u64);
+        let s = w.finish();
+        assert!(s.contains(r#"x{a="q\"b\\c\nd",b="éééééé"} 1"#), "{s}");
+    }
+
+    #[test]
+    fn floats_use_prometheus_spelling() {
+        for (v, want) in [
+            (f64::NAN, "NaN"),
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+            (0.25, "0.25"),
+        ] {
+            let mut s = String::new();
+            v.write_to(&mut s);
+            assert_eq!(s, want);
+        }
+    }
+
+    #[test]
+    fn openmetrics_counters_and_eof() {
+        let mut w = Writer::new(Format::OpenMetrics, 64, 128);
+        w.family("c_total", Kind::Counter, "h");
+        w.sample("c_total", &[], 3u64);
+        let s = w.finish();
+        assert_eq!(s, "# HELP c h\n# TYPE c counter\nc_total 3\n# EOF\n");
+        assert_eq!(
+            Format::from_accept(Some("application/openmetrics-text;version=1.0.0")),
+            Format::OpenMetrics
+        );
+        assert_eq!(Format::from_accept(Some("text/plain")), Format::Prometheus);
+        assert_eq!(Format::from_accept(None), Format::Prometheus);
+    }
+}

@@ -1,0 +1,169 @@
+//! The immutable result of one poll, shared by every reader (metrics, JSON
+//! API, status page, rules) through a watch channel. Plain data with serde
+//! for the JSON API; it must not hold handles, locks or anything that talks
+//! to hardware. A value that could not be read is `None`, never 0.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Driver and library versions, as reported by NVML (or the simulation).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct DriverInfo {
+    pub driver_version: String,
+    pub nvml_version: String,
+    pub cuda_version: String,
+}
+
+/// Device memory in bytes, NVML v2 semantics: `used` excludes `reserved`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Memory {
+    pub total_bytes: u64,
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    /// Absent with the v1 API of old drivers.
+    pub reserved_bytes: Option<u64>,
+}
+
+/// Who holds a device's used memory; the four parts add up to `used_bytes`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Holders {
+    /// Processes that are running (present in /proc, not zombie-like).
+    pub live: u64,
+    /// Processes in state Z or D.
+    pub zombie: u64,
+    /// Processes NVML still lists that are gone from /proc.
+    pub exited: u64,
+    /// Used memory that no listed process accounts for.
+    pub unattributed: u64,
+}
+
+/// The holder class of one process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Holder {
+    Live,
+    Zombie,
+    Exited,
+}
+
+impl Holder {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Holder::Live => "live",
+            Holder::Zombie => "zombie",
+            Holder::Exited => "exited",
+        }
+    }
+}
+
+/// One process holding a context on one device.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Process {
+    pub pid: u32,
+    /// Absent when NVML reports the value as unavailable.
+    pub used_bytes: Option<u64>,
+    /// "compute", "graphics", "mps" or a `+`-joined combination.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub comm: String,
+    pub user: String,
+    pub uid: Option<u32>,
+    /// "running", "sleeping", "zombie", ... or "exited" when gone from /proc.
+    pub state: String,
+    pub holder: Option<Holder>,
+    /// Unix seconds; with `pid` it identifies the process across PID reuse.
+    pub start_time: Option<f64>,
+    pub container: String,
+    pub container_runtime: String,
+    pub pod_uid: String,
+    pub qos_class: String,
+    pub unit: String,
+    pub slice: String,
+    pub job: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cmdline: Option<String>,
+    pub growth_bytes_per_second: Option<f64>,
+    pub leak_suspected: bool,
+    /// Latest SM utilisation sample in percent, when sampled.
+    pub sm_util_percent: Option<u32>,
+    /// Seconds this process has held memory with no SM activity.
+    pub idle_seconds: Option<f64>,
+    pub idle: bool,
+}
+
+/// Memory that stayed used after its holder left the process list.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Unreleased {
+    pub pid: u32,
+    pub comm: String,
+    pub user: String,
+    pub bytes: u64,
+    /// Unix seconds when the process left NVML's list.
+    pub since: f64,
+}
+
+/// One GPU or MIG instance, keyed by UUID.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Device {
+    pub uuid: String,
+    pub index: Option<u32>,
+    pub name: String,
+    pub pci_bus_id: String,
+    /// For a MIG instance, the UUID of its GPU.
+    pub parent_uuid: String,
+    pub mig_profile: String,
+    /// False when this GPU failed this poll (lost, driver error).
+    pub up: bool,
+    pub memory: Option<Memory>,
+    pub holders: Option<Holders>,
+    /// Largest holder first.
+    pub processes: Vec<Process>,
+    /// Memory not released after holders exited (late release by the driver).
+    pub unreleased: Vec<Unreleased>,
+    /// Why `up` is false, or which fields could not be read.
+    pub errors: Vec<String>,
+}
+
+/// Cumulative poller counters, carried in every snapshot so a scrape reads
+/// one consistent view.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PollStats {
+    pub polls_total: u64,
+    pub errors_total: BTreeMap<String, u64>,
+    pub overruns_total: u64,
+    /// Whether the latest poll succeeded.
+    pub success: bool,
+    /// Seconds the latest poll took (or how long it had run when it timed out).
+    pub duration_seconds: f64,
+    /// Unix seconds of the latest successful poll.
+    pub last_success_timestamp: Option<f64>,
+}
+
+/// What one poll saw, plus the poller's view of its own health.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Snapshot {
+    /// 0 for the placeholder published before the first poll.
+    pub seq: u64,
+    /// Unix seconds at the start of the poll.
+    pub timestamp: f64,
+    /// Set by `--demo`: the simulated scenario's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub demo: Option<String>,
+    pub nvml_up: bool,
+    /// Why NVML is down, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvml_error: Option<String>,
+    pub driver: Option<DriverInfo>,
+    pub devices: Vec<Device>,
+    /// True while the latest poll is overdue or failed and this is older data.
+    pub stale: bool,
+    pub poll: PollStats,
+}
+
+impl Snapshot {
+    /// True once a real poll result (not the startup placeholder) exists.
+    pub fn has_polled(&self) -> bool {
+        self.seq > 0
+    }
+}

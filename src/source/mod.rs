@@ -1,0 +1,125 @@
+//! The hardware seam: `GpuSource` and the plain data it returns. Two
+//! implementations live beside this file, NVML (`nvml.rs`, the only code that
+//! names `nvml_wrapper`) and the simulated fleet (`simulated.rs`). Nothing here
+//! reads /proc or knows about metrics; attribution happens after the seam.
+
+pub mod nvml;
+pub mod scenario;
+pub mod simulated;
+
+use thiserror::Error;
+
+use crate::snapshot::{DriverInfo, Memory};
+
+/// Which NVML process lists a PID appeared in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProcessKinds {
+    pub compute: bool,
+    pub graphics: bool,
+    pub mps: bool,
+}
+
+impl ProcessKinds {
+    /// The `type` label: the lists joined with `+`, e.g. "compute+graphics".
+    pub fn label(self) -> String {
+        let mut parts = Vec::with_capacity(3);
+        if self.compute {
+            parts.push("compute");
+        }
+        if self.graphics {
+            parts.push("graphics");
+        }
+        if self.mps {
+            parts.push("mps");
+        }
+        parts.join("+")
+    }
+}
+
+/// Identity a simulated process carries because it has no /proc entry.
+/// The NVML source never sets it; attribution then reads /proc instead.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SimIdentity {
+    pub comm: String,
+    pub user: String,
+    pub uid: u32,
+    /// "running", "sleeping", "zombie", "disk-sleep", "stopped".
+    pub state: String,
+    pub start_time: f64,
+    /// False for an "exited" holder: listed by NVML, gone from /proc.
+    pub in_proc: bool,
+    pub container: String,
+    pub container_runtime: String,
+    pub pod_uid: String,
+    pub qos_class: String,
+    pub unit: String,
+    pub slice: String,
+    pub job: String,
+    pub cmdline: String,
+}
+
+/// One process as a source reports it, before attribution.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawProcess {
+    pub pid: u32,
+    /// `None` when the source says the value is unavailable.
+    pub used_bytes: Option<u64>,
+    pub kinds: ProcessKinds,
+    pub sim: Option<SimIdentity>,
+}
+
+/// One device (GPU or MIG instance) as a source reports it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawDevice {
+    pub uuid: String,
+    pub index: Option<u32>,
+    pub name: String,
+    pub pci_bus_id: String,
+    pub parent_uuid: String,
+    pub mig_profile: String,
+    /// False when the device failed as a whole this poll.
+    pub up: bool,
+    pub memory: Option<Memory>,
+    pub processes: Vec<RawProcess>,
+    /// Per-field or whole-device failures, already worded for operators.
+    pub errors: Vec<String>,
+}
+
+/// Per-process SM utilisation samples (pid -> percent), per device UUID.
+pub type Utilization = std::collections::HashMap<String, std::collections::HashMap<u32, u32>>;
+
+/// Everything one poll of a source returned.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawPoll {
+    pub driver: Option<DriverInfo>,
+    pub devices: Vec<RawDevice>,
+    /// Present only on polls where utilisation was sampled.
+    pub utilization: Option<Utilization>,
+}
+
+/// The source as a whole could not be read this poll.
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum SourceError {
+    /// The library or driver is missing; `gpumem_nvml_up` goes to 0.
+    #[error("NVML not available: {0}")]
+    Unavailable(String),
+    /// The library is loaded but the poll failed as a whole.
+    #[error("{reason}: {message}")]
+    Failed { reason: &'static str, message: String },
+}
+
+/// A reader of GPU memory state. Called from the poller's dedicated thread
+/// only; calls may block (NVML can hang), which the poller bounds.
+pub trait GpuSource: Send {
+    /// Reads every device once. `sample_utilization` asks for per-process SM
+    /// utilisation this time (it is costly, so it is sampled less often).
+    ///
+    /// # Errors
+    /// `SourceError` when nothing at all could be read.
+    fn poll(&mut self, sample_utilization: bool) -> Result<RawPoll, SourceError>;
+
+    /// Scenario name for a simulated source, `None` for real hardware.
+    fn demo_name(&self) -> Option<String> {
+        None
+    }
+}

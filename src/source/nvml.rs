@@ -1,0 +1,452 @@
+//! `NvmlSource`: the only code that names `nvml_wrapper`. It owns the NVML
+//! handle (initialised lazily, re-initialised with backoff after the driver
+//! goes away), reads every device once per poll and maps each NVML error once,
+//! per field or per device, so one failing GPU or field never fails the poll.
+//! It must not read /proc or build snapshots; it returns plain `RawPoll` data.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::time::{Duration, Instant};
+
+use nvml_wrapper::Device;
+use nvml_wrapper::Nvml;
+use nvml_wrapper::enums::device::UsedGpuMemory;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+
+use super::{GpuSource, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
+use crate::snapshot::{DriverInfo, Memory};
+
+const BACKOFF_MIN: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Static facts about a device, read once per UUID because they cannot change
+/// while the GPU stays on the bus.
+#[derive(Debug, Clone, Default)]
+struct Identity {
+    name: String,
+    pci_bus_id: String,
+}
+
+/// Reads GPUs through NVML.
+pub struct NvmlSource {
+    library: OsString,
+    nvml: Option<Nvml>,
+    driver: Option<DriverInfo>,
+    next_init: Option<Instant>,
+    backoff: Duration,
+    /// Why the last initialisation failed, repeated while backing off.
+    last_error: String,
+    /// UUID per index from earlier polls, so a GPU that is lost now is still
+    /// reported under its UUID with `up = false`.
+    uuid_by_index: HashMap<u32, String>,
+    identity: HashMap<String, Identity>,
+    /// Newest utilisation sample timestamp per device, so each sample is
+    /// returned once.
+    util_seen: HashMap<String, u64>,
+}
+
+impl NvmlSource {
+    /// Creates a source for `library` (a file name for the loader or a path).
+    /// Nothing is loaded until the first poll.
+    pub fn new(library: impl Into<OsString>) -> Self {
+        Self {
+            library: library.into(),
+            nvml: None,
+            driver: None,
+            next_init: None,
+            backoff: BACKOFF_MIN,
+            last_error: String::new(),
+            uuid_by_index: HashMap::new(),
+            identity: HashMap::new(),
+            util_seen: HashMap::new(),
+        }
+    }
+
+    fn ensure_init(&mut self) -> Result<(), SourceError> {
+        if self.nvml.is_some() {
+            return Ok(());
+        }
+        if self.next_init.is_some_and(|t| Instant::now() < t) {
+            return Err(SourceError::Unavailable(self.last_error.clone()));
+        }
+        match Nvml::builder().lib_path(&self.library).init() {
+            Ok(nvml) => {
+                self.driver = Some(driver_info(&nvml));
+                self.nvml = Some(nvml);
+                self.next_init = None;
+                self.backoff = BACKOFF_MIN;
+                Ok(())
+            }
+            Err(e) => {
+                self.last_error = init_error(&self.library, &e);
+                self.next_init = Some(Instant::now() + self.backoff);
+                self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
+                Err(SourceError::Unavailable(self.last_error.clone()))
+            }
+        }
+    }
+
+    /// Drops the handle after the driver went away under us, so the next
+    /// poll re-initialises (with backoff) instead of failing forever.
+    fn reset(&mut self, why: &NvmlError) -> SourceError {
+        self.nvml = None;
+        self.next_init = Some(Instant::now() + self.backoff);
+        self.last_error = format!("the driver went away ({why}); re-initialising");
+        SourceError::Unavailable(self.last_error.clone())
+    }
+}
+
+impl GpuSource for NvmlSource {
+    fn poll(&mut self, sample_utilization: bool) -> Result<RawPoll, SourceError> {
+        self.ensure_init()?;
+        let Some(nvml) = self.nvml.as_ref() else {
+            return Err(SourceError::Unavailable("NVML handle missing".into()));
+        };
+        let count = match nvml.device_count() {
+            Ok(n) => n,
+            Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
+            Err(e) => {
+                return Err(SourceError::Failed {
+                    reason: "device_count",
+                    message: e.to_string(),
+                });
+            }
+        };
+        let mut devices = Vec::with_capacity(count as usize);
+        let mut utilization = sample_utilization.then(Utilization::new);
+        let mut reinit = None;
+        for index in 0..count {
+            let mut ctx = PollCtx {
+                uuid_by_index: &mut self.uuid_by_index,
+                identity: &mut self.identity,
+                util_seen: &mut self.util_seen,
+                utilization: utilization.as_mut(),
+            };
+            match read_device(nvml, index, &mut ctx) {
+                Ok(mut devs) => devices.append(&mut devs),
+                Err(f) => {
+                    if needs_reinit(&f.error) {
+                        reinit = Some(f.error);
+                        break;
+                    }
+                    devices.extend(f.device);
+                }
+            }
+        }
+        if let Some(e) = reinit {
+            return Err(self.reset(&e));
+        }
+        Ok(RawPoll {
+            driver: self.driver.clone(),
+            devices,
+            utilization,
+        })
+    }
+}
+
+/// The per-poll state `read_device` updates.
+struct PollCtx<'a> {
+    uuid_by_index: &'a mut HashMap<u32, String>,
+    identity: &'a mut HashMap<String, Identity>,
+    util_seen: &'a mut HashMap<String, u64>,
+    utilization: Option<&'a mut Utilization>,
+}
+
+/// A whole-device failure: the device marked down (when its UUID is known
+/// from an earlier poll) and the NVML error behind it.
+struct DeviceFailure {
+    device: Option<RawDevice>,
+    error: NvmlError,
+}
+
+/// Reads one GPU and, when MIG is on, its instances. On a whole-device
+/// failure returns the device marked down (if its UUID is known) and the error.
+fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<RawDevice>, Box<DeviceFailure>> {
+    let down = |ctx: &PollCtx<'_>, e: NvmlError| {
+        let dev = ctx.uuid_by_index.get(&index).map(|uuid| {
+            let id = ctx.identity.get(uuid).cloned().unwrap_or_default();
+            RawDevice {
+                uuid: uuid.clone(),
+                index: Some(index),
+                name: id.name,
+                pci_bus_id: id.pci_bus_id,
+                up: false,
+                errors: vec![format!("device: {}", describe(&e))],
+                ..RawDevice::default()
+            }
+        });
+        Box::new(DeviceFailure { device: dev, error: e })
+    };
+    let device = nvml.device_by_index(index).map_err(|e| down(ctx, e))?;
+    let uuid = device.uuid().map_err(|e| down(ctx, e))?;
+    ctx.uuid_by_index.insert(index, uuid.clone());
+    let id = ctx
+        .identity
+        .entry(uuid.clone())
+        .or_insert_with(|| Identity {
+            name: device.name().unwrap_or_default(),
+            pci_bus_id: device.pci_info().map(|p| p.bus_id).unwrap_or_default(),
+        })
+        .clone();
+    let mut gpu = RawDevice {
+        uuid: uuid.clone(),
+        index: Some(index),
+        name: id.name.clone(),
+        pci_bus_id: id.pci_bus_id.clone(),
+        up: true,
+        ..RawDevice::default()
+    };
+    read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
+    let mig_on = device.mig_mode().map(|m| m.current == 1).unwrap_or(false);
+    let mut out = Vec::new();
+    if mig_on {
+        // Processes live on the instances; listing them on the parent as
+        // well would count their memory twice.
+        for slot in 0..device.mig_device_count().unwrap_or(0) {
+            match device.mig_device_by_index(slot) {
+                Ok(mig) => out.push(read_mig(&mig, &gpu, ctx)),
+                Err(NvmlError::NotFound) => {}
+                Err(e) => gpu.errors.push(format!("mig instance {slot}: {}", describe(&e))),
+            }
+        }
+    } else {
+        read_processes(&device, &mut gpu).map_err(|e| down(ctx, e))?;
+        sample_util(&device, &uuid, ctx);
+    }
+    out.insert(0, gpu);
+    Ok(out)
+}
+
+fn read_mig(mig: &Device<'_>, parent: &RawDevice, ctx: &mut PollCtx<'_>) -> RawDevice {
+    let name = mig.name().unwrap_or_default();
+    let mut dev = RawDevice {
+        uuid: mig.uuid().unwrap_or_default(),
+        index: None,
+        mig_profile: mig_profile(&name),
+        name,
+        pci_bus_id: parent.pci_bus_id.clone(),
+        parent_uuid: parent.uuid.clone(),
+        up: true,
+        ..RawDevice::default()
+    };
+    if dev.uuid.is_empty() {
+        dev.up = false;
+        dev.errors.push("mig instance: uuid unreadable".into());
+        return dev;
+    }
+    let result = read_memory(mig, &mut dev).and_then(|()| read_processes(mig, &mut dev));
+    if let Err(e) = result {
+        dev.up = false;
+        dev.errors.push(format!("device: {}", describe(&e)));
+    }
+    let uuid = dev.uuid.clone();
+    sample_util(mig, &uuid, ctx);
+    dev
+}
+
+/// "NVIDIA H100 80GB HBM3 MIG 1g.10gb" -> "1g.10gb".
+fn mig_profile(name: &str) -> String {
+    name.rsplit_once(" MIG ")
+        .map(|(_, p)| p.trim().to_string())
+        .unwrap_or_default()
+}
+
+/// Memory v2, falling back to v1 (no `reserved`) on drivers without v2.
+/// Field-level failures are recorded; a lost GPU fails the device.
+fn read_memory(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlError> {
+    match device.memory_info() {
+        Ok(m) => {
+            dev.memory = Some(Memory {
+                total_bytes: m.total,
+                used_bytes: m.used,
+                free_bytes: m.free,
+                reserved_bytes: Some(m.reserved),
+            });
+            Ok(())
+        }
+        Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound | NvmlError::NotSupported) => {
+            match memory_v1(device) {
+                Ok(m) => {
+                    dev.memory = Some(m);
+                    Ok(())
+                }
+                Err(e) if is_device_fatal(&e) => Err(e),
+                Err(e) => {
+                    dev.errors.push(format!("memory: {}", describe(&e)));
+                    Ok(())
+                }
+            }
+        }
+        Err(e) if is_device_fatal(&e) => Err(e),
+        Err(e) => {
+            dev.errors.push(format!("memory: {}", describe(&e)));
+            Ok(())
+        }
+    }
+}
+
+fn memory_v1(device: &Device<'_>) -> Result<Memory, NvmlError> {
+    use nvml_wrapper_sys::bindings::nvmlMemory_t;
+    // SAFETY: `lib()` and `handle()` give the loaded library and a handle that
+    // is valid while `device` borrows the live `Nvml`; the symbol's signature
+    // comes from the bindings and the out-struct is plain data we zero first.
+    unsafe {
+        let sym = device
+            .nvml()
+            .lib()
+            .nvmlDeviceGetMemoryInfo
+            .as_ref()
+            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let mut m: nvmlMemory_t = std::mem::zeroed();
+        nvml_wrapper::error::nvml_try(sym(device.handle(), &mut m))?;
+        Ok(Memory {
+            total_bytes: m.total,
+            used_bytes: m.used,
+            free_bytes: m.free,
+            reserved_bytes: None,
+        })
+    }
+}
+
+/// Merges the compute, graphics and MPS lists by PID: a process in several
+/// lists is one process (its memory is the same allocation reported twice).
+fn read_processes(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlError> {
+    type ListFn = fn(&Device<'_>) -> Result<Vec<ProcessInfo>, NvmlError>;
+    let lists: [(&str, ListFn); 3] = [
+        ("compute", |d| d.running_compute_processes()),
+        ("graphics", |d| d.running_graphics_processes()),
+        ("mps", |d| d.mps_running_compute_processes()),
+    ];
+    let mut by_pid: Vec<RawProcess> = Vec::new();
+    for (kind, read) in lists {
+        let list = match read(device) {
+            Ok(l) => l,
+            Err(e) if is_device_fatal(&e) => return Err(e),
+            // Graphics and MPS lists are unsupported on many data-centre
+            // setups; that is normal, not an error worth reporting.
+            Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) if kind != "compute" => continue,
+            Err(e) => {
+                dev.errors.push(format!("processes ({kind}): {}", describe(&e)));
+                continue;
+            }
+        };
+        for p in list {
+            let used = match p.used_gpu_memory {
+                UsedGpuMemory::Used(b) => Some(b),
+                UsedGpuMemory::Unavailable => None,
+            };
+            let entry = match by_pid.iter_mut().position(|r| r.pid == p.pid) {
+                Some(i) => &mut by_pid[i],
+                None => {
+                    by_pid.push(RawProcess {
+                        pid: p.pid,
+                        used_bytes: used,
+                        ..RawProcess::default()
+                    });
+                    let last = by_pid.len() - 1;
+                    &mut by_pid[last]
+                }
+            };
+            entry.used_bytes = entry.used_bytes.max(used);
+            let k = &mut entry.kinds;
+            match kind {
+                "compute" => k.compute = true,
+                "graphics" => k.graphics = true,
+                _ => k.mps = true,
+            }
+        }
+    }
+    dev.processes = by_pid;
+    Ok(())
+}
+
+fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>) {
+    let Some(util) = ctx.utilization.as_deref_mut() else {
+        return;
+    };
+    let since = ctx.util_seen.get(uuid).copied().unwrap_or(0);
+    let samples = match device.process_utilization_stats(since) {
+        Ok(s) => s,
+        // NotFound means "no sample newer than `since`": an idle GPU.
+        Err(NvmlError::NotFound) => Vec::new(),
+        Err(_) => return,
+    };
+    let per_pid = util.entry(uuid.to_string()).or_default();
+    for s in samples {
+        ctx.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
+        let e = per_pid.entry(s.pid).or_insert(0);
+        *e = (*e).max(s.sm_util);
+    }
+}
+
+fn driver_info(nvml: &Nvml) -> DriverInfo {
+    let cuda = nvml
+        .sys_cuda_driver_version()
+        .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10))
+        .unwrap_or_default();
+    DriverInfo {
+        driver_version: nvml.sys_driver_version().unwrap_or_default(),
+        nvml_version: nvml.sys_nvml_version().unwrap_or_default(),
+        cuda_version: cuda,
+    }
+}
+
+/// Errors after which the handle is useless until NVML is initialised again
+/// (driver unloaded or upgraded under the daemon).
+fn needs_reinit(e: &NvmlError) -> bool {
+    matches!(
+        e,
+        NvmlError::Uninitialized | NvmlError::LibRmVersionMismatch | NvmlError::DriverNotLoaded
+    )
+}
+
+/// Errors that make the whole device unreadable this poll.
+fn is_device_fatal(e: &NvmlError) -> bool {
+    needs_reinit(e) || matches!(e, NvmlError::GpuLost | NvmlError::ResetRequired | NvmlError::Timeout)
+}
+
+/// A short operator-facing description of an NVML error.
+fn describe(e: &NvmlError) -> String {
+    match e {
+        NvmlError::GpuLost => "GPU is lost (fell off the bus)".into(),
+        NvmlError::NotSupported => "not supported by this GPU".into(),
+        NvmlError::NoPermission => "no permission".into(),
+        other => other.to_string(),
+    }
+}
+
+fn init_error(library: &OsString, e: &NvmlError) -> String {
+    let lib = library.to_string_lossy();
+    match e {
+        NvmlError::LibloadingError(_) => format!("{lib} not found"),
+        NvmlError::DriverNotLoaded => format!("{lib} loaded but the NVIDIA driver is not loaded"),
+        NvmlError::NoPermission => format!("{lib}: no permission to open the GPU devices"),
+        other => format!("{lib}: {other}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mig_profile_from_name() {
+        assert_eq!(mig_profile("NVIDIA H100 80GB HBM3 MIG 1g.10gb"), "1g.10gb");
+        assert_eq!(mig_profile("NVIDIA A100-SXM4-40GB MIG 3g.20gb"), "3g.20gb");
+        assert_eq!(mig_profile("NVIDIA H200"), "");
+    }
+
+    #[test]
+    fn missing_library_is_unavailable_with_a_clear_message() {
+        let mut s = NvmlSource::new("/nonexistent/libnvidia-ml.so.1");
+        match s.poll(false) {
+            Err(SourceError::Unavailable(m)) => {
+                assert!(m.starts_with("/nonexistent/libnvidia-ml.so.1 not found"), "{m}")
+            }
+            other => panic!("expected Unavailable, got {other:?}"),
+        }
+        // Within the backoff no new attempt is made, and it still says why.
+        assert!(matches!(s.poll(false), Err(SourceError::Unavailable(_))));
+    }
+}

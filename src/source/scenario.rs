@@ -1,0 +1,369 @@
+//! The scenario format of the simulated fleet: GPUs, processes with memory
+//! shapes and lifecycles, and recorded traces to replay. Owns parsing,
+//! validation and the built-in scenarios; it computes nothing per poll (that
+//! is `simulated.rs`). Scenario files are TOML; see docs/scenarios.md.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::config::ByteSize;
+
+/// Seconds of simulated time, written like a duration ("0s", "20s", "5m").
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
+pub struct Secs(pub f64);
+
+impl<'de> Deserialize<'de> for Secs {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        humantime::parse_duration(s.trim())
+            .map(|d| Secs(d.as_secs_f64()))
+            .map_err(|e| serde::de::Error::custom(format!("`{s}` is not a duration ({e}); use e.g. \"20s\"")))
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub seed: u64,
+    /// Scenario time wraps after this long; processes then start again with
+    /// new start times, as restarted jobs would.
+    #[serde(rename = "loop")]
+    pub loop_after: Option<Secs>,
+    /// Used memory that per-process lists never show, per listed process
+    /// (the real H200 traces show 5-6 MiB per CUDA process).
+    #[serde(default = "default_overhead")]
+    pub overhead_per_process: ByteSize,
+    #[serde(default)]
+    pub driver: SimDriver,
+    #[serde(rename = "gpu")]
+    pub gpus: Vec<SimGpu>,
+    #[serde(rename = "process", default)]
+    pub processes: Vec<SimProcess>,
+}
+
+fn default_overhead() -> ByteSize {
+    ByteSize(6 << 20)
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimDriver {
+    pub driver_version: String,
+    pub nvml_version: String,
+    pub cuda_version: String,
+}
+
+impl Default for SimDriver {
+    fn default() -> Self {
+        Self {
+            driver_version: "580.95.05".into(),
+            nvml_version: "13.580.95.05".into(),
+            cuda_version: "13.0".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimGpu {
+    #[serde(default = "default_gpu_name")]
+    pub name: String,
+    pub uuid: Option<String>,
+    pub pci_bus_id: Option<String>,
+    pub memory: ByteSize,
+    #[serde(default)]
+    pub reserved: ByteSize,
+    /// The GPU answers GPU_IS_LOST from this poll on (1-based).
+    pub lost_from_poll: Option<u64>,
+    /// ... until this poll, when it is back.
+    pub lost_until_poll: Option<u64>,
+    /// MIG instances; when non-empty the GPU is MIG-enabled.
+    #[serde(default)]
+    pub mig: Vec<SimMig>,
+}
+
+fn default_gpu_name() -> String {
+    "NVIDIA H100 80GB HBM3".into()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimMig {
+    pub profile: String,
+    pub memory: ByteSize,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exit {
+    /// Leaves the list; its memory is freed `release_after` later.
+    #[default]
+    Released,
+    /// Stays listed, gone from /proc, for `release_after`.
+    Exited,
+    /// Becomes a zombie, still listed, for `release_after`.
+    Zombie,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SimProcess {
+    pub gpu: usize,
+    pub instance: Option<usize>,
+    pub pid: u32,
+    pub comm: String,
+    pub user: String,
+    pub uid: u32,
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub state: Option<String>,
+    pub container: String,
+    pub container_runtime: String,
+    pub pod_uid: String,
+    pub qos_class: String,
+    pub unit: String,
+    pub slice: String,
+    pub job: String,
+    pub cmdline: String,
+    pub start: Secs,
+    pub stop: Option<Secs>,
+    pub exit: Exit,
+    pub release_after: Option<Secs>,
+    /// Base memory.
+    pub memory: ByteSize,
+    /// Warm-up of a caching allocator: `steps` steps to `ramp_to` over `ramp`.
+    pub ramp_to: Option<ByteSize>,
+    pub ramp: Option<Secs>,
+    pub steps: Option<u32>,
+    /// Growth per second (a leak).
+    pub leak: ByteSize,
+    /// Extra memory held during the first half of every `period`.
+    pub sawtooth: ByteSize,
+    pub period: Option<Secs>,
+    pub jitter: ByteSize,
+    pub unavailable: bool,
+    /// SM utilisation percent while busy.
+    pub sm_util: u32,
+    /// SM utilisation drops to 0 this long after start.
+    pub busy_for: Option<Secs>,
+    pub trace: Option<PathBuf>,
+    pub speed: Option<f64>,
+    pub trace_pid: Option<u32>,
+    #[serde(skip)]
+    pub trace_rows: Vec<(f64, u64)>,
+}
+
+#[derive(Debug, Error)]
+pub enum ScenarioError {
+    #[error("unknown scenario `{0}`; built-in scenarios are: {list}", list = BUILTIN_NAMES.join(", "))]
+    Unknown(String),
+    #[error("cannot read scenario {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("scenario {origin}: {message}")]
+    Invalid { origin: String, message: String },
+}
+
+pub const BUILTIN_NAMES: &[&str] = &["default", "gpu-lost", "mig", "large"];
+
+impl Scenario {
+    /// A built-in scenario by name, or a scenario file when the argument ends
+    /// in `.toml` or names an existing file.
+    ///
+    /// # Errors
+    /// Unknown names, unreadable or invalid files, traces that do not parse.
+    pub fn resolve(arg: &str) -> Result<Scenario, ScenarioError> {
+        let builtin = match arg {
+            "default" => Some(include_str!("scenarios/default.toml")),
+            "gpu-lost" => Some(include_str!("scenarios/gpu-lost.toml")),
+            "mig" => Some(include_str!("scenarios/mig.toml")),
+            "large" => return Ok(large(64, 1000)),
+            _ => None,
+        };
+        match builtin {
+            Some(text) => Scenario::parse(text, arg, None),
+            None if arg.ends_with(".toml") || Path::new(arg).is_file() => Scenario::load(Path::new(arg)),
+            None => Err(ScenarioError::Unknown(arg.to_string())),
+        }
+    }
+
+    /// Loads a scenario file; trace paths are relative to its folder.
+    ///
+    /// # Errors
+    /// See [`Scenario::resolve`].
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Scenario::parse(&text, &path.display().to_string(), path.parent())
+    }
+
+    /// Parses scenario text; `base` resolves relative trace paths.
+    ///
+    /// # Errors
+    /// See [`Scenario::resolve`].
+    pub fn parse(text: &str, origin: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError> {
+        let invalid = |message: String| ScenarioError::Invalid {
+            origin: origin.to_string(),
+            message,
+        };
+        let mut s: Scenario = toml::from_str(text).map_err(|e| {
+            let line = e
+                .span()
+                .map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
+            let msg = e.message().lines().next().unwrap_or("invalid").to_string();
+            invalid(match line {
+                Some(l) => format!("line {l}: {msg}"),
+                None => msg,
+            })
+        })?;
+        s.check().map_err(&invalid)?;
+        for p in &mut s.processes {
+            if let Some(trace) = &p.trace {
+                let path = base.map(|b| b.join(trace)).unwrap_or_else(|| trace.clone());
+                p.trace_rows = read_trace(&path, p.trace_pid).map_err(&invalid)?;
+            }
+        }
+        Ok(s)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.gpus.is_empty() {
+            return Err("needs at least one [[gpu]]".into());
+        }
+        for p in &self.processes {
+            let gpu = self.gpus.get(p.gpu).ok_or_else(|| {
+                format!(
+                    "process {} is on gpu {}, but there are {} GPUs",
+                    p.pid,
+                    p.gpu,
+                    self.gpus.len()
+                )
+            })?;
+            if let Some(i) = p.instance {
+                if i >= gpu.mig.len() {
+                    return Err(format!(
+                        "process {} is on MIG instance {i}, but gpu {} has {}",
+                        p.pid,
+                        p.gpu,
+                        gpu.mig.len()
+                    ));
+                }
+            } else if !gpu.mig.is_empty() {
+                return Err(format!(
+                    "process {} is on MIG-enabled gpu {}: give it an `instance`",
+                    p.pid, p.gpu
+                ));
+            }
+            if p.pid == 0 {
+                return Err("a process needs a non-zero pid".into());
+            }
+            if let Some(speed) = p.speed {
+                if !(speed.is_finite() && speed > 0.0) {
+                    return Err(format!("process {}: speed must be a positive number", p.pid));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads `t_seconds,pid,used_bytes` rows, keeping one PID (the given one, or
+/// the first seen) and making time relative to its first row.
+fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("trace {}: {e}", path.display()))?;
+    let mut rows = Vec::new();
+    let mut pid = want_pid;
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let bad = || {
+            format!(
+                "trace {} line {}: expected t_seconds,pid,used_bytes",
+                path.display(),
+                i + 1
+            )
+        };
+        let mut f = line.split(',');
+        let (Some(t), Some(p), Some(b)) = (f.next(), f.next(), f.next()) else {
+            if line.trim().is_empty() {
+                continue;
+            }
+            return Err(bad());
+        };
+        let t: f64 = t.trim().parse().map_err(|_| bad())?;
+        let p: u32 = p.trim().parse().map_err(|_| bad())?;
+        let b: u64 = b.trim().parse().map_err(|_| bad())?;
+        if *pid.get_or_insert(p) == p && t.is_finite() {
+            rows.push((t, b));
+        }
+    }
+    let Some(&(t0, _)) = rows.first() else {
+        return Err(format!("trace {} has no rows", path.display()));
+    };
+    rows.iter_mut().for_each(|r| r.0 -= t0);
+    Ok(rows)
+}
+
+/// A generated fleet for scale tests: `gpus` H200s with `per_gpu` processes
+/// each, a few users and jobs, some leaking.
+pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
+    let mut processes = Vec::with_capacity(gpus * per_gpu);
+    for g in 0..gpus {
+        for i in 0..per_gpu {
+            let pid = 100_000 + (g * per_gpu + i) as u32;
+            processes.push(SimProcess {
+                gpu: g,
+                pid,
+                comm: format!("worker-{}", i % 16),
+                user: format!("user{}", i % 8),
+                uid: 2000 + (i % 8) as u32,
+                job: format!("{}", 9000 + i % 32),
+                memory: ByteSize((64 + (i as u64 * 37) % 128) << 20),
+                leak: ByteSize(if i % 97 == 0 { 64 << 10 } else { 0 }),
+                jitter: ByteSize(1 << 20),
+                sm_util: (i % 5) as u32 * 20,
+                ..SimProcess::default()
+            });
+        }
+    }
+    let gpus = (0..gpus)
+        .map(|_| SimGpu {
+            name: "NVIDIA H200".into(),
+            uuid: None,
+            pci_bus_id: None,
+            memory: ByteSize(141 << 30),
+            reserved: ByteSize(600 << 20),
+            lost_from_poll: None,
+            lost_until_poll: None,
+            mig: Vec::new(),
+        })
+        .collect();
+    Scenario {
+        name: "large".into(),
+        description: "64 GPUs x 1000 processes, for scale".into(),
+        seed: 64,
+        loop_after: None,
+        overhead_per_process: ByteSize(0),
+        driver: SimDriver::default(),
+        gpus,
+        processes,
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} ({} GPUs, {} processes)",
+            self.name,
+            self.gpus.len(),
+            self.processes.len()
+        )
+    }
+}

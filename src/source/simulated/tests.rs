@@ -1,0 +1,155 @@
+//! Tests of the simulated fleet: determinism, lifecycles (exit, late
+//! release, zombie), lost GPUs, MIG and trace replay.
+
+use super::*;
+use crate::source::scenario::Scenario;
+
+fn source(name: &str) -> SimulatedSource {
+    let s = Scenario::resolve(name).unwrap_or_else(|e| panic!("{e}"));
+    SimulatedSource::new(s, Duration::from_secs(1), 1_700_000_000.0)
+}
+
+/// Polls until scenario time `t` (poll N is at t = N-1) and returns that poll.
+fn at(src: &mut SimulatedSource, t: u64) -> RawPoll {
+    let mut last = None;
+    while src.poll < t + 1 {
+        last = Some(src.poll(true).expect("simulated polls never fail"));
+    }
+    last.expect("polled at least once")
+}
+
+fn find(p: &RawPoll, pid: u32) -> Option<&RawProcess> {
+    p.devices.iter().flat_map(|d| &d.processes).find(|x| x.pid == pid)
+}
+
+#[test]
+fn same_scenario_same_polls() {
+    let (mut a, mut b) = (source("default"), source("default"));
+    for _ in 0..50 {
+        assert_eq!(a.poll(true), b.poll(true));
+    }
+}
+
+#[test]
+fn every_builtin_resolves() {
+    for name in crate::source::scenario::BUILTIN_NAMES {
+        let mut s = source(name);
+        let p = s.poll(false).expect("poll");
+        assert!(!p.devices.is_empty(), "{name}");
+    }
+    let e = Scenario::resolve("nope")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.contains("unknown scenario `nope`") && e.contains("default, gpu-lost, mig, large"),
+        "{e}"
+    );
+}
+
+#[test]
+fn default_lifecycles() {
+    let mut s = source("default");
+    // 5303 exits at 15 s but stays listed, gone from /proc, until 45 s.
+    let p = at(&mut s, 20);
+    let exited = find(&p, 5303).and_then(|x| x.sim.clone()).expect("5303 listed at 20s");
+    assert!(!exited.in_proc);
+    // 5202 left the list at 20 s; its 12 GiB stays used until 60 s.
+    assert!(find(&p, 5202).is_none());
+    let gpu1 = &p.devices[1];
+    let listed: u64 = gpu1.processes.iter().filter_map(|x| x.used_bytes).sum();
+    let used = gpu1.memory.map(|m| m.used_bytes).unwrap_or(0);
+    assert!(
+        used >= listed + (12 << 30),
+        "late release must stay in used: {used} vs {listed}"
+    );
+    // 5404 is a zombie from 5 s on.
+    assert_eq!(
+        find(&p, 5404).and_then(|x| x.sim.as_ref()).map(|i| i.state.as_str()),
+        Some("zombie")
+    );
+    let p = at(&mut s, 61);
+    assert!(find(&p, 5303).is_none());
+    let used = p.devices[1].memory.map(|m| m.used_bytes).unwrap_or(0);
+    assert!(used < 30 << 30, "released by 60 s: {used}");
+}
+
+#[test]
+fn leak_grows_and_loop_restarts_with_new_start_time() {
+    let mut s = source("default");
+    let first = at(&mut s, 1);
+    let later = at(&mut s, 100);
+    let b = |p: &RawPoll| find(p, 4202).and_then(|x| x.used_bytes).unwrap_or(0);
+    assert!(b(&later) > b(&first) + (4 << 30), "48 MiB/s over 99 s");
+    let start = |p: &RawPoll| find(p, 4202).and_then(|x| x.sim.as_ref()).map(|i| i.start_time);
+    let after_loop = at(&mut s, 301);
+    assert_eq!(start(&after_loop), start(&first).map(|t| t + 300.0));
+}
+
+#[test]
+fn gpu_lost_from_poll_5() {
+    let mut s = source("gpu-lost");
+    let p = at(&mut s, 3);
+    assert!(p.devices.iter().all(|d| d.up));
+    let p = at(&mut s, 4);
+    assert_eq!(p.devices.len(), 8);
+    assert!(!p.devices[3].up && p.devices[3].memory.is_none());
+    assert!(p.devices.iter().enumerate().all(|(i, d)| i == 3 || d.up));
+}
+
+#[test]
+fn mig_instances_are_devices_with_a_parent() {
+    let mut s = source("mig");
+    let p = s.poll(false).expect("poll");
+    let parent = &p.devices[0];
+    assert!(parent.processes.is_empty() && parent.parent_uuid.is_empty());
+    let inst: Vec<_> = p.devices.iter().filter(|d| d.parent_uuid == parent.uuid).collect();
+    assert_eq!(inst.len(), 3);
+    assert_eq!(inst[0].mig_profile, "3g.40gb");
+    assert!(inst[0].uuid.starts_with("MIG-"));
+    let sum: u64 = inst.iter().filter_map(|d| d.memory).map(|m| m.used_bytes).sum();
+    assert_eq!(parent.memory.map(|m| m.used_bytes), Some(sum));
+}
+
+#[test]
+fn trace_replay_follows_the_csv_and_ends_after_the_last_row() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scenarios");
+    let sc = Scenario::load(&dir.join("traces.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let leak_rows = sc
+        .processes
+        .iter()
+        .find(|p| p.pid == 731)
+        .map(|p| p.trace_rows.clone())
+        .unwrap_or_default();
+    assert!(leak_rows.len() > 400);
+    let mut s = SimulatedSource::new(sc, Duration::from_secs(1), 0.0);
+    let p = at(&mut s, 10);
+    // At 10 s of replay the value is the last row at or before 10 s.
+    let want = leak_rows.iter().take_while(|r| r.0 <= 10.0).last().map(|r| r.1);
+    assert_eq!(find(&p, 731).and_then(|x| x.used_bytes), want);
+    let p = at(&mut s, 200);
+    assert!(find(&p, 731).is_none(), "gone after the last row");
+}
+
+#[test]
+fn bad_scenarios_say_what_is_wrong() {
+    let cases = [
+        ("name = \"x\"\ngpu = []", "needs at least one [[gpu]]"),
+        (
+            "name = \"x\"\n[[gpu]]\nmemory = \"1GiB\"\n[[process]]\ngpu = 2\npid = 1",
+            "process 1 is on gpu 2, but there are 1 GPUs",
+        ),
+        ("name = \"x\"\n[[gpu]]\nmemory = \"lots\"", "line 3"),
+        (
+            "name = \"x\"\n[[gpu]]\nmemory = \"1GiB\"\ncolour = 1",
+            "unknown field `colour`",
+        ),
+    ];
+    for (text, want) in cases {
+        let e = Scenario::parse(text, "t.toml", None)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains(want), "{text:?}: {e}");
+    }
+}

@@ -1,0 +1,171 @@
+//! Shared helpers of the integration tests: `spawn_app` runs the daemon
+//! in-process on 127.0.0.1:0, `get` is a minimal HTTP/1.1 client (so the
+//! tests need no HTTP client crate), and `wait_until` polls a condition
+//! against a deadline instead of sleeping.
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use gpumemd::config::Config;
+use gpumemd::source::GpuSource;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub struct App {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    handle: JoinHandle<Result<(), gpumemd::RunError>>,
+}
+
+impl App {
+    /// Asks the daemon to stop and returns what `run` returned.
+    pub async fn stop(mut self) -> Result<(), gpumemd::RunError> {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        match tokio::time::timeout(Duration::from_secs(10), &mut self.handle).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => panic!("run task panicked: {e}"),
+            Err(_) => panic!("run did not return within 10 s of shutdown"),
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Response {
+        get(self.addr, path, &[]).await
+    }
+
+    pub async fn get_with(&self, path: &str, headers: &[(&str, &str)]) -> Response {
+        get(self.addr, path, headers).await
+    }
+}
+
+/// A config for tests: fast polls, processes read from a /proc that has none
+/// of the simulated PIDs (the simulated source brings its own identities).
+pub fn test_config(interval: &str) -> Config {
+    let text = format!("[poll]\ninterval = \"{interval}\"\n[state]\ndir = \"/nonexistent-gpumemd-test\"\n");
+    Config::from_toml(&text, "test", false).unwrap_or_else(|e| panic!("{e}"))
+}
+
+pub async fn spawn_app(cfg: Config, source: Box<dyn GpuSource>) -> App {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local addr");
+    let (tx, rx) = oneshot::channel::<()>();
+    let handle = tokio::spawn(gpumemd::run(cfg, source, listener, async move {
+        let _ = rx.await;
+    }));
+    App {
+        addr,
+        stop: Some(tx),
+        handle,
+    }
+}
+
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Response {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One GET with `Connection: close`; panics on transport errors (a test
+/// failure), returns any HTTP status.
+pub async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Response {
+    request(addr, "GET", path, headers).await
+}
+
+pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.expect("write request");
+    let mut raw = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
+        .await
+        .expect("response within 10 s")
+        .expect("read response");
+    parse(&raw)
+}
+
+fn parse(raw: &[u8]) -> Response {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").expect("header/body separator");
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
+    let body = if chunked { dechunk(body) } else { body.to_string() };
+    Response { status, headers, body }
+}
+
+fn dechunk(mut s: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = s.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        s = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// Re-evaluates `check` until it returns `Some` or `timeout` passes.
+pub async fn wait_until<T, F, Fut>(timeout: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + timeout;
+    // Re-check every 10 ms: the condition is what ends the wait, the tick
+    // only paces the re-checks.
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    loop {
+        tick.tick().await;
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+    }
+}
+
+/// The value of the first sample of `metric` whose line contains every
+/// `must` fragment.
+pub fn sample(body: &str, metric: &str, must: &[&str]) -> Option<f64> {
+    body.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter(|l| l.starts_with(metric) && l[metric.len()..].starts_with(['{', ' ']))
+        .find(|l| must.iter().all(|m| l.contains(m)))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}

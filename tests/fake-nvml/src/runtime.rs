@@ -1,0 +1,238 @@
+//! The process-wide state behind every exported symbol (init count, poll
+//! clock, loaded scenario, fault counters) and the one path every call
+//! takes through it: check init, resolve the device, apply faults, hang
+//! without holding the lock, answer. Catches panics so none crosses FFI.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use nvml_wrapper_sys::bindings::nvmlReturn_t;
+
+use crate::codes::{SUCCESS, UNINITIALIZED, UNKNOWN};
+use crate::funcs::Func;
+use crate::model::{DevRef, Device, Scenario};
+use crate::scenario;
+
+/// The environment variable naming the scenario file.
+pub const SCENARIO_ENV: &str = "FAKE_NVML_SCENARIO";
+
+pub struct Loaded {
+    pub scenario: Scenario,
+    /// The fleet as of the current poll: `scenario.devices` plus every
+    /// timeline step up to now.
+    pub devices: Vec<Device>,
+    text: String,
+}
+
+pub struct Global {
+    init_attempts: u64,
+    /// NVML counts inits and shutdowns; only the last shutdown uninitialises.
+    refcount: u32,
+    /// Calls of `nvmlDeviceGetCount_v2` so far; survives shutdown and re-init.
+    pub poll: u64,
+    /// How often each fault has fired, for `times`.
+    fired: Vec<u32>,
+    pub loaded: Option<Loaded>,
+}
+
+static GLOBAL: Mutex<Global> = Mutex::new(Global {
+    init_attempts: 0,
+    refcount: 0,
+    poll: 0,
+    fired: Vec::new(),
+    loaded: None,
+});
+
+/// Calls currently sleeping in a hang; lets a test wait for "the call is
+/// stuck now" without sleeping itself.
+pub static HANGING: AtomicU32 = AtomicU32::new(0);
+
+/// A panic while the lock is held must not wedge every later call, so a
+/// poisoned lock is taken over as is.
+fn lock() -> MutexGuard<'static, Global> {
+    GLOBAL.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Runs an export body; a panic becomes NVML_ERROR_UNKNOWN.
+pub fn guard(body: impl FnOnce() -> nvmlReturn_t) -> nvmlReturn_t {
+    catch_unwind(AssertUnwindSafe(body)).unwrap_or(UNKNOWN)
+}
+
+impl Global {
+    pub fn devices(&self) -> &[Device] {
+        self.loaded.as_ref().map_or(&[], |l| &l.devices)
+    }
+
+    pub fn scenario(&self) -> Option<&Scenario> {
+        self.loaded.as_ref().map(|l| &l.scenario)
+    }
+
+    fn install(&mut self, text: String, scenario: Scenario) {
+        let same = self.loaded.as_ref().is_some_and(|l| l.text == text);
+        if !same {
+            self.fired.clear();
+        }
+        self.fired.resize(scenario.faults.len(), 0);
+        let mut devices = scenario.devices.clone();
+        for step in scenario.steps.iter().filter(|s| s.poll <= self.poll) {
+            step.apply(&mut devices);
+        }
+        self.loaded = Some(Loaded {
+            scenario,
+            devices,
+            text,
+        });
+    }
+
+    fn tick(&mut self) {
+        self.poll += 1;
+        if let Some(loaded) = &mut self.loaded {
+            for step in loaded.scenario.steps.iter().filter(|s| s.poll == self.poll) {
+                step.apply(&mut loaded.devices);
+            }
+        }
+    }
+
+    /// The first matching fault's code wins; hangs take the longest.
+    fn fire_faults(&mut self, func: Func, at: Option<DevRef>) -> (Option<nvmlReturn_t>, Duration) {
+        let Global {
+            loaded: Some(loaded),
+            fired,
+            poll,
+            ..
+        } = self
+        else {
+            return (None, Duration::ZERO);
+        };
+        let mut code = None;
+        let mut hang = Duration::ZERO;
+        for (fault, count) in loaded.scenario.faults.iter().zip(fired.iter_mut()) {
+            let aimed = match (&fault.target, at) {
+                (None, _) => true,
+                (Some(target), Some(at)) => target.matches(&loaded.devices, at),
+                (Some(_), None) => false,
+            };
+            let spent = fault.times.is_some_and(|times| *count >= times);
+            if fault.funcs.contains(func) && fault.active_at(*poll) && aimed && !spent {
+                *count += 1;
+                code = code.or(fault.code);
+                hang = hang.max(fault.hang);
+            }
+        }
+        (code, hang)
+    }
+}
+
+/// Resolves the device a call is about, or the code that rejects it.
+pub type Resolve<'a> = &'a dyn Fn(&Global) -> Result<Option<DevRef>, nvmlReturn_t>;
+
+/// The common path of every call made while initialised.
+pub fn call(
+    func: Func,
+    resolve: Resolve,
+    body: impl FnOnce(&mut Global, Option<DevRef>) -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    guard(|| {
+        let global = lock();
+        if global.refcount == 0 {
+            return UNINITIALIZED;
+        }
+        finish(global, func, resolve, body)
+    })
+}
+
+/// Faults, hang and answer, once the caller holds the lock.
+fn finish(
+    mut global: MutexGuard<'static, Global>,
+    func: Func,
+    resolve: Resolve,
+    body: impl FnOnce(&mut Global, Option<DevRef>) -> nvmlReturn_t,
+) -> nvmlReturn_t {
+    let mut at = match resolve(&global) {
+        Ok(at) => at,
+        Err(code) => return code,
+    };
+    let (code, hang) = global.fire_faults(func, at);
+    if !hang.is_zero() {
+        drop(global);
+        HANGING.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(hang);
+        HANGING.fetch_sub(1, Ordering::SeqCst);
+        global = lock();
+        // The world may have moved on while this call slept (another thread
+        // shut NVML down), so the call is checked again as if it had just come in.
+        if global.refcount == 0 && func != Func::Init {
+            return UNINITIALIZED;
+        }
+        at = match resolve(&global) {
+            Ok(at) => at,
+            Err(code) => return code,
+        };
+    }
+    match code {
+        Some(code) => code,
+        None => body(&mut global, at),
+    }
+}
+
+/// `nvmlDeviceGetCount_v2`: ticks the poll clock before anything else, so a
+/// fault "from poll 5" already applies to the 5th count call.
+pub fn count(body: impl FnOnce(&mut Global, Option<DevRef>) -> nvmlReturn_t) -> nvmlReturn_t {
+    guard(|| {
+        let mut global = lock();
+        if global.refcount == 0 {
+            return UNINITIALIZED;
+        }
+        global.tick();
+        finish(global, Func::Count, &|_| Ok(None), body)
+    })
+}
+
+/// `nvmlInit_v2` / `nvmlInitWithFlags`.
+pub fn init() -> nvmlReturn_t {
+    guard(|| {
+        let mut global = lock();
+        global.init_attempts += 1;
+        if global.refcount == 0 {
+            match load_from_env() {
+                Ok((text, scenario)) => global.install(text, scenario),
+                Err(why) => {
+                    eprintln!("fake-nvml: nvmlInit failed: {why}");
+                    return UNKNOWN;
+                }
+            }
+        }
+        let attempt = global.init_attempts;
+        let init_fail = global.scenario().and_then(|s| s.init_fail);
+        if let Some(fail) = init_fail.filter(|f| f.attempts.is_none_or(|n| attempt <= n)) {
+            return fail.code;
+        }
+        finish(global, Func::Init, &|_| Ok(None), |global, _| {
+            global.refcount += 1;
+            SUCCESS
+        })
+    })
+}
+
+/// `nvmlShutdown`. The scenario stays loaded (for the poll clock and fault
+/// counters) but every call answers UNINITIALIZED until the next init.
+pub fn shutdown() -> nvmlReturn_t {
+    call(Func::Shutdown, &|_| Ok(None), |global, _| {
+        global.refcount = global.refcount.saturating_sub(1);
+        SUCCESS
+    })
+}
+
+pub fn poll() -> u64 {
+    lock().poll
+}
+
+fn load_from_env() -> Result<(String, Scenario), String> {
+    let path = std::env::var_os(SCENARIO_ENV).ok_or(format!("{SCENARIO_ENV} is not set"))?;
+    let shown = path.to_string_lossy().into_owned();
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let scenario = scenario::parse(&text).map_err(|e| format!("invalid scenario {shown}: {e}"))?;
+    Ok((text, scenario))
+}

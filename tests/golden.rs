@@ -1,0 +1,107 @@
+//! The golden exposition: the demo fleet stepped 40 polls on a fixed clock
+//! through the real pipeline and renderer must render byte for byte as
+//! `tests/golden/demo.prom`. Run with `UPDATE_GOLDEN=1` to rewrite it after
+//! an intended change, and review the diff.
+
+use std::path::Path;
+use std::time::Duration;
+
+use gpumemd::config::Config;
+use gpumemd::metrics::{self, Format};
+use gpumemd::pipeline::Pipeline;
+use gpumemd::snapshot::{PollStats, Snapshot};
+use gpumemd::source::GpuSource;
+use gpumemd::source::scenario::Scenario;
+use gpumemd::source::simulated::SimulatedSource;
+
+const EPOCH: f64 = 1_767_225_600.0; // 2026-01-01T00:00:00Z
+const POLLS: u64 = 40;
+
+/// The demo after `POLLS` one-second polls, with fixed poll statistics.
+fn demo_snapshot(cfg: &Config) -> Snapshot {
+    let sc = Scenario::resolve("default").expect("built-in");
+    let mut src = SimulatedSource::new(sc, Duration::from_secs(1), EPOCH);
+    let mut pipe = Pipeline::new(&cfg.processes);
+    let mut last = None;
+    for i in 0..POLLS {
+        let raw = src.poll(i % 2 == 0).expect("simulated poll");
+        last = Some(pipe.build(raw, EPOCH + i as f64));
+    }
+    let (driver, devices) = last.expect("polled");
+    let now = EPOCH + (POLLS - 1) as f64;
+    Snapshot {
+        seq: POLLS,
+        timestamp: now,
+        demo: Some("default".into()),
+        nvml_up: true,
+        driver,
+        devices,
+        poll: PollStats {
+            polls_total: POLLS,
+            success: true,
+            duration_seconds: 0.000125,
+            last_success_timestamp: Some(now),
+            ..PollStats::default()
+        },
+        ..Snapshot::default()
+    }
+}
+
+fn check(name: &str, got: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, got).expect("write golden");
+        return;
+    }
+    let want =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", path.display()));
+    if got != want {
+        let first = got.lines().zip(want.lines()).position(|(a, b)| a != b).unwrap_or(0);
+        panic!(
+            "{name} differs at line {}:\n got: {}\nwant: {}\n(UPDATE_GOLDEN=1 rewrites it)",
+            first + 1,
+            got.lines().nth(first).unwrap_or("<end>"),
+            want.lines().nth(first).unwrap_or("<end>")
+        );
+    }
+}
+
+#[test]
+fn demo_exposition_matches_golden() {
+    let cfg = Config::defaults(true);
+    let snap = demo_snapshot(&cfg);
+    let build = metrics::BuildInfo {
+        version: "0.0.0-test",
+        revision: "golden",
+    };
+    check(
+        "demo.prom",
+        &metrics::render(&snap, &cfg.processes, &build, Format::Prometheus),
+    );
+    check(
+        "demo.om.txt",
+        &metrics::render(&snap, &cfg.processes, &build, Format::OpenMetrics),
+    );
+}
+
+#[test]
+fn demo_shows_every_diagnosis_within_40_seconds() {
+    let cfg = Config::defaults(true);
+    let snap = demo_snapshot(&cfg);
+    let procs: Vec<_> = snap.devices.iter().flat_map(|d| &d.processes).collect();
+    let leak = procs.iter().find(|p| p.pid == 4202).expect("leaking worker");
+    assert!(leak.leak_suspected, "the leaking worker is flagged: {leak:?}");
+    let train = procs.iter().find(|p| p.pid == 4101).expect("training job");
+    assert!(!train.leak_suspected, "a warm-up is not a leak");
+    assert!(procs.iter().any(|p| p.pid == 5303 && p.state == "exited"));
+    assert!(procs.iter().any(|p| p.pid == 5404 && p.state == "zombie"));
+    assert!(
+        procs.iter().any(|p| p.pid == 4303 && p.idle),
+        "the notebook is an idle holder"
+    );
+    let gpu1 = &snap.devices[1];
+    assert_eq!(gpu1.unreleased.len(), 1, "eval.py's 12 GiB not released");
+    assert_eq!(gpu1.unreleased[0].pid, 5202);
+    let h = gpu1.holders.expect("holders");
+    assert!(h.exited > 0 && h.zombie > 0 && h.unattributed >= 12 << 30);
+}
