@@ -127,6 +127,7 @@ impl Pipeline {
                 p.comm = id.comm;
                 p.user = id.user;
                 p.uid = id.uid;
+                p.ppid = Some(id.ppid);
                 p.start_time = id.start_time;
                 p.cmdline = id.cmdline;
                 let c = id.cgroup;

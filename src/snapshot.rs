@@ -69,6 +69,8 @@ pub struct Process {
     pub comm: String,
     pub user: String,
     pub uid: Option<u32>,
+    /// Parent PID; 1 (or a subreaper) for a child whose job already exited.
+    pub ppid: Option<u32>,
     /// "running", "sleeping", "zombie", ... or "exited" when gone from /proc.
     pub state: String,
     pub holder: Option<Holder>,
