@@ -10,19 +10,21 @@
 //! module is deterministic and replayable from recorded traces.
 //!
 //! Method (docs/leak-detection.md explains it for operators): samples are
-//! folded into `buckets` fixed time buckets per window keeping only their
+//! folded into `buckets` fixed time buckets per window, keeping only their
 //! minimum; the judged window is cut into `segments` equal parts whose floor
 //! (lowest bucket minimum) is the memory the process did not give back during
 //! that part. A leak is a floor that rises steadily: Theil–Sen slope of the
-//! floors at or above the threshold, in the whole window and in its latest
-//! half, rising between most consecutive segments including the latest one,
-//! and never falling back by much. Caching-allocator warm-ups (rise, then
-//! flat), periodic allocate/free (flat floor) and single steps fail these.
+//! floors at or above the threshold, most floor-to-floor steps (the latest
+//! included) close to that slope, the latest half still growing, the floors
+//! close to a straight line and never falling back by much. Warm-ups (rise,
+//! then flat), periodic allocate/free (flat floor), single steps and floors
+//! that only jitter fail at least one of these.
 //!
-//! Memory per key: one `Bucket` (16 bytes) per bucket, at most `buckets` of
-//! them (60 by default, so 960 bytes) plus about 100 bytes of fixed state,
-//! whatever the poll rate. The verdict is recomputed only when a bucket
-//! closes, in O(buckets + segments² log segments); `assess` is a lookup.
+//! Cost: memory per key is one 16-byte `Bucket` per bucket, at most
+//! `buckets` of them (60 by default: 960 bytes) plus about 250 bytes of
+//! fixed and map state, whatever the poll rate (1.2 KiB measured). A sample
+//! that stays in the open bucket is O(1); the verdict is recomputed only
+//! when a bucket closes, in O(buckets + segments²); `assess` is a lookup.
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::Hash;
@@ -37,8 +39,11 @@ pub struct LeakConfig {
     /// Growth rate at or above which a rising floor counts as a leak.
     /// Default 1 MiB/s (about 3.5 GiB per hour).
     pub min_growth_bytes_per_second: f64,
-    /// Share of the window that must be covered by history before any
-    /// verdict (`assess` returns `None` before). Default 0.5.
+    /// Share of the window the process must have been seen for before any
+    /// verdict (`assess` returns `None` before). Default 1: a caching
+    /// allocator's warm-up shorter than about 60% of the window is then
+    /// never flagged (at 0.5, one longer than about 40% is). Lower it for
+    /// earlier verdicts at the price of flagging long warm-ups.
     pub min_window_fraction: f64,
     /// Downsampling buckets per window; bounds memory per key. Default 60,
     /// clamped to 3..=4096.
@@ -74,7 +79,7 @@ impl Default for LeakConfig {
         Self {
             window: 600.0,
             min_growth_bytes_per_second: 1_048_576.0,
-            min_window_fraction: 0.5,
+            min_window_fraction: 1.0,
             buckets: 60,
             segments: 6,
             min_steady_steps: 0.6,
@@ -141,7 +146,7 @@ pub struct Trend {
     pub steady_steps: f64,
     /// Latest floor minus first floor in the window (bytes; may be negative).
     pub floor_rise_bytes: f64,
-    /// Share of the window covered by history (0..=1).
+    /// Share of the window the process has been seen for (0..=1).
     pub window_covered: f64,
 }
 
@@ -173,14 +178,16 @@ struct Series {
     open: Option<Bucket>,
     /// Closed buckets, oldest first, all within one window of `open`.
     closed: VecDeque<Bucket>,
+    /// Bucket of the first sample: how long the process has been seen.
+    first_idx: Option<i64>,
     last_t: f64,
     trend: Option<Trend>,
 }
 
 #[derive(Debug, Default)]
 struct Scratch {
-    /// Per segment: lowest bucket minimum.
-    floors: Vec<Option<u64>>,
+    /// Per segment: lowest bucket minimum and the bucket it is in.
+    floors: Vec<Option<(u64, i64)>>,
     /// Non-empty segment floors as (seconds since window start, bytes).
     points: Vec<(f64, f64)>,
     slopes: Vec<f64>,
@@ -251,6 +258,7 @@ impl Series {
         Self {
             open: None,
             closed: VecDeque::with_capacity(buckets),
+            first_idx: None,
             last_t: f64::NEG_INFINITY,
             trend: None,
         }
@@ -263,32 +271,41 @@ impl Series {
             return;
         }
         self.last_t = t;
+        let first_idx = *self.first_idx.get_or_insert(idx);
         if let Some(open) = self.open.as_mut() {
             if open.idx == idx {
                 open.min = open.min.min(used);
                 return;
             }
         }
-        if let Some(done) = self.open.take() {
-            self.closed.push_back(done);
-        }
-        self.open = Some(Bucket { idx, min: used });
-        // Keep only the `buckets` bucket slots before the open one, which
-        // bounds `closed` to `buckets` entries since indices are distinct.
+        // Keep only the `buckets` bucket slots before the new open one; as
+        // indices are distinct that bounds `closed` to `buckets` entries.
+        // Evicting before pushing keeps the deque within its first
+        // allocation.
         let oldest = idx.saturating_sub(cfg.buckets as i64);
         while self.closed.front().is_some_and(|b| b.idx < oldest) {
             self.closed.pop_front();
         }
-        self.trend = evaluate(&self.closed, cfg, scratch);
+        if let Some(done) = self.open.replace(Bucket { idx, min: used }) {
+            if done.idx >= oldest {
+                self.closed.push_back(done);
+            }
+        }
+        // The judged span: the last window, or the whole history if shorter.
+        let start = oldest.max(first_idx);
+        self.trend = evaluate(&self.closed, start, idx, cfg, scratch);
     }
 }
 
-/// Builds the segment floors of the closed buckets and judges them.
-fn evaluate(closed: &VecDeque<Bucket>, cfg: &LeakConfig, scratch: &mut Scratch) -> Option<Trend> {
-    let first = closed.front()?.idx;
-    let last = closed.back()?.idx;
-    // All closed buckets lie within `buckets` slots, so these are small.
-    let slots = last.abs_diff(first).saturating_add(1);
+/// Builds the segment floors of the closed buckets in the bucket slots
+/// `start..end` and judges them.
+fn evaluate(closed: &VecDeque<Bucket>, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut Scratch) -> Option<Trend> {
+    // Coverage is how long the process has been seen, not how many buckets
+    // hold samples: a poll slower than a bucket must not hide the verdict.
+    let slots = end
+        .checked_sub(start)
+        .and_then(|s| u64::try_from(s).ok())
+        .filter(|&s| s > 0)?;
     let covered = (slots as f64 / cfg.buckets as f64).min(1.0);
     if covered + 1e-9 < cfg.min_window_fraction {
         return None;
@@ -296,11 +313,14 @@ fn evaluate(closed: &VecDeque<Bucket>, cfg: &LeakConfig, scratch: &mut Scratch) 
     let segments = cfg.segments.min(usize::try_from(slots).unwrap_or(usize::MAX));
     scratch.floors.clear();
     scratch.floors.resize(segments, None);
-    for b in closed {
-        let offset = b.idx.abs_diff(first);
+    for b in closed.iter().filter(|b| b.idx >= start) {
+        let offset = b.idx.abs_diff(start);
         let seg = usize::try_from(offset.saturating_mul(segments as u64) / slots).unwrap_or(0);
         if let Some(slot) = scratch.floors.get_mut(seg) {
-            *slot = Some(slot.map_or(b.min, |m: u64| m.min(b.min)));
+            // Ties keep the earliest bucket: where a flat floor began.
+            if slot.is_none_or(|(m, _)| b.min < m) {
+                *slot = Some((b.min, b.idx));
+            }
         }
     }
     let width = cfg.window / cfg.buckets as f64;
@@ -308,10 +328,11 @@ fn evaluate(closed: &VecDeque<Bucket>, cfg: &LeakConfig, scratch: &mut Scratch) 
     scratch.points.clear();
     scratch
         .points
-        .extend(scratch.floors.iter().enumerate().filter_map(|(k, floor)| {
-            // Time of the segment's first bucket, relative to the window start
-            // (keeps f64 precision): a leak's floor is reached there.
-            floor.map(|min| ((k as f64 * seg_slots).ceil() * width, min as f64))
+        .extend(scratch.floors.iter().flatten().map(|&(min, idx)| {
+            // Placed where the floor was seen, relative to the window start
+            // (keeps f64 precision): under a sawtooth that is a trough, which
+            // lies on the leak's line wherever it falls in the segment.
+            ((idx.abs_diff(start) as f64 + 0.5) * width, min as f64)
         }));
     judge(&scratch.points, seg_slots * width, covered, cfg, &mut scratch.slopes)
 }
