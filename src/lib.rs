@@ -4,13 +4,16 @@
 //! errors to exit codes; tests call `run()` directly on 127.0.0.1:0.
 
 pub mod attribution;
+pub mod alerts;
 pub mod cli;
 pub mod config;
 pub mod diagnosis;
 pub mod http;
 pub mod metrics;
 pub mod pipeline;
+pub mod rules;
 pub mod poller;
+pub mod reload;
 pub mod shutdown;
 pub mod snapshot;
 pub mod source;
@@ -22,6 +25,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
+use tokio::sync::watch;
 
 use crate::config::Config;
 use crate::metrics::BuildInfo;
@@ -59,6 +63,10 @@ pub fn poll_settings(cfg: &Config) -> PollSettings {
     }
 }
 
+/// Called after each evaluation with its transitions and the engine (for
+/// the firing set): where notifiers and reclaim plug in.
+pub type OnAlerts = Box<dyn FnMut(&[rules::eval::Transition], &alerts::AlertEngine) + Send>;
+
 /// Runs the daemon until `shutdown` resolves, then drains within a bound.
 ///
 /// # Errors
@@ -72,11 +80,25 @@ pub async fn run(
     let (stop_tx, stop_rx) = shutdown::channel();
     let pipeline = Pipeline::new(&cfg.processes);
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
+    let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
+    let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
+    let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
+    let (cfg_tx, cfg_rx) = watch::channel(Arc::new(cfg));
+    let started = reload::ReloadStatus { successful: true, last_success: poller::unix_now() };
+    let (status_tx, status_rx) = watch::channel(started);
+    let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
     let state = http::AppState {
-        snapshots,
-        processes: Arc::new(cfg.processes.clone()),
+        snapshots: snapshots.clone(),
+        alerts: alerts_rx,
+        config: cfg_rx.clone(),
+        reload_status: status_rx,
+        reload: reload_tx,
+        counters: None,
         build: build_info(),
     };
+    let on_alerts: OnAlerts = Box::new(|_, _| {});
+    tokio::spawn(alert_loop(snapshots, cfg_rx, alerts_tx, engine, on_alerts, stop_rx.clone()));
+    tokio::spawn(reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
     let mut server = tokio::spawn(http::serve(listener, http::router(state), stop_rx.clone()));
     let mut poll_task = tokio::spawn(poll_loop);
     let mut shutdown = Box::pin(shutdown);
@@ -104,5 +126,44 @@ pub async fn run(
         Ok(Ok(Err(e))) => Err(RunError::Serve(e)),
         Ok(Err(e)) => Err(RunError::Serve(std::io::Error::other(e.to_string()))),
         Err(_) => Err(RunError::Drain(DRAIN_TIMEOUT)),
+    }
+}
+
+/// Evaluates the rules on every published snapshot and after every reload,
+/// and publishes the alert view.
+async fn alert_loop(
+    mut snaps: poller::Snapshots,
+    mut cfg: watch::Receiver<Arc<Config>>,
+    out: watch::Sender<Arc<alerts::AlertsView>>,
+    mut engine: alerts::AlertEngine,
+    mut on_alerts: OnAlerts,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let transitions = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            r = snaps.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                let snap = snaps.borrow_and_update().clone();
+                if !snap.has_polled() {
+                    continue;
+                }
+                engine.evaluate(&snap)
+            }
+            r = cfg.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                let c = cfg.borrow_and_update().clone();
+                engine.set_rules(c.effective_rules(), poller::unix_now())
+            }
+        };
+        for t in &transitions {
+            tracing::info!(alert = %t.alert.rule, to = t.to.as_str(), labels = ?t.alert.labels, "alert state changed");
+        }
+        on_alerts(&transitions, &engine);
+        out.send_replace(Arc::new(engine.view()));
     }
 }

@@ -45,6 +45,12 @@ struct Request {
     reply: oneshot::Sender<Outcome>,
 }
 
+/// Seconds on a monotonic clock since the first call (the daemon's start).
+pub fn monotonic_now() -> f64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
 /// Unix time now, as f64 seconds.
 pub fn unix_now() -> f64 {
     SystemTime::now()
@@ -143,6 +149,7 @@ impl Supervisor {
                 last_util = Some(Instant::now());
             }
             let now = unix_now();
+            let mono = monotonic_now();
             let started = Instant::now();
             let (reply, mut rx) = oneshot::channel();
             self.req_tx
@@ -157,7 +164,7 @@ impl Supervisor {
                 biased;
                 _ = shutdown.changed() => return Ok(()),
                 r = tokio::time::timeout(self.settings.timeout, &mut rx) => match r {
-                    Ok(Ok(outcome)) => self.finish(outcome, now, started.elapsed()),
+                    Ok(Ok(outcome)) => self.finish(outcome, (now, mono), started.elapsed()),
                     Ok(Err(_)) => return Err(PollerError::WorkerDied),
                     Err(_) => {
                         self.fail("timeout", &format!("poll did not finish within {:?}", self.settings.timeout), started.elapsed());
@@ -168,7 +175,7 @@ impl Supervisor {
         }
     }
 
-    fn finish(&mut self, outcome: Outcome, now: f64, took: Duration) {
+    fn finish(&mut self, outcome: Outcome, (now, mono): (f64, f64), took: Duration) {
         match outcome {
             Ok((driver, devices)) => {
                 self.note_nvml(true, None);
@@ -182,6 +189,7 @@ impl Supervisor {
                 let snap = Snapshot {
                     seq: self.stats.polls_total,
                     timestamp: now,
+                    monotonic: mono,
                     demo: self.demo.clone(),
                     nvml_up: true,
                     nvml_error: None,
@@ -200,6 +208,7 @@ impl Supervisor {
                 let snap = Snapshot {
                     seq: self.stats.polls_total,
                     timestamp: now,
+                    monotonic: mono,
                     demo: self.demo.clone(),
                     nvml_up: false,
                     nvml_error: Some(msg),
@@ -228,6 +237,9 @@ impl Supervisor {
     fn publish_stale(&mut self) {
         let mut snap = Snapshot::clone(&self.tx.borrow());
         snap.stale = true;
+        // The data keeps its poll time; the monotonic clock moves on so
+        // poll-health rules see time pass while polls fail.
+        snap.monotonic = monotonic_now();
         snap.poll = self.stats.clone();
         self.tx.send_replace(Arc::new(snap));
     }

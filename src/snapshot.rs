@@ -149,6 +149,10 @@ pub struct Snapshot {
     pub seq: u64,
     /// Unix seconds at the start of the poll.
     pub timestamp: f64,
+    /// Monotonic seconds (since the daemon started) at the start of the
+    /// poll: rule durations use it so wall-clock jumps cannot fire alerts.
+    #[serde(skip)]
+    pub monotonic: f64,
     /// Set by `--demo`: the simulated scenario's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub demo: Option<String>,

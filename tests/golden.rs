@@ -6,7 +6,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use gpumemd::alerts::AlertEngine;
 use gpumemd::config::Config;
+use gpumemd::reload::ReloadStatus;
 use gpumemd::metrics::{self, Format};
 use gpumemd::pipeline::Pipeline;
 use gpumemd::snapshot::{PollStats, Snapshot};
@@ -17,34 +19,39 @@ use gpumemd::source::simulated::SimulatedSource;
 const EPOCH: f64 = 1_767_225_600.0; // 2026-01-01T00:00:00Z
 const POLLS: u64 = 40;
 
-/// The demo after `POLLS` one-second polls, with fixed poll statistics.
-fn demo_snapshot(cfg: &Config) -> Snapshot {
+/// The demo after `POLLS` one-second polls, with fixed poll statistics,
+/// and the demo rules evaluated on every poll.
+fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine) {
     let sc = Scenario::resolve("default").expect("built-in");
     let mut src = SimulatedSource::new(sc, Duration::from_secs(1), EPOCH);
     let mut pipe = Pipeline::new(&cfg.processes);
+    let mut engine = AlertEngine::new(cfg.effective_rules(), "demo-host".into(), 100);
     let mut last = None;
     for i in 0..POLLS {
         let raw = src.poll(i % 2 == 0).expect("simulated poll");
-        last = Some(pipe.build(raw, EPOCH + i as f64));
+        let (driver, devices) = pipe.build(raw, EPOCH + i as f64);
+        let now = EPOCH + i as f64;
+        let snap = Snapshot {
+            seq: i + 1,
+            timestamp: now,
+            monotonic: i as f64,
+            demo: Some("default".into()),
+            nvml_up: true,
+            driver,
+            devices,
+            poll: PollStats {
+                polls_total: i + 1,
+                success: true,
+                duration_seconds: 0.000125,
+                last_success_timestamp: Some(now),
+                ..PollStats::default()
+            },
+            ..Snapshot::default()
+        };
+        engine.evaluate(&snap);
+        last = Some(snap);
     }
-    let (driver, devices) = last.expect("polled");
-    let now = EPOCH + (POLLS - 1) as f64;
-    Snapshot {
-        seq: POLLS,
-        timestamp: now,
-        demo: Some("default".into()),
-        nvml_up: true,
-        driver,
-        devices,
-        poll: PollStats {
-            polls_total: POLLS,
-            success: true,
-            duration_seconds: 0.000125,
-            last_success_timestamp: Some(now),
-            ..PollStats::default()
-        },
-        ..Snapshot::default()
-    }
+    (last.expect("polled"), engine)
 }
 
 fn check(name: &str, got: &str) {
@@ -69,25 +76,26 @@ fn check(name: &str, got: &str) {
 #[test]
 fn demo_exposition_matches_golden() {
     let cfg = Config::defaults(true);
-    let snap = demo_snapshot(&cfg);
-    let build = metrics::BuildInfo {
-        version: "0.0.0-test",
-        revision: "golden",
+    let (snap, engine) = demo_snapshot(&cfg);
+    let build = metrics::BuildInfo { version: "0.0.0-test", revision: "golden" };
+    let view = engine.view();
+    let daemon = metrics::DaemonState {
+        alerts: Some(&view),
+        reload: Some(ReloadStatus { successful: true, last_success: EPOCH }),
+        ..metrics::DaemonState::default()
     };
-    check(
-        "demo.prom",
-        &metrics::render(&snap, &cfg.processes, &build, Format::Prometheus),
-    );
-    check(
-        "demo.om.txt",
-        &metrics::render(&snap, &cfg.processes, &build, Format::OpenMetrics),
-    );
+    check("demo.prom", &metrics::render(&snap, &daemon, &cfg.processes, &build, Format::Prometheus));
+    check("demo.om.txt", &metrics::render(&snap, &daemon, &cfg.processes, &build, Format::OpenMetrics));
 }
 
 #[test]
-fn demo_shows_every_diagnosis_within_40_seconds() {
+fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
     let cfg = Config::defaults(true);
-    let snap = demo_snapshot(&cfg);
+    let (snap, engine) = demo_snapshot(&cfg);
+    let firing: Vec<&str> = engine.firing().map(|a| a.rule.as_str()).collect();
+    for want in ["GpuMemoryLeakSuspected", "GpuMemoryHeldByExitedProcess", "GpuUserQuotaExceeded", "GpuIdleHolder"] {
+        assert!(firing.contains(&want), "{want} fires within 40 s of the demo: {firing:?}");
+    }
     let procs: Vec<_> = snap.devices.iter().flat_map(|d| &d.processes).collect();
     let leak = procs.iter().find(|p| p.pid == 4202).expect("leaking worker");
     assert!(leak.leak_suspected, "the leaking worker is flagged: {leak:?}");

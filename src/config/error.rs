@@ -95,6 +95,23 @@ pub(crate) fn find_key_line(text: &str, section: &str, key: &str) -> Option<usiz
     None
 }
 
+/// The line of `name = "<name>"` inside a `[[rule]]` table.
+pub(crate) fn find_rule_line(text: &str, name: &str) -> Option<usize> {
+    let mut in_rule = false;
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if let Some(h) = header(t) {
+            in_rule = h == "rule";
+            continue;
+        }
+        let (k, v) = t.split_once('=').unwrap_or(("", ""));
+        if in_rule && k.trim() == "name" && v.trim().trim_matches('"') == name {
+            return Some(i + 1);
+        }
+    }
+    None
+}
+
 /// A listen address is `[host]:port`; an empty host means all interfaces.
 pub(crate) fn check_listen(s: &str) -> Result<(), String> {
     crate::config::parse_listen(s).map(|_| ())

@@ -27,6 +27,35 @@ pub struct Config {
     pub nvml: Nvml,
     pub processes: Processes,
     pub state: State,
+    pub alerting: Alerting,
+    /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
+    #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::rules::RuleConfig>,
+    /// The file this config came from, for reloads (not a config key).
+    #[serde(skip)]
+    pub source_path: Option<PathBuf>,
+    /// Whether it was layered over the demo defaults (not a config key).
+    #[serde(skip)]
+    pub demo: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Alerting {
+    /// Evaluate the built-in rule set (src/rules/defaults.toml) besides any
+    /// `[[rule]]`; a `[[rule]]` with the same name replaces a built-in one.
+    pub default_rules: bool,
+    /// The `instance` label of alerts; the host name when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// How many recent transitions `/api/v1/alerts` keeps.
+    pub recent_transitions: usize,
+}
+
+impl Default for Alerting {
+    fn default() -> Self {
+        Self { default_rules: true, instance: None, recent_transitions: 100 }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -210,7 +239,7 @@ impl Config {
         // Deserialize the text alone first: its errors then carry positions in
         // the file the operator wrote, not in a merged document.
         let own: Config = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
-        let cfg = if demo {
+        let mut cfg = if demo {
             let mut base: toml::Table = toml::from_str(DEMO_DEFAULTS)
                 .map_err(|e| ConfigError::from_toml("demo defaults", DEMO_DEFAULTS, &e))?;
             let user: toml::Table = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
@@ -221,6 +250,7 @@ impl Config {
         } else {
             own
         };
+        cfg.demo = demo;
         cfg.validate(origin, text)
     }
 
@@ -248,7 +278,27 @@ impl Config {
                 }
             }
         })?;
-        Config::from_toml(&text, &path.display().to_string(), demo)
+        let mut cfg = Config::from_toml(&text, &path.display().to_string(), demo)?;
+        cfg.source_path = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    /// The rules to evaluate: the built-in set (or the demo's) unless turned
+    /// off, with `[[rule]]`s replacing built-ins of the same name.
+    pub fn effective_rules(&self) -> Vec<crate::rules::Rule> {
+        let base = if !self.alerting.default_rules {
+            Vec::new()
+        } else if self.demo {
+            crate::rules::parse_rule_set(crate::rules::DEMO_RULES).unwrap_or_default()
+        } else {
+            crate::rules::parse_rule_set(crate::rules::DEFAULT_RULES).unwrap_or_default()
+        };
+        let mut out: Vec<crate::rules::RuleConfig> =
+            base.into_iter().filter(|b| !self.rules.iter().any(|r| r.name == b.name)).collect();
+        out.extend(self.rules.iter().cloned());
+        // Every rule was validated at load; a failure here cannot happen,
+        // and dropping the rule is safer than panicking.
+        out.into_iter().filter_map(|r| crate::rules::Rule::new(r).ok()).collect()
     }
 
     /// Cross-field checks that a single field's parser cannot make.
@@ -285,6 +335,7 @@ impl Config {
         if let Err(message) = error::check_listen(&self.server.listen) {
             return Err(invalid("server", "listen", message));
         }
+        self.check_rules(origin, text)?;
         self.processes.group_by.sort();
         self.processes.group_by.dedup();
         // Fill in the derived timeout so `check-config` prints what is used.
@@ -318,6 +369,26 @@ pub fn parse_listen(s: &str) -> Result<ListenAddr, String> {
         host: (!host.is_empty()).then(|| host.to_string()),
         port,
     })
+}
+
+impl Config {
+    /// Validates every `[[rule]]`; errors name the rule and its line.
+    fn check_rules(&self, origin: &str, text: &str) -> Result<(), ConfigError> {
+        let mut seen = std::collections::HashSet::new();
+        for r in &self.rules {
+            let fail = |message: String| ConfigError::Invalid {
+                origin: origin.to_string(),
+                line: error::find_rule_line(text, &r.name),
+                key: format!("rule {:?}", r.name),
+                message,
+            };
+            if !seen.insert(r.name.as_str()) {
+                return Err(fail("a rule with this name is already defined".into()));
+            }
+            crate::rules::Rule::new(r.clone()).map_err(fail)?;
+        }
+        Ok(())
+    }
 }
 
 /// Deep-merges `over` into `base`: tables merge key by key, anything else is replaced.

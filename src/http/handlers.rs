@@ -17,7 +17,17 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response
     // Clone the Arc and release the watch lock before rendering, so a slow
     // scrape never holds up the poller's next publish.
     let snap = st.snapshots.borrow().clone();
-    let body = metrics::render(&snap, &st.processes, &st.build, format);
+    let alerts = st.alerts.borrow().clone();
+    let cfg = st.config.borrow().clone();
+    let counters = st.counters.as_ref().map(|f| f()).unwrap_or_default();
+    let daemon = metrics::DaemonState {
+        alerts: Some(&alerts),
+        reload: Some(*st.reload_status.borrow()),
+        notifications: counters.notifications,
+        queues: counters.queues,
+        reclaim: counters.reclaim,
+    };
+    let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
     (
         [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))],
         body,
@@ -46,7 +56,34 @@ pub async fn ready(State(st): State<AppState>) -> Response {
 
 pub async fn snapshot(State(st): State<AppState>) -> Response {
     let snap = st.snapshots.borrow().clone();
-    match serde_json::to_vec(&*snap) {
+    json(&*snap)
+}
+
+pub async fn alerts(State(st): State<AppState>) -> Response {
+    let view = st.alerts.borrow().clone();
+    json(&*view)
+}
+
+/// `POST /-/reload`, Prometheus style: 403 unless `enable_lifecycle`.
+pub async fn reload(State(st): State<AppState>) -> Response {
+    if !st.config.borrow().server.enable_lifecycle {
+        return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled.\n").into_response();
+    }
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    if st.reload.send(tx).await.is_err() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response();
+    }
+    match rx.await {
+        Ok(Ok(())) => (StatusCode::OK, "config reloaded\n").into_response(),
+        // The config error names a file and line the operator owns; it
+        // reveals nothing they do not already have.
+        Ok(Err(e)) => (StatusCode::BAD_REQUEST, format!("failed to reload config: {e}\n")).into_response(),
+        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response(),
+    }
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Response {
+    match serde_json::to_vec(v) {
         Ok(body) => (
             [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
             body,

@@ -7,18 +7,35 @@ mod handlers;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::get;
-use tokio::sync::watch;
+use axum::routing::{get, post};
+use tokio::sync::{mpsc, watch};
 
-use crate::config::Processes;
+use crate::alerts::AlertsView;
+use crate::config::Config;
 use crate::metrics::BuildInfo;
-use crate::snapshot::Snapshot;
+use crate::poller::Snapshots;
+use crate::reload::{ReloadRequest, ReloadStatus};
+
+/// Counters kept by the notifiers and the reclaimer, read at scrape time.
+pub type CounterSource = Arc<dyn Fn() -> Counters + Send + Sync>;
+
+/// (name, result, count) triples and queue lengths for the metrics.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    pub notifications: Vec<(String, String, u64)>,
+    pub queues: Vec<(String, u64)>,
+    pub reclaim: Vec<(String, String, u64)>,
+}
 
 /// What every handler may read.
 #[derive(Clone)]
 pub struct AppState {
-    pub snapshots: watch::Receiver<Arc<Snapshot>>,
-    pub processes: Arc<Processes>,
+    pub snapshots: Snapshots,
+    pub alerts: watch::Receiver<Arc<AlertsView>>,
+    pub config: watch::Receiver<Arc<Config>>,
+    pub reload_status: watch::Receiver<ReloadStatus>,
+    pub reload: mpsc::Sender<ReloadRequest>,
+    pub counters: Option<CounterSource>,
     pub build: BuildInfo,
 }
 
@@ -30,6 +47,8 @@ pub fn router(state: AppState) -> Router {
         .route("/-/healthy", get(handlers::healthy))
         .route("/-/ready", get(handlers::ready))
         .route("/api/v1/snapshot", get(handlers::snapshot))
+        .route("/api/v1/alerts", get(handlers::alerts))
+        .route("/-/reload", post(handlers::reload))
         .with_state(state)
 }
 

@@ -7,7 +7,9 @@ mod text;
 
 use std::collections::BTreeMap;
 
+use crate::alerts::AlertsView;
 use crate::config::{GroupBy, ProcessMode, Processes};
+use crate::reload::ReloadStatus;
 use crate::snapshot::{Device, Process, Snapshot};
 pub use text::Format;
 use text::{Kind, Writer};
@@ -23,8 +25,21 @@ pub struct BuildInfo {
     pub revision: &'static str,
 }
 
+/// Daemon state beyond the snapshot: alerts, reloads, deliveries, reclaim.
+#[derive(Debug, Clone, Default)]
+pub struct DaemonState<'a> {
+    pub alerts: Option<&'a AlertsView>,
+    pub reload: Option<ReloadStatus>,
+    /// (notifier, result, count) for `gpumem_notifications_total`.
+    pub notifications: Vec<(String, String, u64)>,
+    /// (notifier, length) for `gpumem_notification_queue_length`.
+    pub queues: Vec<(String, u64)>,
+    /// (action, result, count) for `gpumem_reclaim_actions_total`.
+    pub reclaim: Vec<(String, String, u64)>,
+}
+
 /// Renders the whole exposition in `format`.
-pub fn render(snap: &Snapshot, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
+pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
     let procs: usize = snap.devices.iter().map(|d| d.processes.len().min(cfg.top_n)).sum();
     let mut w = Writer::new(
         format,
@@ -38,7 +53,8 @@ pub fn render(snap: &Snapshot, cfg: &Processes, build: &BuildInfo, format: Forma
     if cfg.mode != ProcessMode::Off && !cfg.group_by.is_empty() {
         groups(&mut w, snap, cfg);
     }
-    daemon(&mut w, snap, build);
+    self_metrics(&mut w, snap, build);
+    daemon_state(&mut w, daemon);
     w.finish()
 }
 
@@ -264,7 +280,8 @@ fn per_process_gauges(w: &mut Writer, per_dev: &[(&Device, Vec<&Process>, usize)
     }
 }
 
-fn group_value(p: &Process, by: GroupBy) -> &str {
+/// The group a process belongs to under `by` (empty when it has none).
+pub fn group_value(p: &Process, by: GroupBy) -> &str {
     match by {
         GroupBy::User => &p.user,
         GroupBy::Container => &p.container,
@@ -300,7 +317,7 @@ fn groups(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     }
 }
 
-fn daemon(w: &mut Writer, snap: &Snapshot, build: &BuildInfo) {
+fn self_metrics(w: &mut Writer, snap: &Snapshot, build: &BuildInfo) {
     let p = &snap.poll;
     w.family("gpumem_nvml_up", Kind::Gauge, "1 if NVML is initialised and answering.");
     w.sample("gpumem_nvml_up", &[], u64::from(snap.nvml_up));
@@ -363,6 +380,44 @@ fn daemon(w: &mut Writer, snap: &Snapshot, build: &BuildInfo) {
         &[("version", build.version), ("revision", build.revision)],
         1u64,
     );
+}
+
+fn daemon_state(w: &mut Writer, d: &DaemonState<'_>) {
+    if let Some(view) = d.alerts {
+        w.family("gpumem_alerts", Kind::Gauge, "Pending and firing alerts of gpumemd's own rules, like Prometheus' ALERTS.");
+        for a in &view.alerts {
+            // `instance` would clash with the scrape target's label.
+            let mut labels: Vec<(&str, &str)> = vec![("alertname", &a.rule), ("alertstate", a.state.as_str())];
+            labels.extend(a.labels.iter().filter(|(k, _)| !matches!(k.as_str(), "alertname" | "instance")).map(|(k, v)| (k.as_str(), v.as_str())));
+            w.sample("gpumem_alerts", &labels, 1u64);
+        }
+    }
+    if let Some(r) = d.reload {
+        w.family("gpumem_config_last_reload_successful", Kind::Gauge, "1 if the latest config (re)load succeeded.");
+        w.sample("gpumem_config_last_reload_successful", &[], u64::from(r.successful));
+        w.family(
+            "gpumem_config_last_reload_success_timestamp_seconds",
+            Kind::Gauge,
+            "Unix time of the latest successful config load.",
+        );
+        w.sample("gpumem_config_last_reload_success_timestamp_seconds", &[], r.last_success);
+    }
+    if !d.notifications.is_empty() {
+        w.family("gpumem_notifications_total", Kind::Counter, "Alert notifications by notifier and result.");
+        for (n, r, v) in &d.notifications {
+            w.sample("gpumem_notifications_total", &[("notifier", n), ("result", r)], *v);
+        }
+        w.family("gpumem_notification_queue_length", Kind::Gauge, "Notifications waiting in the outbox, by notifier.");
+        for (n, v) in &d.queues {
+            w.sample("gpumem_notification_queue_length", &[("notifier", n)], *v);
+        }
+    }
+    if !d.reclaim.is_empty() {
+        w.family("gpumem_reclaim_actions_total", Kind::Counter, "Reclaim actions by action and result.");
+        for (a, r, v) in &d.reclaim {
+            w.sample("gpumem_reclaim_actions_total", &[("action", a), ("result", r)], *v);
+        }
+    }
 }
 
 #[cfg(test)]

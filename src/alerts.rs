@@ -1,0 +1,104 @@
+//! The daemon's own alert state: runs the rules on every snapshot, keeps
+//! pending and firing alerts and recent transitions, and publishes a view
+//! for `/api/v1/alerts`, `gpumem_alerts` and the status page. Rule
+//! semantics live in `rules/`; delivery in `notify/`; this file only holds
+//! state between evaluations and survives reloads.
+
+use std::collections::VecDeque;
+
+use serde::Serialize;
+
+use crate::rules::Rule;
+use crate::rules::eval::{self, Alert, EvalState, State, Transition};
+use crate::snapshot::Snapshot;
+
+/// What readers see: active alerts and the latest transitions.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct AlertsView {
+    /// Pending and firing alerts.
+    pub alerts: Vec<Alert>,
+    /// Newest first.
+    pub transitions: Vec<Transition>,
+    /// Rules evaluated, by name.
+    pub rules: Vec<String>,
+}
+
+/// Rule state between evaluations.
+pub struct AlertEngine {
+    rules: Vec<Rule>,
+    state: EvalState,
+    recent: VecDeque<Transition>,
+    keep_recent: usize,
+    instance: String,
+}
+
+impl AlertEngine {
+    pub fn new(rules: Vec<Rule>, instance: String, keep_recent: usize) -> Self {
+        Self { rules, state: EvalState::new(), recent: VecDeque::new(), keep_recent, instance }
+    }
+
+    /// Replaces the rules after a reload. Alerts of rules that are unchanged
+    /// keep their state (pending time, firing); alerts of removed or changed
+    /// rules are dropped, and a firing one is reported resolved.
+    pub fn set_rules(&mut self, rules: Vec<Rule>, now: f64) -> Vec<Transition> {
+        let mut out = Vec::new();
+        let kept: Vec<String> = rules
+            .iter()
+            .filter(|r| self.rules.iter().any(|o| o.cfg == r.cfg))
+            .map(|r| r.cfg.name.clone())
+            .collect();
+        self.state.retain(|(name, _), a| {
+            let keep = kept.contains(name);
+            if !keep && a.state == State::Firing {
+                let mut r = a.clone();
+                r.state = State::Resolved;
+                r.resolved_at = Some(now);
+                out.push(Transition { from: Some(State::Firing), to: State::Resolved, at: now, alert: r });
+            }
+            keep
+        });
+        self.rules = rules;
+        self.remember(&out);
+        out
+    }
+
+    /// Evaluates every rule on `snap`; returns the transitions it caused.
+    pub fn evaluate(&mut self, snap: &Snapshot) -> Vec<Transition> {
+        let (next, transitions) = eval::evaluate(&self.rules, &self.state, snap, &self.instance);
+        self.state = next;
+        self.remember(&transitions);
+        transitions
+    }
+
+    fn remember(&mut self, transitions: &[Transition]) {
+        for t in transitions {
+            self.recent.push_front(t.clone());
+        }
+        self.recent.truncate(self.keep_recent);
+    }
+
+    pub fn view(&self) -> AlertsView {
+        AlertsView {
+            alerts: self.state.values().cloned().collect(),
+            transitions: self.recent.iter().cloned().collect(),
+            rules: self.rules.iter().map(|r| r.cfg.name.clone()).collect(),
+        }
+    }
+
+    /// Firing alerts (for notifier resends).
+    pub fn firing(&self) -> impl Iterator<Item = &Alert> {
+        self.state.values().filter(|a| a.state == State::Firing)
+    }
+}
+
+/// The host name for the `instance` label.
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests;

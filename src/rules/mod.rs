@@ -1,0 +1,301 @@
+//! Threshold rules: the `[[rule]]` config, its validation, the built-in
+//! default rule set, and (in `eval.rs`) the pure evaluation of rules against
+//! a snapshot. Owns rule semantics; it must not deliver notifications, signal
+//! processes or read clocks (time comes from the snapshot).
+
+pub mod eval;
+pub mod template;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::config::GroupBy;
+use crate::config::units::{parse_duration, parse_size};
+use template::Template;
+
+/// What a rule measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleKind {
+    DeviceUsedRatio,
+    DeviceUsedBytes,
+    DeviceFreeBytes,
+    DeviceUnattributedBytes,
+    DeviceHeldBytes,
+    DeviceLost,
+    ProcessUsedBytes,
+    ProcessGrowthRate,
+    ProcessLeakSuspected,
+    ProcessIdleHolder,
+    GroupUsedBytes,
+    PollFailing,
+}
+
+impl RuleKind {
+    /// Kinds whose condition is a state, not a comparison with a threshold.
+    pub fn is_boolean(self) -> bool {
+        matches!(self, RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessIdleHolder)
+    }
+
+    pub fn is_process(self) -> bool {
+        matches!(
+            self,
+            RuleKind::ProcessUsedBytes | RuleKind::ProcessGrowthRate | RuleKind::ProcessLeakSuspected | RuleKind::ProcessIdleHolder
+        )
+    }
+}
+
+/// A threshold: a number, a size ("20GiB"; per second for growth rates) or
+/// a percentage ("90%").
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+pub struct Threshold(pub f64);
+
+impl<'de> Deserialize<'de> for Threshold {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Threshold;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a number, a size such as \"20GiB\", or a percentage such as \"90%\"")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Threshold, E> {
+                Ok(Threshold(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Threshold, E> {
+                Ok(Threshold(v as f64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Threshold, E> {
+                if let Some(p) = v.trim().strip_suffix('%') {
+                    let n: f64 = p.trim().parse().map_err(|_| E::custom(format!("`{v}` is not a percentage")))?;
+                    return Ok(Threshold(n / 100.0));
+                }
+                parse_size(v).map(|b| Threshold(b.0 as f64)).map_err(E::custom)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+impl Serialize for Threshold {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0)
+    }
+}
+
+/// A duration that may be zero (`for = "0s"` fires at once).
+#[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
+pub struct For(pub f64);
+
+impl<'de> Deserialize<'de> for For {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        if s.trim() == "0" || s.trim() == "0s" {
+            return Ok(For(0.0));
+        }
+        parse_duration(&s).map(|d| For(d.get().as_secs_f64())).map_err(de::Error::custom)
+    }
+}
+
+impl Serialize for For {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(std::time::Duration::from_secs_f64(self.0)).to_string())
+    }
+}
+
+/// Which devices, processes or groups a rule applies to; empty means all.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Matchers {
+    /// GPU indexes.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gpu: Vec<u32>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub uuid: Vec<String>,
+    /// Glob on the device name, e.g. "*H100*".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub user: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub container: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pod: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unit: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub job: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HolderName {
+    Live,
+    Zombie,
+    Exited,
+    Unattributed,
+}
+
+impl HolderName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HolderName::Live => "live",
+            HolderName::Zombie => "zombie",
+            HolderName::Exited => "exited",
+            HolderName::Unattributed => "unattributed",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RuleAction {
+    /// SIGTERM, then SIGKILL after `[reclaim] grace` (only with `[reclaim] enabled`).
+    Terminate,
+}
+
+/// One `[[rule]]` as written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleConfig {
+    pub name: String,
+    pub kind: RuleKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub above: Option<Threshold>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub below: Option<Threshold>,
+    /// Hysteresis: once active, the alert stays active until the value
+    /// crosses this (below `above`, or above `below`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clear: Option<Threshold>,
+    #[serde(rename = "for", default)]
+    pub for_: For,
+    #[serde(default = "default_severity")]
+    pub severity: String,
+    #[serde(rename = "match", default)]
+    pub matchers: Matchers,
+    /// For `device_held_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub holder: Option<HolderName>,
+    /// For `group_used_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group_by: Option<GroupBy>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub action: Option<RuleAction>,
+}
+
+fn default_severity() -> String {
+    "warning".into()
+}
+
+/// A validated rule, ready to evaluate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub cfg: RuleConfig,
+    pub annotations: Vec<(String, Template)>,
+}
+
+impl Rule {
+    /// Checks a rule as written; the error names what is wrong (the caller
+    /// adds the rule's name and line).
+    ///
+    /// # Errors
+    /// A message naming the offending key.
+    pub fn new(cfg: RuleConfig) -> Result<Rule, String> {
+        check_thresholds(&cfg)?;
+        if cfg.name.is_empty() || !cfg.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(format!("name `{}` must be letters, digits and _ (it becomes the alertname label)", cfg.name));
+        }
+        match (cfg.kind, cfg.holder, cfg.group_by) {
+            (RuleKind::DeviceHeldBytes, None, _) => return Err("device_held_bytes needs `holder`".into()),
+            (RuleKind::GroupUsedBytes, _, None) => return Err("group_used_bytes needs `group_by`".into()),
+            (k, Some(_), _) if k != RuleKind::DeviceHeldBytes => return Err("`holder` only applies to device_held_bytes".into()),
+            (k, _, Some(_)) if k != RuleKind::GroupUsedBytes => return Err("`group_by` only applies to group_used_bytes".into()),
+            _ => {}
+        }
+        if cfg.action.is_some() && !cfg.kind.is_process() && cfg.kind != RuleKind::GroupUsedBytes {
+            return Err("`action` needs a rule about processes or groups (it names the processes to terminate)".into());
+        }
+        for k in cfg.labels.keys() {
+            if !valid_label_name(k) {
+                return Err(format!("label name `{k}` is not a valid Prometheus label name"));
+            }
+        }
+        let annotations = cfg
+            .annotations
+            .iter()
+            .map(|(k, v)| Template::parse(v).map(|t| (k.clone(), t)).map_err(|e| format!("annotation `{k}`: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Rule { cfg, annotations })
+    }
+}
+
+fn check_thresholds(cfg: &RuleConfig) -> Result<(), String> {
+    if cfg.kind.is_boolean() {
+        if cfg.above.is_some() || cfg.below.is_some() || cfg.clear.is_some() {
+            return Err(format!("{:?} is a state, it takes no above/below/clear", cfg.kind).to_lowercase());
+        }
+        return Ok(());
+    }
+    let (t, above) = match (cfg.above, cfg.below) {
+        (Some(a), None) => (a.0, true),
+        (None, Some(b)) => (b.0, false),
+        (Some(_), Some(_)) => return Err("give either `above` or `below`, not both".into()),
+        (None, None) => return Err("needs a threshold: `above` or `below`".into()),
+    };
+    if !t.is_finite() {
+        return Err("threshold must be a finite number".into());
+    }
+    if cfg.kind == RuleKind::DeviceUsedRatio && !(0.0..=1.0).contains(&t) {
+        return Err(format!("device_used_ratio threshold {t} is outside 0..1; write 0.9 or \"90%\""));
+    }
+    if let Some(c) = cfg.clear {
+        if above && c.0 > t {
+            return Err(format!("`clear` ({}) must not be above `above` ({t})", c.0));
+        }
+        if !above && c.0 < t {
+            return Err(format!("`clear` ({}) must not be below `below` ({t})", c.0));
+        }
+    }
+    Ok(())
+}
+
+fn valid_label_name(k: &str) -> bool {
+    let mut c = k.chars();
+    c.next().is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+        && c.all(|x| x.is_ascii_alphanumeric() || x == '_')
+        && !k.starts_with("__")
+}
+
+/// The default rule set an operator expects; `[alerting] default_rules =
+/// false` turns it off. Mirrored by deploy/prometheus/gpumemd.rules.yml.
+pub const DEFAULT_RULES: &str = include_str!("defaults.toml");
+
+/// The demo's rules: the same alerts with windows short enough to see within
+/// a minute.
+pub const DEMO_RULES: &str = include_str!("demo.toml");
+
+/// Parses a rule-set file of `[[rule]]` tables (the defaults, or the demo's).
+///
+/// # Errors
+/// The first rule that does not parse or validate.
+pub fn parse_rule_set(text: &str) -> Result<Vec<RuleConfig>, String> {
+    #[derive(Deserialize)]
+    struct Set {
+        rule: Vec<RuleConfig>,
+    }
+    let set: Set = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    for r in &set.rule {
+        Rule::new(r.clone()).map_err(|e| format!("rule {}: {e}", r.name))?;
+    }
+    Ok(set.rule)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,100 @@
+//! Annotation templates: text with `{{ name }}` placeholders, parsed once at
+//! config load so a typo is a config error, not a blank in a page at 3 am.
+//! Owns the placeholder syntax and the list of names; it knows no rule logic.
+
+use std::collections::BTreeMap;
+
+/// Names a template may use: the value and threshold (raw and humanised)
+/// and every label an alert can carry.
+pub const NAMES: &[&str] = &[
+    "value",
+    "value_human",
+    "threshold",
+    "threshold_human",
+    "alertname",
+    "severity",
+    "instance",
+    "uuid",
+    "gpu",
+    "model",
+    "pid",
+    "comm",
+    "user",
+    "container",
+    "pod_uid",
+    "unit",
+    "job",
+    "holder",
+    "group_by",
+    "group",
+];
+
+#[derive(Debug, Clone, PartialEq)]
+enum Part {
+    Text(String),
+    Var(String),
+}
+
+/// A parsed template.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template(Vec<Part>);
+
+impl Template {
+    /// Parses `text`.
+    ///
+    /// # Errors
+    /// An unclosed `{{`, an empty placeholder, or a name not in [`NAMES`].
+    pub fn parse(text: &str) -> Result<Template, String> {
+        let mut parts = Vec::new();
+        let mut rest = text;
+        while let Some(open) = rest.find("{{") {
+            if open > 0 {
+                parts.push(Part::Text(rest[..open].to_string()));
+            }
+            let after = &rest[open + 2..];
+            let close = after.find("}}").ok_or_else(|| format!("`{{{{` without `}}}}` in {text:?}"))?;
+            let name = after[..close].trim().trim_start_matches('.').trim_start_matches("$labels.");
+            if !NAMES.contains(&name) {
+                return Err(format!("unknown placeholder `{{{{ {name} }}}}`; known: {}", NAMES.join(", ")));
+            }
+            parts.push(Part::Var(name.to_string()));
+            rest = &after[close + 2..];
+        }
+        if !rest.is_empty() {
+            parts.push(Part::Text(rest.to_string()));
+        }
+        Ok(Template(parts))
+    }
+
+    /// Fills the placeholders; a name with no value renders empty.
+    pub fn render(&self, vars: &BTreeMap<&str, String>) -> String {
+        let mut out = String::new();
+        for p in &self.0 {
+            match p {
+                Part::Text(t) => out.push_str(t),
+                Part::Var(v) => out.push_str(vars.get(v.as_str()).map(String::as_str).unwrap_or("")),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_and_render() {
+        let t = Template::parse("GPU {{ gpu }} at {{value_human}} (limit {{ $labels.user }})").expect("valid");
+        let vars = BTreeMap::from([("gpu", "3".to_string()), ("value_human", "91%".to_string())]);
+        assert_eq!(t.render(&vars), "GPU 3 at 91% (limit )");
+    }
+
+    #[test]
+    fn errors() {
+        assert!(Template::parse("{{ value").unwrap_err().contains("without"));
+        assert!(Template::parse("{{ nope }}").unwrap_err().contains("unknown placeholder `{{ nope }}`"));
+        assert!(Template::parse("{{ }}").is_err());
+        assert_eq!(Template::parse("plain").map(|t| t.render(&BTreeMap::new())), Ok("plain".into()));
+    }
+}
