@@ -92,10 +92,11 @@ fn run(args: RunArgs) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     rt.block_on(async move {
+        let shutdown = gpumemd::shutdown::shutdown_signal();
         let listener = bind(&cfg.server.listen).await?;
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!(address = %addr, version = env!("CARGO_PKG_VERSION"), "listening");
-        gpumemd::run(cfg, source, listener, gpumemd::shutdown::shutdown_signal())
+        gpumemd::run(cfg, source, listener, shutdown)
             .await
             .map_err(|e| e.to_string())
     })?;

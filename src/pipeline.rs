@@ -58,6 +58,7 @@ impl Pipeline {
                 mig_profile: rd.mig_profile,
                 up: rd.up,
                 memory: rd.memory,
+                processes_unreadable: rd.processes_unreadable,
                 errors: rd.errors,
                 ..Device::default()
             };
@@ -93,7 +94,7 @@ impl Pipeline {
                 p.idle = idle >= idle_after && p.used_bytes.unwrap_or(0) > 0;
             }
         }
-        if let (Some(m), true) = (dev.memory, dev.up) {
+        if let (Some(m), true, false) = (dev.memory, dev.up, dev.processes_unreadable) {
             let holders = holder_split(m.used_bytes, &dev.processes);
             dev.unreleased = self.late.observe(&dev.uuid, now, late_after, &dev.processes, &holders);
             dev.holders = Some(holders);

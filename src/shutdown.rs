@@ -4,28 +4,30 @@
 
 use tokio::sync::watch;
 
-/// Resolves when the process is asked to stop (SIGTERM from systemd or
-/// Kubernetes, SIGINT from a terminal).
-pub async fn shutdown_signal() {
+/// Registers for SIGTERM (systemd, Kubernetes) and SIGINT (a terminal) now,
+/// and returns a future that resolves when either arrives. Registering
+/// before the daemon announces itself means an early SIGTERM is a clean stop,
+/// not the default action (death by signal). Call it inside the runtime.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
     use tokio::signal::unix::{SignalKind, signal};
-    let term = async {
-        match signal(SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        let wait = |s: std::io::Result<tokio::signal::unix::Signal>, name: &'static str| async move {
+            match s {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, signal = name, "cannot listen for the signal");
+                    std::future::pending::<()>().await
+                }
             }
-            // Without a SIGTERM handler we can still stop on Ctrl-C.
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await
-            }
+        };
+        tokio::select! {
+            _ = wait(term, "SIGTERM") => tracing::info!("SIGTERM received; shutting down"),
+            _ = wait(int, "SIGINT") => tracing::info!("SIGINT received; shutting down"),
         }
-    };
-    tokio::select! {
-        _ = term => tracing::info!("SIGTERM received; shutting down"),
-        r = tokio::signal::ctrl_c() => match r {
-            Ok(()) => tracing::info!("SIGINT received; shutting down"),
-            Err(e) => tracing::warn!(error = %e, "cannot listen for SIGINT"),
-        },
     }
 }
 

@@ -121,6 +121,9 @@ pub struct Device {
     pub holders: Option<Holders>,
     /// Largest holder first.
     pub processes: Vec<Process>,
+    /// True when NVML's process lists could not be read: `processes` is
+    /// then empty and `holders` absent, because both are unknown.
+    pub processes_unreadable: bool,
     /// Memory not released after holders exited (late release by the driver).
     pub unreleased: Vec<Unreleased>,
     /// Why `up` is false, or which fields could not be read.

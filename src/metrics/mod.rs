@@ -152,7 +152,7 @@ fn devices(w: &mut Writer, snap: &Snapshot) {
         Kind::Gauge,
         "Processes with a context on the device.",
     );
-    for d in ds.iter().filter(|d| d.up) {
+    for d in ds.iter().filter(|d| d.up && !d.processes_unreadable) {
         w.sample(
             "gpumem_device_processes",
             &[("uuid", &d.uuid)],
@@ -236,7 +236,7 @@ fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
         Kind::Gauge,
         "Processes left out of per-process series by top_n or min_bytes; their memory still counts in holders and groups.",
     );
-    for (d, _, left) in &per_dev {
+    for (d, _, left) in per_dev.iter().filter(|(d, _, _)| !d.processes_unreadable) {
         w.sample("gpumem_processes_not_exported", &[("uuid", &d.uuid)], *left as u64);
     }
 }
@@ -384,36 +384,65 @@ fn self_metrics(w: &mut Writer, snap: &Snapshot, build: &BuildInfo) {
 
 fn daemon_state(w: &mut Writer, d: &DaemonState<'_>) {
     if let Some(view) = d.alerts {
-        w.family("gpumem_alerts", Kind::Gauge, "Pending and firing alerts of gpumemd's own rules, like Prometheus' ALERTS.");
+        w.family(
+            "gpumem_alerts",
+            Kind::Gauge,
+            "Pending and firing alerts of gpumemd's own rules, like Prometheus' ALERTS.",
+        );
         for a in &view.alerts {
             // `instance` would clash with the scrape target's label.
             let mut labels: Vec<(&str, &str)> = vec![("alertname", &a.rule), ("alertstate", a.state.as_str())];
-            labels.extend(a.labels.iter().filter(|(k, _)| !matches!(k.as_str(), "alertname" | "instance")).map(|(k, v)| (k.as_str(), v.as_str())));
+            labels.extend(
+                a.labels
+                    .iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "alertname" | "instance"))
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            );
             w.sample("gpumem_alerts", &labels, 1u64);
         }
     }
     if let Some(r) = d.reload {
-        w.family("gpumem_config_last_reload_successful", Kind::Gauge, "1 if the latest config (re)load succeeded.");
+        w.family(
+            "gpumem_config_last_reload_successful",
+            Kind::Gauge,
+            "1 if the latest config (re)load succeeded.",
+        );
         w.sample("gpumem_config_last_reload_successful", &[], u64::from(r.successful));
         w.family(
             "gpumem_config_last_reload_success_timestamp_seconds",
             Kind::Gauge,
             "Unix time of the latest successful config load.",
         );
-        w.sample("gpumem_config_last_reload_success_timestamp_seconds", &[], r.last_success);
+        w.sample(
+            "gpumem_config_last_reload_success_timestamp_seconds",
+            &[],
+            r.last_success,
+        );
     }
     if !d.notifications.is_empty() {
-        w.family("gpumem_notifications_total", Kind::Counter, "Alert notifications by notifier and result.");
+        w.family(
+            "gpumem_notifications_total",
+            Kind::Counter,
+            "Alert notifications by notifier and result.",
+        );
         for (n, r, v) in &d.notifications {
             w.sample("gpumem_notifications_total", &[("notifier", n), ("result", r)], *v);
         }
-        w.family("gpumem_notification_queue_length", Kind::Gauge, "Notifications waiting in the outbox, by notifier.");
+        w.family(
+            "gpumem_notification_queue_length",
+            Kind::Gauge,
+            "Notifications waiting in the outbox, by notifier.",
+        );
         for (n, v) in &d.queues {
             w.sample("gpumem_notification_queue_length", &[("notifier", n)], *v);
         }
     }
     if !d.reclaim.is_empty() {
-        w.family("gpumem_reclaim_actions_total", Kind::Counter, "Reclaim actions by action and result.");
+        w.family(
+            "gpumem_reclaim_actions_total",
+            Kind::Counter,
+            "Reclaim actions by action and result.",
+        );
         for (a, r, v) in &d.reclaim {
             w.sample("gpumem_reclaim_actions_total", &[("action", a), ("result", r)], *v);
         }

@@ -81,6 +81,9 @@ pub struct RawDevice {
     pub up: bool,
     pub memory: Option<Memory>,
     pub processes: Vec<RawProcess>,
+    /// The process lists could not be read (e.g. no permission): the
+    /// process count and holder split are then unknown, not zero.
+    pub processes_unreadable: bool,
     /// Per-field or whole-device failures, already worded for operators.
     pub errors: Vec<String>,
 }

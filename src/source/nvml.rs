@@ -91,8 +91,11 @@ impl NvmlSource {
     /// poll re-initialises (with backoff) instead of failing forever.
     fn reset(&mut self, why: &NvmlError) -> SourceError {
         self.nvml = None;
+        // After re-initialisation the index order may differ; an old map
+        // could report a failing GPU under another GPU's UUID.
+        self.uuid_by_index.clear();
         self.next_init = Some(Instant::now() + self.backoff);
-        self.last_error = format!("the driver went away ({why}); re-initialising");
+        self.last_error = format!("the driver went away ({}); re-initialising", describe(why));
         SourceError::Unavailable(self.last_error.clone())
     }
 }
@@ -106,10 +109,12 @@ impl GpuSource for NvmlSource {
         let count = match nvml.device_count() {
             Ok(n) => n,
             Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
+            // "failed" is one of the reasons `gpumem_poll_errors_total`
+            // exports; an unlisted reason would be counted but never shown.
             Err(e) => {
                 return Err(SourceError::Failed {
-                    reason: "device_count",
-                    message: e.to_string(),
+                    reason: "failed",
+                    message: format!("device count: {}", describe(&e)),
                 });
             }
         };
@@ -328,6 +333,7 @@ fn read_processes(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlEr
             Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) if kind != "compute" => continue,
             Err(e) => {
                 dev.errors.push(format!("processes ({kind}): {}", describe(&e)));
+                dev.processes_unreadable = true;
                 continue;
             }
         };
@@ -412,6 +418,9 @@ fn describe(e: &NvmlError) -> String {
         NvmlError::GpuLost => "GPU is lost (fell off the bus)".into(),
         NvmlError::NotSupported => "not supported by this GPU".into(),
         NvmlError::NoPermission => "no permission".into(),
+        // nvml-wrapper's own text names its Rust API, not the driver.
+        NvmlError::Uninitialized => "NVML is not initialised".into(),
+        NvmlError::LibRmVersionMismatch => "NVML library and kernel driver versions differ".into(),
         other => other.to_string(),
     }
 }

@@ -12,8 +12,7 @@ pub const INVALID_ARGUMENT: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INVALID_AR
 pub const NOT_SUPPORTED: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_NOT_SUPPORTED;
 pub const NOT_FOUND: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_NOT_FOUND;
 pub const INSUFFICIENT_SIZE: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE;
-pub const ARGUMENT_VERSION_MISMATCH: nvmlReturn_t =
-    nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+pub const ARGUMENT_VERSION_MISMATCH: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
 pub const UNKNOWN: nvmlReturn_t = nvmlReturn_enum_NVML_ERROR_UNKNOWN;
 
 /// (value, name without the `NVML_ERROR_` prefix, message as NVML words it).
@@ -65,11 +64,7 @@ const TABLE: &[(nvmlReturn_t, &str, &CStr)] = &[
         "CORRUPTED_INFOROM",
         c"Corrupted infoROM",
     ),
-    (
-        nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST,
-        "GPU_IS_LOST",
-        c"GPU is lost",
-    ),
+    (nvmlReturn_enum_NVML_ERROR_GPU_IS_LOST, "GPU_IS_LOST", c"GPU is lost"),
     (
         nvmlReturn_enum_NVML_ERROR_RESET_REQUIRED,
         "RESET_REQUIRED",
@@ -85,16 +80,8 @@ const TABLE: &[(nvmlReturn_t, &str, &CStr)] = &[
         "LIB_RM_VERSION_MISMATCH",
         c"RM has detected an NVML/RM version mismatch.",
     ),
-    (
-        nvmlReturn_enum_NVML_ERROR_IN_USE,
-        "IN_USE",
-        c"In use by another client",
-    ),
-    (
-        nvmlReturn_enum_NVML_ERROR_MEMORY,
-        "MEMORY",
-        c"Insufficient Memory",
-    ),
+    (nvmlReturn_enum_NVML_ERROR_IN_USE, "IN_USE", c"In use by another client"),
+    (nvmlReturn_enum_NVML_ERROR_MEMORY, "MEMORY", c"Insufficient Memory"),
     (nvmlReturn_enum_NVML_ERROR_NO_DATA, "NO_DATA", c"No data"),
     (
         nvmlReturn_enum_NVML_ERROR_VGPU_ECC_NOT_SUPPORTED,
@@ -116,16 +103,8 @@ const TABLE: &[(nvmlReturn_t, &str, &CStr)] = &[
         "ARGUMENT_VERSION_MISMATCH",
         c"Version mismatch",
     ),
-    (
-        nvmlReturn_enum_NVML_ERROR_DEPRECATED,
-        "DEPRECATED",
-        c"Deprecated",
-    ),
-    (
-        nvmlReturn_enum_NVML_ERROR_NOT_READY,
-        "NOT_READY",
-        c"Not Ready",
-    ),
+    (nvmlReturn_enum_NVML_ERROR_DEPRECATED, "DEPRECATED", c"Deprecated"),
+    (nvmlReturn_enum_NVML_ERROR_NOT_READY, "NOT_READY", c"Not Ready"),
     (
         nvmlReturn_enum_NVML_ERROR_GPU_NOT_FOUND,
         "GPU_NOT_FOUND",

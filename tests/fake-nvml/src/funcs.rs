@@ -36,31 +36,16 @@ use Func::*;
 const NAMES: &[(Func, &[&str], &str)] = &[
     (Init, &["nvmlInit_v2", "nvmlInitWithFlags"], "init"),
     (Shutdown, &["nvmlShutdown"], "shutdown"),
-    (
-        DriverVersion,
-        &["nvmlSystemGetDriverVersion"],
-        "driver_version",
-    ),
+    (DriverVersion, &["nvmlSystemGetDriverVersion"], "driver_version"),
     (NvmlVersion, &["nvmlSystemGetNVMLVersion"], "nvml_version"),
     (
         CudaVersion,
-        &[
-            "nvmlSystemGetCudaDriverVersion_v2",
-            "nvmlSystemGetCudaDriverVersion",
-        ],
+        &["nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"],
         "cuda_version",
     ),
     (Count, &["nvmlDeviceGetCount_v2"], "count"),
-    (
-        HandleByIndex,
-        &["nvmlDeviceGetHandleByIndex_v2"],
-        "handle_by_index",
-    ),
-    (
-        HandleByUuid,
-        &["nvmlDeviceGetHandleByUUID"],
-        "handle_by_uuid",
-    ),
+    (HandleByIndex, &["nvmlDeviceGetHandleByIndex_v2"], "handle_by_index"),
+    (HandleByUuid, &["nvmlDeviceGetHandleByUUID"], "handle_by_uuid"),
     (Uuid, &["nvmlDeviceGetUUID"], "uuid"),
     (Name, &["nvmlDeviceGetName"], "name"),
     (PciInfo, &["nvmlDeviceGetPciInfo_v3"], "pci_info"),
@@ -84,11 +69,7 @@ const NAMES: &[(Func, &[&str], &str)] = &[
     ),
     (MigMode, &["nvmlDeviceGetMigMode"], "mig_mode"),
     (MigCount, &["nvmlDeviceGetMaxMigDeviceCount"], "mig_count"),
-    (
-        MigHandle,
-        &["nvmlDeviceGetMigDeviceHandleByIndex"],
-        "mig_handle",
-    ),
+    (MigHandle, &["nvmlDeviceGetMigDeviceHandleByIndex"], "mig_handle"),
     (IsMig, &["nvmlDeviceIsMigDeviceHandle"], "is_mig"),
     (
         MigParent,
@@ -196,10 +177,7 @@ mod tests {
     #[test]
     fn every_func_is_named() {
         let all = FuncSet::parse("all").unwrap();
-        for func in DEVICE_GROUP
-            .iter()
-            .chain(&[Init, Shutdown, Count, CudaVersion])
-        {
+        for func in DEVICE_GROUP.iter().chain(&[Init, Shutdown, Count, CudaVersion]) {
             assert!(all.contains(*func), "{func:?}");
         }
     }

@@ -31,8 +31,7 @@ const MIB: u64 = 1 << 20;
 /// Devices `first_index..first_index + gpus`, appended after the explicit ones.
 pub fn fleet(raw: &RawGenerate, first_index: usize) -> Result<Vec<Device>, String> {
     let seed = raw.seed.unwrap_or(1);
-    let size =
-        |field: &Option<RawSize>, default: u64| field.as_ref().map_or(Ok(default), RawSize::bytes);
+    let size = |field: &Option<RawSize>, default: u64| field.as_ref().map_or(Ok(default), RawSize::bytes);
     let used_min = size(&raw.process_used, 16 * MIB)?;
     let used_max = size(&raw.process_used_max, used_min)?.max(used_min);
     let first_pid = raw.first_pid.unwrap_or(100_000);
@@ -51,9 +50,7 @@ pub fn fleet(raw: &RawGenerate, first_index: usize) -> Result<Vec<Device>, Strin
                 .map(|i| {
                     let roll = mix(seed, (u64::from(gpu) << 32) | u64::from(i));
                     let used = used_min + (roll % ((used_max - used_min) / MIB + 1)) * MIB;
-                    let pid = first_pid
-                        .checked_add(gpu.checked_mul(per_gpu)?)?
-                        .checked_add(i)?;
+                    let pid = first_pid.checked_add(gpu.checked_mul(per_gpu)?)?.checked_add(i)?;
                     Some(Process {
                         pid,
                         used: Some(used),
@@ -123,11 +120,7 @@ mod tests {
         assert_eq!(a, uuid("GPU", 1, 0));
         assert_ne!(a, uuid("GPU", 1, 1));
         assert_ne!(a, uuid("GPU", 2, 0));
-        let groups: Vec<usize> = a
-            .trim_start_matches("GPU-")
-            .split('-')
-            .map(str::len)
-            .collect();
+        let groups: Vec<usize> = a.trim_start_matches("GPU-").split('-').map(str::len).collect();
         assert_eq!(groups, [8, 4, 4, 4, 12]);
     }
 

@@ -188,25 +188,19 @@ impl Memory {
     fn reading(&self, derived_used: u64) -> MemoryReading {
         // Saturating throughout: absurd scenario numbers must give absurd
         // readings, not an overflow panic (which would surface as UNKNOWN).
-        let used = self
-            .used
-            .unwrap_or(derived_used.saturating_add(self.overhead));
+        let used = self.used.unwrap_or(derived_used.saturating_add(self.overhead));
         MemoryReading {
             total: self.total,
             reserved: self.reserved,
             used,
-            free: self
-                .total
-                .saturating_sub(self.reserved.saturating_add(used)),
+            free: self.total.saturating_sub(self.reserved.saturating_add(used)),
         }
     }
 }
 
 impl Holder {
     fn process_sum(&self) -> u64 {
-        self.processes
-            .iter()
-            .fold(0, |sum, p| sum.saturating_add(p.actual))
+        self.processes.iter().fold(0, |sum, p| sum.saturating_add(p.actual))
     }
 
     pub fn reading(&self) -> MemoryReading {
@@ -260,11 +254,7 @@ impl Device {
     /// instance id).
     pub fn list(&self, slot: Option<u32>, kind: ListKind) -> Vec<(&Process, u32, u32)> {
         match slot {
-            Some(s) => self
-                .instance(s)
-                .into_iter()
-                .flat_map(|i| i.entries(kind))
-                .collect(),
+            Some(s) => self.instance(s).into_iter().flat_map(|i| i.entries(kind)).collect(),
             None => {
                 let own = self.holder.processes.iter().filter(|p| p.lists.has(kind));
                 let mut out: Vec<_> = own.map(|p| (p, NO_INSTANCE_ID, NO_INSTANCE_ID)).collect();
@@ -280,11 +270,7 @@ impl Device {
 impl MigInstance {
     fn entries(&self, kind: ListKind) -> impl Iterator<Item = (&Process, u32, u32)> {
         let ids = (self.gpu_instance_id, self.compute_instance_id);
-        let listed = self
-            .holder
-            .processes
-            .iter()
-            .filter(move |p| p.lists.has(kind));
+        let listed = self.holder.processes.iter().filter(move |p| p.lists.has(kind));
         listed.map(move |p| (p, ids.0, ids.1))
     }
 }

@@ -9,9 +9,7 @@ use serde::Deserialize;
 
 use crate::codes::parse_code;
 use crate::generate::{self, RawGenerate};
-use crate::model::{
-    Device, Holder, InitFail, Lists, Memory, Mig, MigInstance, Pci, Process, Scenario,
-};
+use crate::model::{Device, Holder, InitFail, Lists, Memory, Mig, MigInstance, Pci, Process, Scenario};
 use crate::timeline::{self, RawFault, RawStep};
 use crate::units::parse_size;
 
@@ -169,9 +167,7 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         nvml_version: raw.nvml_version.unwrap_or_else(|| "12.550.54.15".into()),
         cuda_driver_version: raw.cuda_driver_version.unwrap_or(12040),
         init_fail,
-        utilization_epoch_us: raw
-            .utilization_epoch_us
-            .unwrap_or(DEFAULT_UTILIZATION_EPOCH_US),
+        utilization_epoch_us: raw.utilization_epoch_us.unwrap_or(DEFAULT_UTILIZATION_EPOCH_US),
         devices,
         steps,
         faults,
@@ -188,10 +184,7 @@ fn device(index: usize, raw: &RawDevice) -> Result<Device, String> {
         return Err("mig_instance entries need mig = true".into());
     }
     let mig = raw.mig.then(|| mig(index, raw, &name)).transpose()?;
-    let bus_id = raw
-        .pci_bus_id
-        .clone()
-        .unwrap_or_else(|| generate::bus_id(index));
+    let bus_id = raw.pci_bus_id.clone().unwrap_or_else(|| generate::bus_id(index));
     Ok(Device {
         uuid: raw
             .uuid
@@ -260,10 +253,7 @@ fn holder(raw: MemoryFields, processes: &[RawProcess], total: u64) -> Result<Hol
         .iter()
         .map(|p| {
             if !seen.insert(p.pid) {
-                return Err(format!(
-                    "pid {} listed twice (use lists = [..] instead)",
-                    p.pid
-                ));
+                return Err(format!("pid {} listed twice (use lists = [..] instead)", p.pid));
             }
             process(p)
         })
@@ -330,14 +320,8 @@ pub fn pci(bus_id: &str, device_id: Option<u32>, subsystem_id: Option<u32>) -> R
 
 fn check_unique_uuids(devices: &[Device]) -> Result<(), String> {
     let mut seen = HashSet::new();
-    let instances = devices
-        .iter()
-        .flat_map(|d| d.mig.iter().flat_map(|m| &m.instances));
-    for uuid in devices
-        .iter()
-        .map(|d| &d.uuid)
-        .chain(instances.map(|i| &i.uuid))
-    {
+    let instances = devices.iter().flat_map(|d| d.mig.iter().flat_map(|m| &m.instances));
+    for uuid in devices.iter().map(|d| &d.uuid).chain(instances.map(|i| &i.uuid)) {
         if !seen.insert(uuid.as_str()) {
             return Err(format!("uuid {uuid} used twice"));
         }

@@ -89,11 +89,7 @@ fn step(raw: &RawStep, devices: &[Device]) -> Result<Step, String> {
         used: raw.used.as_ref().map(|u| u.bytes_or("auto")).transpose()?,
         overhead: optional_size(&raw.overhead)?,
         remove: raw.remove.clone(),
-        add: raw
-            .add
-            .iter()
-            .map(scenario::process)
-            .collect::<Result<_, _>>()?,
+        add: raw.add.iter().map(scenario::process).collect::<Result<_, _>>()?,
     })
 }
 
@@ -112,11 +108,7 @@ fn fault(raw: &RawFault, devices: &[Device]) -> Result<Fault, String> {
     let funcs = names.iter().try_fold(FuncSet::default(), |set, name| {
         Ok::<_, String>(set.union(FuncSet::parse(name)?))
     })?;
-    let target = raw
-        .device
-        .as_ref()
-        .map(|t| target(t, devices))
-        .transpose()?;
+    let target = raw.device.as_ref().map(|t| target(t, devices)).transpose()?;
     if target.is_some() && !funcs.intersects(FuncSet::device_group()) {
         return Err("`device` given but no function in the fault takes a device".into());
     }
@@ -137,12 +129,7 @@ fn fault(raw: &RawFault, devices: &[Device]) -> Result<Fault, String> {
         from_poll,
         to_poll,
         code: raw.code.as_deref().map(parse_code).transpose()?,
-        hang: raw
-            .hang
-            .as_deref()
-            .map(parse_duration)
-            .transpose()?
-            .unwrap_or_default(),
+        hang: raw.hang.as_deref().map(parse_duration).transpose()?.unwrap_or_default(),
         times: raw.times,
     })
 }

@@ -39,10 +39,7 @@ fn mistakes_are_rejected_by_name() {
             "no device",
             format!("{GPU}[[fault]]\nfunction = \"uuid\"\ndevice = 1\ncode = \"UNKNOWN\""),
         ),
-        (
-            "no device",
-            format!("{GPU}[[step]]\npoll = 1\ndevice = \"GPU-b\""),
-        ),
+        ("no device", format!("{GPU}[[step]]\npoll = 1\ndevice = \"GPU-b\"")),
         (
             "takes a device",
             format!("{GPU}[[fault]]\nfunction = \"count\"\ndevice = 0\ncode = \"UNKNOWN\""),
@@ -53,15 +50,11 @@ fn mistakes_are_rejected_by_name() {
         ),
         (
             "to_poll is before from_poll",
-            format!(
-                "{GPU}[[fault]]\nfunction = \"uuid\"\nfrom_poll = 5\nto_poll = 4\ncode = \"UNKNOWN\""
-            ),
+            format!("{GPU}[[fault]]\nfunction = \"uuid\"\nfrom_poll = 5\nto_poll = 4\ncode = \"UNKNOWN\""),
         ),
         (
             "either poll or from_poll",
-            format!(
-                "{GPU}[[fault]]\nfunction = \"uuid\"\npoll = 5\nto_poll = 6\ncode = \"UNKNOWN\""
-            ),
+            format!("{GPU}[[fault]]\nfunction = \"uuid\"\npoll = 5\nto_poll = 6\ncode = \"UNKNOWN\""),
         ),
         (
             "unknown duration unit",
@@ -69,9 +62,7 @@ fn mistakes_are_rejected_by_name() {
         ),
         (
             "listed twice",
-            format!(
-                "{GPU}[[device.process]]\npid = 1\nused = 1\n[[device.process]]\npid = 1\nused = 2"
-            ),
+            format!("{GPU}[[device.process]]\npid = 1\nused = 1\n[[device.process]]\npid = 1\nused = 2"),
         ),
         (
             "unknown process list",
@@ -88,32 +79,21 @@ fn mistakes_are_rejected_by_name() {
         ),
         (
             "out of range or used twice",
-            format!(
-                "{GPU}mig = true\n[[device.mig_instance]]\nslot = 7\nprofile = \"1g.10gb\"\ntotal = 1"
-            ),
+            format!("{GPU}mig = true\n[[device.mig_instance]]\nslot = 7\nprofile = \"1g.10gb\"\ntotal = 1"),
         ),
         (
             "needs total",
             format!("{GPU}mig = true\n[[device.mig_instance]]\nprofile = \"1g.10gb\""),
         ),
         ("used twice", format!("{GPU}{GPU}")),
-        (
-            "is not like 00000000:19:00.0",
-            format!("{GPU}pci_bus_id = \"19:00\""),
-        ),
-        (
-            "init.attempts needs init.fail",
-            "[init]\nattempts = 3".to_string(),
-        ),
+        ("is not like 00000000:19:00.0", format!("{GPU}pci_bus_id = \"19:00\"")),
+        ("init.attempts needs init.fail", "[init]\nattempts = 3".to_string()),
         ("unknown field `colour`", format!("{GPU}colour = \"green\"")),
     ];
     for (needle, text) in cases {
         match parse(text) {
             Ok(_) => panic!("accepted:\n{text}"),
-            Err(e) => assert!(
-                e.contains(needle),
-                "{e:?} should mention {needle:?} for:\n{text}"
-            ),
+            Err(e) => assert!(e.contains(needle), "{e:?} should mention {needle:?} for:\n{text}"),
         }
     }
 }

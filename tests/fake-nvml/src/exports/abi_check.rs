@@ -33,15 +33,11 @@ fn exports_match_nvml_wrapper_sys_signatures() {
     same(|l| &l.nvmlDeviceGetMemoryInfo_v2)(nvmlDeviceGetMemoryInfo_v2);
     same(|l| &l.nvmlDeviceGetComputeRunningProcesses_v3)(nvmlDeviceGetComputeRunningProcesses_v3);
     same(|l| &l.nvmlDeviceGetGraphicsRunningProcesses_v3)(nvmlDeviceGetGraphicsRunningProcesses_v3);
-    same(|l| &l.nvmlDeviceGetMPSComputeRunningProcesses_v3)(
-        nvmlDeviceGetMPSComputeRunningProcesses_v3,
-    );
+    same(|l| &l.nvmlDeviceGetMPSComputeRunningProcesses_v3)(nvmlDeviceGetMPSComputeRunningProcesses_v3);
     same(|l| &l.nvmlDeviceGetMigMode)(nvmlDeviceGetMigMode);
     same(|l| &l.nvmlDeviceGetMaxMigDeviceCount)(nvmlDeviceGetMaxMigDeviceCount);
     same(|l| &l.nvmlDeviceGetMigDeviceHandleByIndex)(nvmlDeviceGetMigDeviceHandleByIndex);
     same(|l| &l.nvmlDeviceIsMigDeviceHandle)(nvmlDeviceIsMigDeviceHandle);
-    same(|l| &l.nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(
-        nvmlDeviceGetDeviceHandleFromMigDeviceHandle,
-    );
+    same(|l| &l.nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(nvmlDeviceGetDeviceHandleFromMigDeviceHandle);
     same(|l| &l.nvmlDeviceGetProcessUtilization)(nvmlDeviceGetProcessUtilization);
 }

@@ -4,9 +4,7 @@
 
 use std::ffi::{c_char, c_uint};
 
-use nvml_wrapper_sys::bindings::{
-    nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t, nvmlReturn_t,
-};
+use nvml_wrapper_sys::bindings::{nvmlDevice_t, nvmlMemory_t, nvmlMemory_v2_t, nvmlPciInfo_t, nvmlReturn_t};
 
 use super::{by_handle, encode, put, put_str};
 use crate::codes::{ARGUMENT_VERSION_MISMATCH, INVALID_ARGUMENT, NOT_FOUND, NOT_SUPPORTED};
@@ -32,42 +30,25 @@ pub(super) fn on_device(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetUUID(
-    device: nvmlDevice_t,
-    uuid: *mut c_char,
-    length: c_uint,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetUUID(device: nvmlDevice_t, uuid: *mut c_char, length: c_uint) -> nvmlReturn_t {
     on_device(Func::Uuid, device, |d, at| {
-        let text = at
-            .slot
-            .and_then(|s| d.instance(s))
-            .map_or(&d.uuid, |i| &i.uuid);
+        let text = at.slot.and_then(|s| d.instance(s)).map_or(&d.uuid, |i| &i.uuid);
         // SAFETY: NVML's contract: `uuid` holds `length` bytes.
         unsafe { put_str(uuid, length, text) }
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetName(
-    device: nvmlDevice_t,
-    name: *mut c_char,
-    length: c_uint,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetName(device: nvmlDevice_t, name: *mut c_char, length: c_uint) -> nvmlReturn_t {
     on_device(Func::Name, device, |d, at| {
-        let text = at
-            .slot
-            .and_then(|s| d.instance(s))
-            .map_or(&d.name, |i| &i.name);
+        let text = at.slot.and_then(|s| d.instance(s)).map_or(&d.name, |i| &i.name);
         // SAFETY: NVML's contract: `name` holds `length` bytes.
         unsafe { put_str(name, length, text) }
     })
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
-    device: nvmlDevice_t,
-    pci: *mut nvmlPciInfo_t,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(device: nvmlDevice_t, pci: *mut nvmlPciInfo_t) -> nvmlReturn_t {
     on_device(Func::PciInfo, device, |d, _| {
         let mut info = nvmlPciInfo_t {
             busIdLegacy: [0; 16],
@@ -78,12 +59,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
             pciSubSystemId: d.pci.pci_subsystem_id,
             busId: [0; 32],
         };
-        let legacy = format!(
-            "{:04X}:{:02X}:{:02X}.0",
-            d.pci.domain & 0xffff,
-            d.pci.bus,
-            d.pci.device
-        );
+        let legacy = format!("{:04X}:{:02X}:{:02X}.0", d.pci.domain & 0xffff, d.pci.bus, d.pci.device);
         for (dst, src) in info.busId.iter_mut().zip(d.pci.bus_id.bytes().take(31)) {
             *dst = src as c_char;
         }
@@ -97,10 +73,7 @@ pub unsafe extern "C" fn nvmlDeviceGetPciInfo_v3(
 
 /// A MIG instance answers its parent's index.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetIndex(
-    device: nvmlDevice_t,
-    index: *mut c_uint,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetIndex(device: nvmlDevice_t, index: *mut c_uint) -> nvmlReturn_t {
     on_device(Func::Index, device, |_, at| {
         // SAFETY: NVML's contract: a valid out-pointer or null.
         unsafe { put(index, c_uint::try_from(at.dev).unwrap_or(c_uint::MAX)) }
@@ -109,10 +82,7 @@ pub unsafe extern "C" fn nvmlDeviceGetIndex(
 
 /// v1 has no `reserved`: as on current drivers, it is folded into `used`.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(
-    device: nvmlDevice_t,
-    memory: *mut nvmlMemory_t,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo(device: nvmlDevice_t, memory: *mut nvmlMemory_t) -> nvmlReturn_t {
     on_device(Func::MemoryV1, device, |d, at| {
         let Some(r) = d.reading(at.slot) else {
             return INVALID_ARGUMENT;
@@ -181,10 +151,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
 
 /// NVML documents 0 when MIG is unsupported or disabled.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
-    device: nvmlDevice_t,
-    count: *mut c_uint,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(device: nvmlDevice_t, count: *mut c_uint) -> nvmlReturn_t {
     on_device(Func::MigCount, device, |d, at| {
         if at.slot.is_some() {
             return NOT_SUPPORTED;
@@ -222,10 +189,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(
-    device: nvmlDevice_t,
-    is_mig_device: *mut c_uint,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceIsMigDeviceHandle(device: nvmlDevice_t, is_mig_device: *mut c_uint) -> nvmlReturn_t {
     on_device(Func::IsMig, device, |_, at| {
         // SAFETY: NVML's contract: a valid out-pointer or null.
         unsafe { put(is_mig_device, c_uint::from(at.slot.is_some())) }

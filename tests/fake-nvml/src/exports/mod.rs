@@ -61,11 +61,7 @@ pub fn decode(devices: &[Device], handle: nvmlDevice_t) -> Option<DevRef> {
 
 /// The `resolve` step of device calls: unknown handles are INVALID_ARGUMENT.
 pub fn by_handle(handle: nvmlDevice_t) -> impl Fn(&Global) -> Result<Option<DevRef>, nvmlReturn_t> {
-    move |global| {
-        decode(global.devices(), handle)
-            .map(Some)
-            .ok_or(INVALID_ARGUMENT)
-    }
+    move |global| decode(global.devices(), handle).map(Some).ok_or(INVALID_ARGUMENT)
 }
 
 /// Writes one value through a caller's out-pointer; null is NVML's

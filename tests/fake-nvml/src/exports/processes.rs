@@ -5,8 +5,7 @@
 use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::{
-    NVML_VALUE_NOT_AVAILABLE, nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t,
-    nvmlReturn_t,
+    NVML_VALUE_NOT_AVAILABLE, nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t, nvmlReturn_t,
 };
 
 use super::by_handle;
@@ -73,13 +72,7 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
     info_count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
-    list(
-        Func::ComputeProcesses,
-        ListKind::Compute,
-        device,
-        info_count,
-        infos,
-    )
+    list(Func::ComputeProcesses, ListKind::Compute, device, info_count, infos)
 }
 
 #[unsafe(no_mangle)]
@@ -88,13 +81,7 @@ pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
     info_count: *mut c_uint,
     infos: *mut nvmlProcessInfo_t,
 ) -> nvmlReturn_t {
-    list(
-        Func::GraphicsProcesses,
-        ListKind::Graphics,
-        device,
-        info_count,
-        infos,
-    )
+    list(Func::GraphicsProcesses, ListKind::Graphics, device, info_count, infos)
 }
 
 #[unsafe(no_mangle)]
@@ -116,39 +103,35 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
     process_samples_count: *mut c_uint,
     last_seen_time_stamp: u64,
 ) -> nvmlReturn_t {
-    call(
-        Func::ProcessUtilization,
-        &by_handle(device),
-        |global, at| {
-            let Some((d, at)) = at.and_then(|at| Some((global.devices().get(at.dev)?, at))) else {
-                return INVALID_ARGUMENT;
-            };
-            if at.slot.is_some() || d.mig.is_some() {
-                return NOT_SUPPORTED;
-            }
-            let epoch = global.scenario().map_or(0, |s| s.utilization_epoch_us);
-            let stamp = epoch.saturating_add(global.poll.saturating_mul(POLL_US));
-            let samples: Vec<_> = d
-                .holder
-                .processes
-                .iter()
-                .filter(|_| stamp > last_seen_time_stamp)
-                .filter_map(|p| {
-                    Some(nvmlProcessUtilizationSample_t {
-                        pid: p.pid,
-                        timeStamp: stamp,
-                        smUtil: p.sm_util?,
-                        memUtil: p.mem_util,
-                        encUtil: 0,
-                        decUtil: 0,
-                    })
+    call(Func::ProcessUtilization, &by_handle(device), |global, at| {
+        let Some((d, at)) = at.and_then(|at| Some((global.devices().get(at.dev)?, at))) else {
+            return INVALID_ARGUMENT;
+        };
+        if at.slot.is_some() || d.mig.is_some() {
+            return NOT_SUPPORTED;
+        }
+        let epoch = global.scenario().map_or(0, |s| s.utilization_epoch_us);
+        let stamp = epoch.saturating_add(global.poll.saturating_mul(POLL_US));
+        let samples: Vec<_> = d
+            .holder
+            .processes
+            .iter()
+            .filter(|_| stamp > last_seen_time_stamp)
+            .filter_map(|p| {
+                Some(nvmlProcessUtilizationSample_t {
+                    pid: p.pid,
+                    timeStamp: stamp,
+                    smUtil: p.sm_util?,
+                    memUtil: p.mem_util,
+                    encUtil: 0,
+                    decUtil: 0,
                 })
-                .collect();
-            if samples.is_empty() {
-                return NOT_FOUND;
-            }
-            // SAFETY: NVML's contract for processSamplesCount/utilization.
-            unsafe { hand_out(process_samples_count, utilization, samples) }
-        },
-    )
+            })
+            .collect();
+        if samples.is_empty() {
+            return NOT_FOUND;
+        }
+        // SAFETY: NVML's contract for processSamplesCount/utilization.
+        unsafe { hand_out(process_samples_count, utilization, samples) }
+    })
 }

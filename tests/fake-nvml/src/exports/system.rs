@@ -36,10 +36,7 @@ pub unsafe extern "C" fn nvmlErrorString(result: nvmlReturn_t) -> *const c_char 
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
-    version: *mut c_char,
-    length: c_uint,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetDriverVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
     call(Func::DriverVersion, &|_| Ok(None), |global, _| {
         let text = global.scenario().map_or("", |s| &s.driver_version);
         // SAFETY: NVML's contract: `version` holds `length` bytes.
@@ -48,10 +45,7 @@ pub unsafe extern "C" fn nvmlSystemGetDriverVersion(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
-    version: *mut c_char,
-    length: c_uint,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(version: *mut c_char, length: c_uint) -> nvmlReturn_t {
     call(Func::NvmlVersion, &|_| Ok(None), |global, _| {
         let text = global.scenario().map_or("", |s| &s.nvml_version);
         // SAFETY: NVML's contract: `version` holds `length` bytes.
@@ -60,9 +54,7 @@ pub unsafe extern "C" fn nvmlSystemGetNVMLVersion(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(
-    cuda_driver_version: *mut c_int,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(cuda_driver_version: *mut c_int) -> nvmlReturn_t {
     call(Func::CudaVersion, &|_| Ok(None), |global, _| {
         let version = global.scenario().map_or(0, |s| s.cuda_driver_version);
         // SAFETY: NVML's contract: a valid out-pointer or null.
@@ -71,9 +63,7 @@ pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion_v2(
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(
-    cuda_driver_version: *mut c_int,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlSystemGetCudaDriverVersion(cuda_driver_version: *mut c_int) -> nvmlReturn_t {
     // SAFETY: same contract as the _v2 symbol.
     unsafe { nvmlSystemGetCudaDriverVersion_v2(cuda_driver_version) }
 }
@@ -89,10 +79,7 @@ pub unsafe extern "C" fn nvmlDeviceGetCount_v2(device_count: *mut c_uint) -> nvm
 }
 
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
-    index: c_uint,
-    device: *mut nvmlDevice_t,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(index: c_uint, device: *mut nvmlDevice_t) -> nvmlReturn_t {
     let resolve = move |global: &runtime::Global| {
         let dev = index as usize;
         let exists = dev < global.devices().len();
@@ -109,22 +96,14 @@ pub unsafe extern "C" fn nvmlDeviceGetHandleByIndex_v2(
 
 /// Finds GPUs ("GPU-...") and MIG instances ("MIG-...") alike.
 #[unsafe(no_mangle)]
-pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(
-    uuid: *const c_char,
-    device: *mut nvmlDevice_t,
-) -> nvmlReturn_t {
+pub unsafe extern "C" fn nvmlDeviceGetHandleByUUID(uuid: *const c_char, device: *mut nvmlDevice_t) -> nvmlReturn_t {
     if uuid.is_null() {
         return guard(|| INVALID_ARGUMENT);
     }
     // SAFETY: NVML's contract: a NUL-terminated string.
-    let wanted = unsafe { CStr::from_ptr(uuid) }
-        .to_string_lossy()
-        .into_owned();
-    let resolve = move |global: &runtime::Global| {
-        find_uuid(global.devices(), &wanted)
-            .map(Some)
-            .ok_or(codes::NOT_FOUND)
-    };
+    let wanted = unsafe { CStr::from_ptr(uuid) }.to_string_lossy().into_owned();
+    let resolve =
+        move |global: &runtime::Global| find_uuid(global.devices(), &wanted).map(Some).ok_or(codes::NOT_FOUND);
     call(Func::HandleByUuid, &resolve, |_, at| match at {
         // SAFETY: NVML's contract: a valid out-pointer or null.
         Some(at) => unsafe { put(device, encode(at)) },

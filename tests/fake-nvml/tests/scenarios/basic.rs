@@ -12,9 +12,7 @@ use crate::harness::{assert_passed, fixture, in_child, init, memory_v1, poll, te
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
-fn pids(
-    list: Result<Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>, NvmlError>,
-) -> Vec<u32> {
+fn pids(list: Result<Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>, NvmlError>) -> Vec<u32> {
     list.expect("process list").iter().map(|p| p.pid).collect()
 }
 
@@ -29,10 +27,7 @@ fn one_gpu_body() {
     assert_eq!(poll(&nvml), 1);
 
     let gpu = nvml.device_by_index(0).unwrap();
-    assert_eq!(
-        gpu.uuid().unwrap(),
-        "GPU-3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d"
-    );
+    assert_eq!(gpu.uuid().unwrap(), "GPU-3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d");
     assert_eq!(gpu.name().unwrap(), "NVIDIA H100 80GB HBM3");
     assert_eq!(gpu.index().unwrap(), 0);
     let pci = gpu.pci_info().unwrap();
@@ -64,15 +59,9 @@ fn one_gpu_body() {
 
     let samples = gpu.process_utilization_stats(None).unwrap();
     assert_eq!(samples.len(), 1);
-    assert_eq!(
-        (samples[0].pid, samples[0].sm_util, samples[0].mem_util),
-        (4242, 12, 3)
-    );
+    assert_eq!((samples[0].pid, samples[0].sm_util, samples[0].mem_util), (4242, 12, 3));
     let seen = samples[0].timestamp;
-    assert!(matches!(
-        gpu.process_utilization_stats(seen),
-        Err(NvmlError::NotFound)
-    ));
+    assert!(matches!(gpu.process_utilization_stats(seen), Err(NvmlError::NotFound)));
     nvml.device_count().unwrap();
     let next = gpu.process_utilization_stats(seen).unwrap();
     assert_eq!(next[0].timestamp, seen + 1_000_000, "one sample per poll");
@@ -80,22 +69,11 @@ fn one_gpu_body() {
     assert_eq!(gpu.mig_mode().unwrap().current, 0);
     assert_eq!(gpu.mig_device_count().unwrap(), 0);
     assert!(!gpu.mig_is_mig_device_handle().unwrap());
-    assert!(matches!(
-        gpu.mig_parent_device(),
-        Err(NvmlError::InvalidArg)
-    ));
-    assert!(matches!(
-        nvml.device_by_index(1),
-        Err(NvmlError::InvalidArg)
-    ));
-    let by_uuid = nvml
-        .device_by_uuid("GPU-3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d")
-        .unwrap();
+    assert!(matches!(gpu.mig_parent_device(), Err(NvmlError::InvalidArg)));
+    assert!(matches!(nvml.device_by_index(1), Err(NvmlError::InvalidArg)));
+    let by_uuid = nvml.device_by_uuid("GPU-3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d").unwrap();
     assert_eq!(by_uuid.index().unwrap(), 0);
-    assert!(matches!(
-        nvml.device_by_uuid("GPU-nope"),
-        Err(NvmlError::NotFound)
-    ));
+    assert!(matches!(nvml.device_by_uuid("GPU-nope"), Err(NvmlError::NotFound)));
     // SAFETY: the handle is never dereferenced; the fake must reject it.
     let bogus = unsafe { Device::new(std::ptr::dangling_mut(), &nvml) };
     assert!(matches!(bogus.uuid(), Err(NvmlError::InvalidArg)));
@@ -104,38 +82,23 @@ fn one_gpu_body() {
     let handle = unsafe { gpu.handle() };
     nvml.shutdown().unwrap();
     let nvml = init().expect("re-init");
-    assert_eq!(
-        poll(&nvml),
-        2,
-        "the poll clock survives shutdown and dlclose"
-    );
+    assert_eq!(poll(&nvml), 2, "the poll clock survives shutdown and dlclose");
     nvml.device_count().unwrap();
     assert_eq!(poll(&nvml), 3);
     // SAFETY: as above.
     assert_eq!(unsafe { nvml.device_by_index(0).unwrap().handle() }, handle);
 }
 
-scenario_test!(
-    init_is_reference_counted,
-    "one-gpu.toml",
-    init_refcount_body
-);
+scenario_test!(init_is_reference_counted, "one-gpu.toml", init_refcount_body);
 fn init_refcount_body() {
     let first = init().unwrap();
     let second = init().unwrap();
     first.shutdown().unwrap();
-    assert_eq!(
-        second.device_count().unwrap(),
-        1,
-        "one init still outstanding"
-    );
+    assert_eq!(second.device_count().unwrap(), 1, "one init still outstanding");
     let shutdown = second.lib().nvmlShutdown.as_ref().unwrap();
     // SAFETY: a plain C call without arguments.
     assert_eq!(unsafe { shutdown() }, 0);
-    assert!(matches!(
-        second.device_count(),
-        Err(NvmlError::Uninitialized)
-    ));
+    assert!(matches!(second.device_count(), Err(NvmlError::Uninitialized)));
     let error_string = second.lib().nvmlErrorString.as_ref().unwrap();
     // SAFETY: nvmlErrorString returns a static NUL-terminated string.
     let text = unsafe { std::ffi::CStr::from_ptr(error_string(15)) };
@@ -177,18 +140,10 @@ fn dup_lists_body() {
     let graphics = gpu.running_graphics_processes().unwrap();
     assert_eq!(graphics[0].used_gpu_memory, UsedGpuMemory::Used(4 * GIB));
     let used = gpu.memory_info().unwrap().used;
-    assert_eq!(
-        used,
-        4 * GIB + 256 * MIB + GIB + 512 * MIB,
-        "pid 5000 counted once"
-    );
+    assert_eq!(used, 4 * GIB + 256 * MIB + GIB + 512 * MIB, "pid 5000 counted once");
 }
 
-scenario_test!(
-    unavailable_memory,
-    "unavailable-memory.toml",
-    unavailable_body
-);
+scenario_test!(unavailable_memory, "unavailable-memory.toml", unavailable_body);
 fn unavailable_body() {
     let nvml = init().unwrap();
     nvml.device_count().unwrap();
@@ -214,10 +169,7 @@ fn check_init_error(test: &str, scenario: Option<&std::path::Path>, why: &str) {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let lines: Vec<&str> = stderr.lines().collect();
         assert_eq!(lines.len(), 1, "one line, got {stderr:?}");
-        assert!(
-            lines[0].starts_with("fake-nvml: nvmlInit failed: "),
-            "{stderr}"
-        );
+        assert!(lines[0].starts_with("fake-nvml: nvmlInit failed: "), "{stderr}");
         assert!(lines[0].contains(why), "{stderr:?} should mention {why:?}");
     }
 }

@@ -39,10 +39,7 @@ fn lost_8gpu_body() {
         if lost {
             assert!(matches!(held.uuid(), Err(NvmlError::GpuLost)));
             assert!(matches!(held.memory_info(), Err(NvmlError::GpuLost)));
-            assert!(matches!(
-                held.running_compute_processes(),
-                Err(NvmlError::GpuLost)
-            ));
+            assert!(matches!(held.running_compute_processes(), Err(NvmlError::GpuLost)));
             assert!(matches!(held.pci_info(), Err(NvmlError::GpuLost)));
             assert_eq!(memory_v1(&nvml, &held).unwrap_err(), 15);
         } else {
@@ -79,17 +76,10 @@ fn not_supported_body() {
         locked.mps_running_compute_processes(),
         Err(NvmlError::NoPermission)
     ));
-    assert_eq!(
-        locked.uuid().unwrap(),
-        "GPU-9c1d2e3f-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
-    );
+    assert_eq!(locked.uuid().unwrap(), "GPU-9c1d2e3f-5a6b-4c7d-8e9f-0a1b2c3d4e5f");
 }
 
-scenario_test!(
-    driver_not_loaded,
-    "driver-not-loaded.toml",
-    driver_not_loaded_body
-);
+scenario_test!(driver_not_loaded, "driver-not-loaded.toml", driver_not_loaded_body);
 fn driver_not_loaded_body() {
     let path = lib_path();
     for attempt in 1..=3 {
@@ -102,19 +92,12 @@ fn driver_not_loaded_body() {
         } else {
             init()
         };
-        assert!(
-            matches!(result, Err(NvmlError::DriverNotLoaded)),
-            "attempt {attempt}"
-        );
+        assert!(matches!(result, Err(NvmlError::DriverNotLoaded)), "attempt {attempt}");
     }
     let nvml = init().expect("the 4th attempt succeeds");
     assert_eq!(nvml.device_count().unwrap(), 1);
     assert_eq!(
-        nvml.device_by_index(0)
-            .unwrap()
-            .running_compute_processes()
-            .unwrap()[0]
-            .pid,
+        nvml.device_by_index(0).unwrap().running_compute_processes().unwrap()[0].pid,
         8100
     );
     drop(nvml);
@@ -131,10 +114,7 @@ fn driver_upgrade_body() {
     for at in 2..=8 {
         assert_eq!(nvml.device_count().unwrap(), 2);
         assert_eq!(poll(&nvml), at);
-        assert!(
-            nvml.sys_driver_version().is_ok(),
-            "system calls keep working"
-        );
+        assert!(nvml.sys_driver_version().is_ok(), "system calls keep working");
         let expected = match at {
             4 | 5 => Some(NvmlError::LibRmVersionMismatch),
             6 => Some(NvmlError::Uninitialized),
@@ -159,18 +139,12 @@ scenario_test!(hang, "hang.toml", hang_body);
 fn hang_body() {
     const HANG: Duration = Duration::from_secs(3);
     let nvml = init().unwrap();
-    let (gpu0, gpu1) = (
-        nvml.device_by_index(0).unwrap(),
-        nvml.device_by_index(1).unwrap(),
-    );
+    let (gpu0, gpu1) = (nvml.device_by_index(0).unwrap(), nvml.device_by_index(1).unwrap());
     for _ in 1..=2 {
         nvml.device_count().unwrap();
         let start = Instant::now();
         gpu0.memory_info().unwrap();
-        assert!(
-            start.elapsed() < Duration::from_secs(1),
-            "polls 1-2 do not hang"
-        );
+        assert!(start.elapsed() < Duration::from_secs(1), "polls 1-2 do not hang");
     }
     nvml.device_count().unwrap();
     assert_eq!(poll(&nvml), 3);
@@ -188,25 +162,14 @@ fn hang_body() {
         assert_eq!(gpu1.memory_info().unwrap().used, 0);
         assert_eq!(gpu0.running_compute_processes().unwrap()[0].pid, 1300);
         assert!(start.elapsed() < Duration::from_secs(1));
-        assert_eq!(
-            hanging_calls(&nvml),
-            1,
-            "other calls finished while the hang slept"
-        );
+        assert_eq!(hanging_calls(&nvml), 1, "other calls finished while the hang slept");
         let (took, memory) = stuck.join().unwrap();
         assert!(took >= HANG, "hung only {took:?}");
         assert!(took < HANG * 10, "hung {took:?}");
-        assert_eq!(
-            memory.unwrap().used,
-            2 * GIB,
-            "answers normally after the hang"
-        );
+        assert_eq!(memory.unwrap().used, 2 * GIB, "answers normally after the hang");
     });
     nvml.device_count().unwrap();
     let start = Instant::now();
     gpu0.memory_info().unwrap();
-    assert!(
-        start.elapsed() < Duration::from_secs(1),
-        "poll 4 does not hang"
-    );
+    assert!(start.elapsed() < Duration::from_secs(1), "poll 4 does not hang");
 }

@@ -41,17 +41,11 @@ pub fn lib_path() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     let mut tried = Vec::new();
     let deps = exe.parent().map(Path::to_path_buf);
-    let profile = deps
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf);
+    let profile = deps.as_deref().and_then(Path::parent).map(Path::to_path_buf);
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let candidates = deps
-        .into_iter()
-        .chain(profile)
-        .chain([target_dir.join("debug")]);
+    let candidates = deps.into_iter().chain(profile).chain([target_dir.join("debug")]);
     for candidate in candidates.map(|dir| dir.join(LIB_NAME)) {
         if candidate.is_file() {
             return candidate;
@@ -62,15 +56,11 @@ pub fn lib_path() -> PathBuf {
 }
 
 pub fn scenario(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("scenarios")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios").join(name)
 }
 
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
 }
 
 /// The name libtest knows a test by: its module path without the crate.
@@ -146,11 +136,7 @@ pub fn hanging_calls(nvml: &Nvml) -> u32 {
 /// `nvmlDeviceGetMemoryInfo` (v1), which nvml-wrapper 0.13 has no method
 /// for; gpumemd calls it the same raw way when v2 is unsupported.
 pub fn memory_v1(nvml: &Nvml, device: &Device) -> Result<nvmlMemory_t, nvmlReturn_t> {
-    let symbol = nvml
-        .lib()
-        .nvmlDeviceGetMemoryInfo
-        .as_ref()
-        .expect("v1 symbol");
+    let symbol = nvml.lib().nvmlDeviceGetMemoryInfo.as_ref().expect("v1 symbol");
     let mut memory = nvmlMemory_t {
         total: 0,
         free: 0,

@@ -1,0 +1,18 @@
+//! Tier 3: the real NVML code path of the real `gpumemd` binary, loaded with
+//! `--nvml-lib` against `tests/fake-nvml`'s `libfake_nvml.so` and driven by
+//! its scenario files. Each test runs its own daemon process, because the
+//! scenario variable and the stand-in's poll clock are process-wide; tests
+//! talk to it over HTTP and assert exact exposition lines and JSON fields.
+//! They never sleep to wait: they wait on conditions with deadlines.
+
+mod common;
+// A root test file resolves `mod x;` beside itself; the modules live in
+// tests/nvml_fake/ so that cargo does not take them for test binaries.
+#[path = "nvml_fake/devices.rs"]
+mod devices;
+#[path = "nvml_fake/driver.rs"]
+mod driver;
+#[path = "nvml_fake/harness.rs"]
+mod harness;
+#[path = "nvml_fake/scale.rs"]
+mod scale;
