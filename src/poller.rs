@@ -45,6 +45,14 @@ struct Request {
     reply: oneshot::Sender<Outcome>,
 }
 
+/// Tells systemd about our state when run under `Type=notify`; a no-op
+/// elsewhere (no NOTIFY_SOCKET).
+fn notify_systemd(state: sd_notify::NotifyState<'_>) {
+    if let Err(e) = sd_notify::notify(&[state]) {
+        tracing::debug!(error = %e, "sd_notify failed");
+    }
+}
+
 /// Seconds on a monotonic clock since the first call (the daemon's start).
 pub fn monotonic_now() -> f64 {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -88,6 +96,7 @@ pub fn start(
         demo,
         stats: PollStats::default(),
         nvml_was_up: None,
+        ready_sent: false,
     };
     Ok((rx, sup.run(shutdown)))
 }
@@ -119,6 +128,7 @@ struct Supervisor {
     demo: Option<String>,
     stats: PollStats,
     nvml_was_up: Option<bool>,
+    ready_sent: bool,
 }
 
 impl Supervisor {
@@ -133,6 +143,10 @@ impl Supervisor {
                 _ = shutdown.changed() => return Ok(()),
                 _ = ticker.tick() => {}
             }
+            // The watchdog says "the poll loop is alive", not "NVML answers":
+            // a hung driver call is reported in metrics, and restarting the
+            // daemon over it would only lose state.
+            notify_systemd(sd_notify::NotifyState::Watchdog);
             if let Some(rx) = stuck.as_mut() {
                 match rx.try_recv() {
                     Err(oneshot::error::TryRecvError::Empty) => {
@@ -176,6 +190,7 @@ impl Supervisor {
     }
 
     fn finish(&mut self, outcome: Outcome, (now, mono): (f64, f64), took: Duration) {
+        self.mark_ready();
         match outcome {
             Ok((driver, devices)) => {
                 self.note_nvml(true, None);
@@ -221,8 +236,18 @@ impl Supervisor {
         }
     }
 
+    /// systemd's Type=notify: ready once the first poll has ended, whatever
+    /// its outcome, so a missing driver does not hold up boot.
+    fn mark_ready(&mut self) {
+        if !self.ready_sent {
+            self.ready_sent = true;
+            notify_systemd(sd_notify::NotifyState::Ready);
+        }
+    }
+
     /// A failed poll: count it and keep serving the last data marked stale.
     fn fail(&mut self, reason: &str, message: &str, took: Duration) {
+        self.mark_ready();
         tracing::warn!(
             reason,
             error = message,
