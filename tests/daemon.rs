@@ -266,3 +266,105 @@ async fn status_page_and_method_handling() {
     assert_eq!(app.get("/nope").await.status, 404);
     app.stop().await.expect("clean stop");
 }
+
+fn write_config(path: &std::path::Path, extra: &str) {
+    let text = format!(
+        "[poll]\ninterval = \"100ms\"\n[server]\nenable_lifecycle = true\n[alerting]\ndefault_rules = false\n{extra}"
+    );
+    std::fs::write(path, text).expect("write config");
+}
+
+const BIG_RULE: &str = "[[rule]]\nname = \"BigHolder\"\nkind = \"process_used_bytes\"\nabove = \"8GiB\"\nseverity = \"page\"\nannotations = { summary = \"{{ comm }} holds {{ value_human }}\" }\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rules_fire_into_the_alerts_api_and_metrics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    write_config(&path, BIG_RULE);
+    let cfg = gpumemd::config::Config::load(&path, false).expect("config");
+    let app = spawn_app(cfg, Box::new(sim("default", Duration::from_millis(100)))).await;
+    let v = wait_until(WAIT, "a firing alert", || async {
+        let v: serde_json::Value = serde_json::from_str(&app.get("/api/v1/alerts").await.body).ok()?;
+        let firing = v["alerts"].as_array()?.iter().any(|a| a["state"] == "firing");
+        firing.then_some(v)
+    })
+    .await;
+    let a = &v["alerts"][0];
+    assert_eq!(a["labels"]["alertname"], "BigHolder");
+    assert_eq!(a["labels"]["pid"], "4303", "the 9 GiB notebook, not the 6 GiB worker");
+    assert_eq!(a["labels"]["severity"], "page");
+    assert_eq!(a["annotations"]["summary"], "jupyter-kernel holds 9.0 GiB");
+    assert!(a["active_at"].as_f64().is_some() && a["fired_at"].as_f64().is_some());
+    assert_eq!(v["transitions"][0]["to"], "firing");
+    let m = app.get("/metrics").await.body;
+    assert_eq!(
+        sample(
+            &m,
+            "gpumem_alerts",
+            &["alertname=\"BigHolder\"", "alertstate=\"firing\"", "pid=\"4303\""]
+        ),
+        Some(1.0)
+    );
+    // `instance` is the scrape target's label; the alert series must not carry its own.
+    assert!(
+        m.lines()
+            .filter(|l| l.starts_with("gpumem_alerts{"))
+            .all(|l| !l.contains("instance="))
+    );
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_validates_first_and_keeps_the_old_config_on_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    write_config(&path, "");
+    let cfg = gpumemd::config::Config::load(&path, false).expect("config");
+    let app = spawn_app(cfg, Box::new(sim("default", Duration::from_millis(100)))).await;
+    let rules = |body: &str| -> Vec<String> {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();
+        v["rules"]
+            .as_array()
+            .map(|r| r.iter().filter_map(|x| x.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    assert!(rules(&app.get("/api/v1/alerts").await.body).is_empty());
+
+    write_config(&path, BIG_RULE);
+    let r = common::request(app.addr, "POST", "/-/reload", &[]).await;
+    assert_eq!((r.status, r.body.as_str()), (200, "config reloaded\n"));
+    assert_eq!(rules(&app.get("/api/v1/alerts").await.body), ["BigHolder"]);
+
+    std::fs::write(&path, "[poll]\ninterval = \"0s\"\n").expect("write");
+    let r = common::request(app.addr, "POST", "/-/reload", &[]).await;
+    assert_eq!(r.status, 400);
+    assert!(
+        r.body.contains("gpumemd.toml:2: poll.interval: `0s` is zero"),
+        "{}",
+        r.body
+    );
+    let m = app.get("/metrics").await.body;
+    assert_eq!(sample(&m, "gpumem_config_last_reload_successful", &[]), Some(0.0));
+    assert_eq!(
+        rules(&app.get("/api/v1/alerts").await.body),
+        ["BigHolder"],
+        "the old config stays"
+    );
+
+    write_config(&path, "[server]\n");
+    let r = common::request(app.addr, "POST", "/-/reload", &[]).await;
+    assert_eq!(r.status, 400, "a duplicate [server] table is an error too: {}", r.body);
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_needs_enable_lifecycle() {
+    let app = spawn_app(
+        test_config("100ms"),
+        Box::new(sim("default", Duration::from_millis(100))),
+    )
+    .await;
+    let r = common::request(app.addr, "POST", "/-/reload", &[]).await;
+    assert_eq!(r.status, 403);
+    app.stop().await.expect("clean stop");
+}
