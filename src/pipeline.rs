@@ -4,11 +4,11 @@
 //! on the poller thread. It must not call NVML or touch the network; time
 //! comes from the caller so tests drive it without clocks.
 
-use crate::attribution::{ProcError, ProcFs, ReadOptions, redact_cmdline};
+use crate::attribution::{CgroupInfo, ProcError, ProcFs, ReadOptions, redact_cmdline};
 use crate::config::Processes;
 use crate::diagnosis::leak::{LeakConfig, LeakTracker};
 use crate::diagnosis::{IdleTracker, LateRelease, ProcKey, holder_split, proc_key};
-use crate::snapshot::{Device, DriverInfo, Holder, Holders, Process};
+use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process};
 use crate::source::{RawPoll, RawProcess, SimIdentity, Utilization};
 
 /// The stateful part of turning polls into snapshots.
@@ -131,14 +131,7 @@ impl Pipeline {
                 p.ppid = Some(id.ppid);
                 p.start_time = id.start_time;
                 p.cmdline = id.cmdline;
-                let c = id.cgroup;
-                p.container = c.container_id.unwrap_or_default();
-                p.container_runtime = c.container_runtime.map(|r| r.as_str().to_string()).unwrap_or_default();
-                p.pod_uid = c.pod_uid.unwrap_or_default();
-                p.qos_class = c.qos_class.unwrap_or_default();
-                p.unit = c.unit.unwrap_or_default();
-                p.slice = c.slice.unwrap_or_default();
-                p.job = c.job.unwrap_or_default();
+                p.placement = placement(id.cgroup);
             }
             // A PID that exited between NVML's list and our read, or that
             // NVML keeps listing after exit: an exited holder, not an error.
@@ -171,13 +164,7 @@ impl Pipeline {
         p.user = sim.user.clone();
         p.uid = Some(sim.uid);
         p.start_time = Some(sim.start_time);
-        p.container = sim.container.clone();
-        p.container_runtime = sim.container_runtime.clone();
-        p.pod_uid = sim.pod_uid.clone();
-        p.qos_class = sim.qos_class.clone();
-        p.unit = sim.unit.clone();
-        p.slice = sim.slice.clone();
-        p.job = sim.job.clone();
+        p.placement = sim.placement.clone();
         if self.cfg.cmdline && sim.in_proc && !sim.cmdline.is_empty() {
             let args: Vec<&str> = sim.cmdline.split_whitespace().collect();
             p.cmdline = Some(truncate(redact_cmdline(&args), self.cfg.label_max_bytes));
@@ -194,6 +181,19 @@ impl Pipeline {
         self.leak.retain(|k| live.contains(k));
         self.idle.retain(|k| live.contains(k));
         self.late.retain_devices(&|uuid| devices.iter().any(|d| d.uuid == uuid));
+    }
+}
+
+/// The snapshot's view of a cgroup: empty strings for what does not apply.
+fn placement(c: CgroupInfo) -> Placement {
+    Placement {
+        container: c.container_id.unwrap_or_default(),
+        container_runtime: c.container_runtime.map(|r| r.as_str().to_string()).unwrap_or_default(),
+        pod_uid: c.pod_uid.unwrap_or_default(),
+        qos_class: c.qos_class.unwrap_or_default(),
+        unit: c.unit.unwrap_or_default(),
+        slice: c.slice.unwrap_or_default(),
+        job: c.job.unwrap_or_default(),
     }
 }
 

@@ -57,6 +57,23 @@ impl Holder {
     }
 }
 
+/// Where a process runs, from its cgroup (empty = not applicable).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Placement {
+    /// Full container id.
+    pub container: String,
+    /// "docker", "containerd", "cri-o", "podman".
+    pub container_runtime: String,
+    pub pod_uid: String,
+    /// Kubernetes QoS class: "guaranteed", "burstable", "besteffort".
+    pub qos_class: String,
+    /// systemd service or scope.
+    pub unit: String,
+    pub slice: String,
+    /// Slurm job id.
+    pub job: String,
+}
+
 /// One process holding a context on one device.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Process {
@@ -76,13 +93,9 @@ pub struct Process {
     pub holder: Option<Holder>,
     /// Unix seconds; with `pid` it identifies the process across PID reuse.
     pub start_time: Option<f64>,
-    pub container: String,
-    pub container_runtime: String,
-    pub pod_uid: String,
-    pub qos_class: String,
-    pub unit: String,
-    pub slice: String,
-    pub job: String,
+    /// Container, pod, unit and job; flattened into the process's JSON.
+    #[serde(flatten)]
+    pub placement: Placement,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cmdline: Option<String>,
     pub growth_bytes_per_second: Option<f64>,

@@ -114,15 +114,15 @@ fn device(out: &mut String, d: &Device) {
             p.holder.map(|h| h.as_str()).unwrap_or("?"),
             if p.idle { ",idle" } else { "" }
         );
-        let owner = if !p.pod_uid.is_empty() {
-            format!("pod {}", short(&p.pod_uid))
+        let owner = if !p.placement.pod_uid.is_empty() {
+            format!("pod {}", short(&p.placement.pod_uid))
         } else {
-            short(&p.container)
+            short(&p.placement.container)
         };
         let _ = writeln!(
             out,
             "  {:>8}  {:<16} {:<10} {:<8} {:>10}  {:>11}  {:<14} {:<18} {:<8}",
-            p.pid, p.comm, p.user, holder, used, growth, owner, p.unit, p.job
+            p.pid, p.comm, p.user, holder, used, growth, owner, p.placement.unit, p.placement.job
         );
     }
 }

@@ -198,10 +198,10 @@ fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
                     ("pid", &pid),
                     ("comm", &p.comm),
                     ("user", &p.user),
-                    ("container", &p.container),
-                    ("pod_uid", &p.pod_uid),
-                    ("unit", &p.unit),
-                    ("job", &p.job),
+                    ("container", &p.placement.container),
+                    ("pod_uid", &p.placement.pod_uid),
+                    ("unit", &p.placement.unit),
+                    ("job", &p.placement.job),
                 ];
                 w.sample("gpumem_process_memory_used_bytes", &labels, b);
             }
@@ -222,7 +222,7 @@ fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
                 ("user", &p.user),
                 ("state", &p.state),
                 ("type", &p.kind),
-                ("container_runtime", &p.container_runtime),
+                ("container_runtime", &p.placement.container_runtime),
             ];
             if let (true, Some(c)) = (cfg.cmdline, &p.cmdline) {
                 labels.push(("cmdline", c));
@@ -284,10 +284,10 @@ fn per_process_gauges(w: &mut Writer, per_dev: &[(&Device, Vec<&Process>, usize)
 pub fn group_value(p: &Process, by: GroupBy) -> &str {
     match by {
         GroupBy::User => &p.user,
-        GroupBy::Container => &p.container,
-        GroupBy::Pod => &p.pod_uid,
-        GroupBy::Unit => &p.unit,
-        GroupBy::Job => &p.job,
+        GroupBy::Container => &p.placement.container,
+        GroupBy::Pod => &p.placement.pod_uid,
+        GroupBy::Unit => &p.placement.unit,
+        GroupBy::Job => &p.placement.job,
     }
 }
 

@@ -109,10 +109,16 @@ pub fn evaluate(rules: &[Rule], prev: &EvalState, snap: &Snapshot, instance: &st
                 resolve(old, snap.timestamp, &mut out);
             }
         }
-        for (k, old) in prev.iter().filter(|(k, _)| k.0 == rule.cfg.name && !next.contains_key(*k)) {
+        for (k, old) in prev
+            .iter()
+            .filter(|(k, _)| k.0 == rule.cfg.name && !next.contains_key(*k))
+        {
             // The thing it was about is gone (process exited, GPU removed),
             // unless we already resolved it above.
-            if !out.iter().any(|t| t.to == State::Resolved && t.alert.rule == k.0 && t.alert.labels == old.labels) {
+            if !out
+                .iter()
+                .any(|t| t.to == State::Resolved && t.alert.rule == k.0 && t.alert.labels == old.labels)
+            {
                 resolve(old, snap.timestamp, &mut out);
             }
         }
@@ -126,7 +132,12 @@ fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
         let mut a = old.clone();
         a.state = State::Resolved;
         a.resolved_at = Some(now);
-        out.push(Transition { from: Some(State::Firing), to: State::Resolved, at: now, alert: a });
+        out.push(Transition {
+            from: Some(State::Firing),
+            to: State::Resolved,
+            at: now,
+            alert: a,
+        });
     }
 }
 
@@ -161,9 +172,19 @@ fn step(
     }
     let annotations = render_annotations(rule, &labels, inst.value, &inst.model);
     // The idle-holder kind measures its own duration (idle seconds >= for).
-    let hold_for = if rule.cfg.kind == RuleKind::ProcessIdleHolder { 0.0 } else { rule.cfg.for_.0 };
+    let hold_for = if rule.cfg.kind == RuleKind::ProcessIdleHolder {
+        0.0
+    } else {
+        rule.cfg.for_.0
+    };
     let mut a = match was {
-        Some(old) => Alert { labels, annotations, value: inst.value, targets: inst.targets, ..old.clone() },
+        Some(old) => Alert {
+            labels,
+            annotations,
+            value: inst.value,
+            targets: inst.targets,
+            ..old.clone()
+        },
         None => Alert {
             rule: rule.cfg.name.clone(),
             labels,
@@ -183,24 +204,44 @@ fn step(
         a.fired_at = Some(now);
     }
     if from != Some(a.state) {
-        out.push(Transition { from, to: a.state, at: now, alert: a.clone() });
+        out.push(Transition {
+            from,
+            to: a.state,
+            at: now,
+            alert: a.clone(),
+        });
     }
     a
 }
 
-fn render_annotations(rule: &Rule, labels: &BTreeMap<String, String>, value: f64, model: &str) -> BTreeMap<String, String> {
+fn render_annotations(
+    rule: &Rule,
+    labels: &BTreeMap<String, String>,
+    value: f64,
+    model: &str,
+) -> BTreeMap<String, String> {
     let mut vars: BTreeMap<&str, String> = labels.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let threshold = rule.cfg.above.or(rule.cfg.below).map(|t| t.0);
     vars.insert("value", format_num(value));
     vars.insert("value_human", humanize(rule.cfg.kind, value));
     vars.insert("threshold", threshold.map(format_num).unwrap_or_default());
-    vars.insert("threshold_human", threshold.map(|t| humanize(rule.cfg.kind, t)).unwrap_or_default());
+    vars.insert(
+        "threshold_human",
+        threshold.map(|t| humanize(rule.cfg.kind, t)).unwrap_or_default(),
+    );
     vars.insert("model", model.to_string());
-    rule.annotations.iter().map(|(k, t)| (k.clone(), t.render(&vars))).collect()
+    rule.annotations
+        .iter()
+        .map(|(k, t)| (k.clone(), t.render(&vars)))
+        .collect()
 }
 
 fn format_num(v: f64) -> String {
-    if v.fract() == 0.0 && v.abs() < 1e15 { format!("{v:.0}") } else { format!("{v:.3}") }
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
 }
 
 fn humanize(kind: RuleKind, v: f64) -> String {
@@ -216,7 +257,9 @@ fn glob(pattern: &str, s: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == s,
         Some((pre, rest)) => {
-            s.starts_with(pre) && (0..=s.len() - pre.len()).any(|i| s.is_char_boundary(pre.len() + i) && glob(rest, &s[pre.len() + i..]))
+            s.starts_with(pre)
+                && (0..=s.len() - pre.len())
+                    .any(|i| s.is_char_boundary(pre.len() + i) && glob(rest, &s[pre.len() + i..]))
         }
     }
 }
@@ -229,7 +272,11 @@ fn device_matches(m: &Matchers, d: &Device) -> bool {
 
 fn process_matches(m: &Matchers, p: &Process) -> bool {
     let any = |list: &[String], v: &str| list.is_empty() || list.iter().any(|x| x == v);
-    any(&m.user, &p.user) && any(&m.container, &p.container) && any(&m.pod, &p.pod_uid) && any(&m.unit, &p.unit) && any(&m.job, &p.job)
+    any(&m.user, &p.user)
+        && any(&m.container, &p.placement.container)
+        && any(&m.pod, &p.placement.pod_uid)
+        && any(&m.unit, &p.placement.unit)
+        && any(&m.job, &p.placement.job)
 }
 
 fn device_labels(d: &Device) -> BTreeMap<String, String> {
@@ -255,13 +302,25 @@ fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
     match rule.cfg.kind {
         RuleKind::PollFailing => {
             let failing = !(snap.poll.success && snap.nvml_up);
-            vec![Instance { key: String::new(), labels: BTreeMap::new(), value: f64::from(u8::from(failing)), holds: Some(failing), model: String::new(), targets: vec![] }]
+            vec![Instance {
+                key: String::new(),
+                labels: BTreeMap::new(),
+                value: f64::from(u8::from(failing)),
+                holds: Some(failing),
+                model: String::new(),
+                targets: vec![],
+            }]
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices.collect()),
         k if k.is_process() => {
             let idle_for = rule.cfg.for_.0;
             devices
-                .flat_map(|d| d.processes.iter().filter(|p| process_matches(m, p)).map(move |p| (d, p)))
+                .flat_map(|d| {
+                    d.processes
+                        .iter()
+                        .filter(|p| process_matches(m, p))
+                        .map(move |p| (d, p))
+                })
                 .filter_map(|(d, p)| process_instance(k, idle_for, d, p))
                 .collect()
         }
@@ -296,7 +355,14 @@ fn device_instance(kind: RuleKind, holder: Option<HolderName>, d: &Device) -> Op
     if let Some(h) = holder {
         labels.insert("holder".into(), h.as_str().into());
     }
-    Some(Instance { key: d.uuid.clone(), labels, value, holds, model: d.name.clone(), targets: vec![] })
+    Some(Instance {
+        key: d.uuid.clone(),
+        labels,
+        value,
+        holds,
+        model: d.name.clone(),
+        targets: vec![],
+    })
 }
 
 fn process_instance(kind: RuleKind, idle_for: f64, d: &Device, p: &Process) -> Option<Instance> {
@@ -315,7 +381,14 @@ fn process_instance(kind: RuleKind, idle_for: f64, d: &Device, p: &Process) -> O
     // PIDs are reused: the start time keeps a new process from inheriting
     // the old one's pending time.
     let key = format!("{}/{}/{}", d.uuid, p.pid, p.start_time.map_or(0, f64::to_bits));
-    Some(Instance { key, labels, value, holds, model: d.name.clone(), targets: vec![process_ref(d, p)] })
+    Some(Instance {
+        key,
+        labels,
+        value,
+        holds,
+        model: d.name.clone(),
+        targets: vec![process_ref(d, p)],
+    })
 }
 
 fn group_instances(rule: &Rule, devices: Vec<&Device>) -> Vec<Instance> {
@@ -336,7 +409,10 @@ fn group_instances(rule: &Rule, devices: Vec<&Device>) -> Vec<Instance> {
         .into_iter()
         .map(|(g, (v, targets))| Instance {
             key: g.clone(),
-            labels: BTreeMap::from([("group_by".to_string(), by.as_str().to_string()), ("group".to_string(), g)]),
+            labels: BTreeMap::from([
+                ("group_by".to_string(), by.as_str().to_string()),
+                ("group".to_string(), g),
+            ]),
             value: v,
             holds: None,
             model: String::new(),

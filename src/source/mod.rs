@@ -9,7 +9,7 @@ pub mod simulated;
 
 use thiserror::Error;
 
-use crate::snapshot::{DriverInfo, Memory};
+use crate::snapshot::{DriverInfo, Memory, Placement};
 
 /// Which NVML process lists a PID appeared in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,13 +48,7 @@ pub struct SimIdentity {
     pub start_time: f64,
     /// False for an "exited" holder: listed by NVML, gone from /proc.
     pub in_proc: bool,
-    pub container: String,
-    pub container_runtime: String,
-    pub pod_uid: String,
-    pub qos_class: String,
-    pub unit: String,
-    pub slice: String,
-    pub job: String,
+    pub placement: Placement,
     pub cmdline: String,
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::scenario::{Exit, Scenario, SimProcess};
 use super::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SimIdentity, SourceError, Utilization};
-use crate::snapshot::{DriverInfo, Memory};
+use crate::snapshot::{DriverInfo, Memory, Placement};
 
 /// A simulated fleet.
 pub struct SimulatedSource {
@@ -123,13 +123,15 @@ impl SimulatedSource {
             },
             start_time: self.epoch + cycle as f64 * loop_len + p.start.0,
             in_proc: ph.in_proc,
-            container: p.container.clone(),
-            container_runtime: p.container_runtime.clone(),
-            pod_uid: p.pod_uid.clone(),
-            qos_class: p.qos_class.clone(),
-            unit: p.unit.clone(),
-            slice: p.slice.clone(),
-            job: p.job.clone(),
+            placement: Placement {
+                container: p.container.clone(),
+                container_runtime: p.container_runtime.clone(),
+                pod_uid: p.pod_uid.clone(),
+                qos_class: p.qos_class.clone(),
+                unit: p.unit.clone(),
+                slice: p.slice.clone(),
+                job: p.job.clone(),
+            },
             cmdline: p.cmdline.clone(),
         }
     }
