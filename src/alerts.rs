@@ -34,7 +34,13 @@ pub struct AlertEngine {
 
 impl AlertEngine {
     pub fn new(rules: Vec<Rule>, instance: String, keep_recent: usize) -> Self {
-        Self { rules, state: EvalState::new(), recent: VecDeque::new(), keep_recent, instance }
+        Self {
+            rules,
+            state: EvalState::new(),
+            recent: VecDeque::new(),
+            keep_recent,
+            instance,
+        }
     }
 
     /// Replaces the rules after a reload. Alerts of rules that are unchanged
@@ -53,7 +59,12 @@ impl AlertEngine {
                 let mut r = a.clone();
                 r.state = State::Resolved;
                 r.resolved_at = Some(now);
-                out.push(Transition { from: Some(State::Firing), to: State::Resolved, at: now, alert: r });
+                out.push(Transition {
+                    from: Some(State::Firing),
+                    to: State::Resolved,
+                    at: now,
+                    alert: r,
+                });
             }
             keep
         });

@@ -3,17 +3,18 @@
 //! binary (`main.rs`) only parses the CLI, sets up logging, binds and maps
 //! errors to exit codes; tests call `run()` directly on 127.0.0.1:0.
 
-pub mod attribution;
 pub mod alerts;
+pub mod attribution;
 pub mod cli;
 pub mod config;
 pub mod diagnosis;
 pub mod http;
 pub mod metrics;
 pub mod pipeline;
-pub mod rules;
 pub mod poller;
+pub mod reclaim;
 pub mod reload;
+pub mod rules;
 pub mod shutdown;
 pub mod snapshot;
 pub mod source;
@@ -52,6 +53,8 @@ pub enum RunError {
     Serve(std::io::Error),
     #[error("in-flight requests did not finish within {0:?} of shutdown")]
     Drain(Duration),
+    #[error("reclaim: {0}")]
+    Reclaim(#[from] reclaim::ReclaimError),
 }
 
 /// Poll settings from a config.
@@ -78,13 +81,21 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let (stop_tx, stop_rx) = shutdown::channel();
+    let reclaimer = Arc::new(reclaim::Reclaimer::new(
+        cfg.reclaim.clone(),
+        cfg.processes.proc_root.clone(),
+        &cfg.state.dir,
+    )?);
     let pipeline = Pipeline::new(&cfg.processes);
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
     let (cfg_tx, cfg_rx) = watch::channel(Arc::new(cfg));
-    let started = reload::ReloadStatus { successful: true, last_success: poller::unix_now() };
+    let started = reload::ReloadStatus {
+        successful: true,
+        last_success: poller::unix_now(),
+    };
     let (status_tx, status_rx) = watch::channel(started);
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
     let state = http::AppState {
@@ -93,11 +104,19 @@ pub async fn run(
         config: cfg_rx.clone(),
         reload_status: status_rx,
         reload: reload_tx,
-        counters: None,
+        counters: Some(counter_source(reclaimer.clone())),
         build: build_info(),
     };
-    let on_alerts: OnAlerts = Box::new(|_, _| {});
-    tokio::spawn(alert_loop(snapshots, cfg_rx, alerts_tx, engine, on_alerts, stop_rx.clone()));
+    let hook = reclaim_hook(reclaimer.clone());
+    tokio::spawn(alert_loop(
+        snapshots,
+        cfg_rx.clone(),
+        alerts_tx,
+        engine,
+        hook,
+        stop_rx.clone(),
+    ));
+    tokio::spawn(follow_reclaim_config(reclaimer, cfg_rx, stop_rx.clone()));
     tokio::spawn(reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
     let mut server = tokio::spawn(http::serve(listener, http::router(state), stop_rx.clone()));
     let mut poll_task = tokio::spawn(poll_loop);
@@ -127,6 +146,73 @@ pub async fn run(
         Ok(Err(e)) => Err(RunError::Serve(std::io::Error::other(e.to_string()))),
         Err(_) => Err(RunError::Drain(DRAIN_TIMEOUT)),
     }
+}
+
+/// Asks the reclaimer to terminate the processes of alerts that just fired
+/// with `action = "terminate"`. Reclaim reads /proc and fsyncs its audit
+/// log, so it runs on the blocking pool, never on the async workers.
+fn reclaim_hook(reclaimer: Arc<reclaim::Reclaimer>) -> OnAlerts {
+    Box::new(move |transitions, _| {
+        let targets: Vec<reclaim::Target> = transitions
+            .iter()
+            .filter(|t| t.to == rules::eval::State::Firing && t.alert.action == Some(rules::RuleAction::Terminate))
+            .flat_map(|t| {
+                t.alert.targets.iter().map(|p| reclaim::Target {
+                    pid: p.pid,
+                    start_time: p.start_time,
+                    start_ticks: p.start_ticks,
+                    uid: p.uid,
+                    user: p.user.clone(),
+                    comm: p.comm.clone(),
+                    rule: t.alert.rule.clone(),
+                    gpu_uuid: p.uuid.clone(),
+                    used_bytes: p.used_bytes,
+                })
+            })
+            .collect();
+        if !targets.is_empty() {
+            let r = reclaimer.clone();
+            tokio::task::spawn_blocking(move || r.request(targets));
+        }
+    })
+}
+
+/// Applies `[reclaim]` changes from reloads; a config the reclaimer refuses
+/// leaves the previous one in force.
+async fn follow_reclaim_config(
+    reclaimer: Arc<reclaim::Reclaimer>,
+    mut cfg: watch::Receiver<Arc<Config>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            r = cfg.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                let next = cfg.borrow_and_update().reclaim.clone();
+                if next != reclaimer.config() {
+                    if let Err(e) = reclaimer.reconfigure(next) {
+                        tracing::error!(error = %e, "reclaim settings not applied; keeping the previous ones");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads the reclaimer's (and later the notifiers') counters at scrape time.
+fn counter_source(reclaimer: Arc<reclaim::Reclaimer>) -> http::CounterSource {
+    Arc::new(move || http::Counters {
+        reclaim: reclaimer
+            .stats()
+            .entries()
+            .into_iter()
+            .map(|(a, r, n)| (a.to_string(), r.to_string(), n))
+            .collect(),
+        ..http::Counters::default()
+    })
 }
 
 /// Evaluates the rules on every published snapshot and after every reload,

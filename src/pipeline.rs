@@ -130,6 +130,7 @@ impl Pipeline {
                 p.uid = id.uid;
                 p.ppid = Some(id.ppid);
                 p.start_time = id.start_time;
+                p.start_ticks = Some(id.start_ticks);
                 p.cmdline = id.cmdline;
                 p.placement = placement(id.cgroup);
             }

@@ -103,7 +103,10 @@ fn apply(cfg_tx: &watch::Sender<Arc<Config>>, status_tx: &watch::Sender<ReloadSt
                 tracing::warn!(settings = ?later, "changed settings take effect only after a restart");
             }
             cfg_tx.send_replace(Arc::new(next));
-            status_tx.send_replace(ReloadStatus { successful: true, last_success: crate::poller::unix_now() });
+            status_tx.send_replace(ReloadStatus {
+                successful: true,
+                last_success: crate::poller::unix_now(),
+            });
             tracing::info!("config reloaded");
             Ok(())
         }

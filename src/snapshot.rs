@@ -93,6 +93,9 @@ pub struct Process {
     pub holder: Option<Holder>,
     /// Unix seconds; with `pid` it identifies the process across PID reuse.
     pub start_time: Option<f64>,
+    /// The exact start time in clock ticks, for reclaim's identity check.
+    #[serde(skip)]
+    pub start_ticks: Option<u64>,
     /// Container, pod, unit and job; flattened into the process's JSON.
     #[serde(flatten)]
     pub placement: Placement,

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use gpumemd::alerts::AlertEngine;
 use gpumemd::config::Config;
-use gpumemd::reload::ReloadStatus;
 use gpumemd::metrics::{self, Format};
 use gpumemd::pipeline::Pipeline;
+use gpumemd::reload::ReloadStatus;
 use gpumemd::snapshot::{PollStats, Snapshot};
 use gpumemd::source::GpuSource;
 use gpumemd::source::scenario::Scenario;
@@ -77,15 +77,27 @@ fn check(name: &str, got: &str) {
 fn demo_exposition_matches_golden() {
     let cfg = Config::defaults(true);
     let (snap, engine) = demo_snapshot(&cfg);
-    let build = metrics::BuildInfo { version: "0.0.0-test", revision: "golden" };
+    let build = metrics::BuildInfo {
+        version: "0.0.0-test",
+        revision: "golden",
+    };
     let view = engine.view();
     let daemon = metrics::DaemonState {
         alerts: Some(&view),
-        reload: Some(ReloadStatus { successful: true, last_success: EPOCH }),
+        reload: Some(ReloadStatus {
+            successful: true,
+            last_success: EPOCH,
+        }),
         ..metrics::DaemonState::default()
     };
-    check("demo.prom", &metrics::render(&snap, &daemon, &cfg.processes, &build, Format::Prometheus));
-    check("demo.om.txt", &metrics::render(&snap, &daemon, &cfg.processes, &build, Format::OpenMetrics));
+    check(
+        "demo.prom",
+        &metrics::render(&snap, &daemon, &cfg.processes, &build, Format::Prometheus),
+    );
+    check(
+        "demo.om.txt",
+        &metrics::render(&snap, &daemon, &cfg.processes, &build, Format::OpenMetrics),
+    );
 }
 
 #[test]
@@ -93,8 +105,16 @@ fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
     let cfg = Config::defaults(true);
     let (snap, engine) = demo_snapshot(&cfg);
     let firing: Vec<&str> = engine.firing().map(|a| a.rule.as_str()).collect();
-    for want in ["GpuMemoryLeakSuspected", "GpuMemoryHeldByExitedProcess", "GpuUserQuotaExceeded", "GpuIdleHolder"] {
-        assert!(firing.contains(&want), "{want} fires within 40 s of the demo: {firing:?}");
+    for want in [
+        "GpuMemoryLeakSuspected",
+        "GpuMemoryHeldByExitedProcess",
+        "GpuUserQuotaExceeded",
+        "GpuIdleHolder",
+    ] {
+        assert!(
+            firing.contains(&want),
+            "{want} fires within 40 s of the demo: {firing:?}"
+        );
     }
     let procs: Vec<_> = snap.devices.iter().flat_map(|d| &d.processes).collect();
     let leak = procs.iter().find(|p| p.pid == 4202).expect("leaking worker");

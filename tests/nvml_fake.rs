@@ -14,5 +14,7 @@ mod devices;
 mod driver;
 #[path = "nvml_fake/harness.rs"]
 mod harness;
+#[path = "nvml_fake/reclaim_e2e.rs"]
+mod reclaim_e2e;
 #[path = "nvml_fake/scale.rs"]
 mod scale;

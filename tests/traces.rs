@@ -31,7 +31,10 @@ fn only_the_leak_is_flagged_and_within_its_window() {
         let (_, devices) = pipe.build(raw, t);
         let holders = devices[0].holders.expect("holders");
         let used = devices[0].memory.expect("memory").used_bytes;
-        assert_eq!(holders.live + holders.zombie + holders.exited + holders.unattributed, used);
+        assert_eq!(
+            holders.live + holders.zombie + holders.exited + holders.unattributed,
+            used
+        );
         for p in devices.iter().flat_map(|d| &d.processes).filter(|p| p.leak_suspected) {
             first_flag.entry(p.pid).or_insert(t);
             if p.pid == LEAK_PID && growth_at_flag.is_none() {
@@ -44,6 +47,9 @@ fn only_the_leak_is_flagged_and_within_its_window() {
     let at = first_flag[&LEAK_PID];
     assert!(at <= 30.0, "flagged {at} s into the replay, window is 30 s");
     let rate = growth_at_flag.expect("growth estimate") / (1 << 20) as f64;
-    assert!((rate - 64.0).abs() < 64.0 * 0.2, "leak.csv grows ~64 MiB/s, estimated {rate:.1}");
+    assert!(
+        (rate - 64.0).abs() < 64.0 * 0.2,
+        "leak.csv grows ~64 MiB/s, estimated {rate:.1}"
+    );
     eprintln!("leak.csv flagged after {at:.1} s at {rate:.1} MiB/s; no other trace flagged");
 }

@@ -19,10 +19,18 @@ fn snap(mono: f64) -> Snapshot {
             uuid: "GPU-a".into(),
             index: Some(0),
             up: true,
-            memory: Some(Memory { total_bytes: 100, used_bytes: 95, free_bytes: 5, reserved_bytes: None }),
+            memory: Some(Memory {
+                total_bytes: 100,
+                used_bytes: 95,
+                free_bytes: 5,
+                reserved_bytes: None,
+            }),
             ..Device::default()
         }],
-        poll: PollStats { success: true, ..PollStats::default() },
+        poll: PollStats {
+            success: true,
+            ..PollStats::default()
+        },
         ..Snapshot::default()
     }
 }
@@ -43,7 +51,12 @@ fn reload_keeps_state_of_unchanged_rules_and_resolves_changed_ones() {
     let v = e.view();
     let states: Vec<(&str, State)> = v.alerts.iter().map(|a| (a.rule.as_str(), a.state)).collect();
     assert_eq!(states, [("A", State::Firing), ("B", State::Firing)]);
-    let newest: Vec<(&str, State)> = v.transitions.iter().take(2).map(|t| (t.alert.rule.as_str(), t.to)).collect();
+    let newest: Vec<(&str, State)> = v
+        .transitions
+        .iter()
+        .take(2)
+        .map(|t| (t.alert.rule.as_str(), t.to))
+        .collect();
     assert!(newest.contains(&("A", State::Firing)), "newest first: {newest:?}");
 }
 
@@ -54,7 +67,12 @@ fn recent_transitions_are_bounded() {
     for i in 0..10 {
         let mut s = snap(f64::from(i));
         if i % 2 == 1 {
-            s.devices[0].memory = Some(Memory { total_bytes: 100, used_bytes: 1, free_bytes: 99, reserved_bytes: None });
+            s.devices[0].memory = Some(Memory {
+                total_bytes: 100,
+                used_bytes: 1,
+                free_bytes: 99,
+                reserved_bytes: None,
+            });
         }
         e.evaluate(&s);
     }

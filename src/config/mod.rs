@@ -28,6 +28,7 @@ pub struct Config {
     pub processes: Processes,
     pub state: State,
     pub alerting: Alerting,
+    pub reclaim: crate::reclaim::ReclaimConfig,
     /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
     #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::rules::RuleConfig>,
@@ -54,7 +55,11 @@ pub struct Alerting {
 
 impl Default for Alerting {
     fn default() -> Self {
-        Self { default_rules: true, instance: None, recent_transitions: 100 }
+        Self {
+            default_rules: true,
+            instance: None,
+            recent_transitions: 100,
+        }
     }
 }
 
@@ -293,12 +298,16 @@ impl Config {
         } else {
             crate::rules::parse_rule_set(crate::rules::DEFAULT_RULES).unwrap_or_default()
         };
-        let mut out: Vec<crate::rules::RuleConfig> =
-            base.into_iter().filter(|b| !self.rules.iter().any(|r| r.name == b.name)).collect();
+        let mut out: Vec<crate::rules::RuleConfig> = base
+            .into_iter()
+            .filter(|b| !self.rules.iter().any(|r| r.name == b.name))
+            .collect();
         out.extend(self.rules.iter().cloned());
         // Every rule was validated at load; a failure here cannot happen,
         // and dropping the rule is safer than panicking.
-        out.into_iter().filter_map(|r| crate::rules::Rule::new(r).ok()).collect()
+        out.into_iter()
+            .filter_map(|r| crate::rules::Rule::new(r).ok())
+            .collect()
     }
 
     /// Cross-field checks that a single field's parser cannot make.
@@ -336,6 +345,21 @@ impl Config {
             return Err(invalid("server", "listen", message));
         }
         self.check_rules(origin, text)?;
+        if let Err(message) = self.reclaim.validate() {
+            // The message starts with the key it is about (reclaim.…).
+            let key = message.split(':').next().unwrap_or("reclaim").trim().to_string();
+            let field = key.strip_prefix("reclaim.").unwrap_or("enabled");
+            return Err(ConfigError::Invalid {
+                origin: origin.to_string(),
+                line: error::find_key_line(text, "reclaim", field),
+                key: key.clone(),
+                message: message
+                    .strip_prefix(&format!("{key}:"))
+                    .unwrap_or(&message)
+                    .trim()
+                    .to_string(),
+            });
+        }
         self.processes.group_by.sort();
         self.processes.group_by.dedup();
         // Fill in the derived timeout so `check-config` prints what is used.

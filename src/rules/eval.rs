@@ -36,6 +36,7 @@ pub struct ProcessRef {
     pub uuid: String,
     pub pid: u32,
     pub start_time: Option<f64>,
+    pub start_ticks: Option<u64>,
     pub uid: Option<u32>,
     pub user: String,
     pub comm: String,
@@ -60,6 +61,9 @@ pub struct Alert {
     pub since_mono: f64,
     #[serde(skip)]
     pub targets: Vec<ProcessRef>,
+    /// What to do when it fires (from the rule).
+    #[serde(skip)]
+    pub action: Option<super::RuleAction>,
 }
 
 /// A state change, for notifiers, reclaim and the recent-transitions list.
@@ -196,6 +200,7 @@ fn step(
             value: inst.value,
             since_mono: mono,
             targets: inst.targets,
+            action: rule.cfg.action,
         },
     };
     let from = was.map(|w| w.state);
@@ -289,6 +294,7 @@ fn process_ref(d: &Device, p: &Process) -> ProcessRef {
         uuid: d.uuid.clone(),
         pid: p.pid,
         start_time: p.start_time,
+        start_ticks: p.start_ticks,
         uid: p.uid,
         user: p.user.clone(),
         comm: p.comm.clone(),

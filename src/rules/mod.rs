@@ -37,13 +37,19 @@ pub enum RuleKind {
 impl RuleKind {
     /// Kinds whose condition is a state, not a comparison with a threshold.
     pub fn is_boolean(self) -> bool {
-        matches!(self, RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessIdleHolder)
+        matches!(
+            self,
+            RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessIdleHolder
+        )
     }
 
     pub fn is_process(self) -> bool {
         matches!(
             self,
-            RuleKind::ProcessUsedBytes | RuleKind::ProcessGrowthRate | RuleKind::ProcessLeakSuspected | RuleKind::ProcessIdleHolder
+            RuleKind::ProcessUsedBytes
+                | RuleKind::ProcessGrowthRate
+                | RuleKind::ProcessLeakSuspected
+                | RuleKind::ProcessIdleHolder
         )
     }
 }
@@ -69,7 +75,10 @@ impl<'de> Deserialize<'de> for Threshold {
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Threshold, E> {
                 if let Some(p) = v.trim().strip_suffix('%') {
-                    let n: f64 = p.trim().parse().map_err(|_| E::custom(format!("`{v}` is not a percentage")))?;
+                    let n: f64 = p
+                        .trim()
+                        .parse()
+                        .map_err(|_| E::custom(format!("`{v}` is not a percentage")))?;
                     return Ok(Threshold(n / 100.0));
                 }
                 parse_size(v).map(|b| Threshold(b.0 as f64)).map_err(E::custom)
@@ -95,7 +104,9 @@ impl<'de> Deserialize<'de> for For {
         if s.trim() == "0" || s.trim() == "0s" {
             return Ok(For(0.0));
         }
-        parse_duration(&s).map(|d| For(d.get().as_secs_f64())).map_err(de::Error::custom)
+        parse_duration(&s)
+            .map(|d| For(d.get().as_secs_f64()))
+            .map_err(de::Error::custom)
     }
 }
 
@@ -210,13 +221,20 @@ impl Rule {
     pub fn new(cfg: RuleConfig) -> Result<Rule, String> {
         check_thresholds(&cfg)?;
         if cfg.name.is_empty() || !cfg.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!("name `{}` must be letters, digits and _ (it becomes the alertname label)", cfg.name));
+            return Err(format!(
+                "name `{}` must be letters, digits and _ (it becomes the alertname label)",
+                cfg.name
+            ));
         }
         match (cfg.kind, cfg.holder, cfg.group_by) {
             (RuleKind::DeviceHeldBytes, None, _) => return Err("device_held_bytes needs `holder`".into()),
             (RuleKind::GroupUsedBytes, _, None) => return Err("group_used_bytes needs `group_by`".into()),
-            (k, Some(_), _) if k != RuleKind::DeviceHeldBytes => return Err("`holder` only applies to device_held_bytes".into()),
-            (k, _, Some(_)) if k != RuleKind::GroupUsedBytes => return Err("`group_by` only applies to group_used_bytes".into()),
+            (k, Some(_), _) if k != RuleKind::DeviceHeldBytes => {
+                return Err("`holder` only applies to device_held_bytes".into());
+            }
+            (k, _, Some(_)) if k != RuleKind::GroupUsedBytes => {
+                return Err("`group_by` only applies to group_used_bytes".into());
+            }
             _ => {}
         }
         if cfg.action.is_some() && !cfg.kind.is_process() && cfg.kind != RuleKind::GroupUsedBytes {
@@ -230,7 +248,11 @@ impl Rule {
         let annotations = cfg
             .annotations
             .iter()
-            .map(|(k, v)| Template::parse(v).map(|t| (k.clone(), t)).map_err(|e| format!("annotation `{k}`: {e}")))
+            .map(|(k, v)| {
+                Template::parse(v)
+                    .map(|t| (k.clone(), t))
+                    .map_err(|e| format!("annotation `{k}`: {e}"))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Rule { cfg, annotations })
     }
@@ -253,7 +275,9 @@ fn check_thresholds(cfg: &RuleConfig) -> Result<(), String> {
         return Err("threshold must be a finite number".into());
     }
     if cfg.kind == RuleKind::DeviceUsedRatio && !(0.0..=1.0).contains(&t) {
-        return Err(format!("device_used_ratio threshold {t} is outside 0..1; write 0.9 or \"90%\""));
+        return Err(format!(
+            "device_used_ratio threshold {t} is outside 0..1; write 0.9 or \"90%\""
+        ));
     }
     if let Some(c) = cfg.clear {
         if above && c.0 > t {

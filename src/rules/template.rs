@@ -52,10 +52,18 @@ impl Template {
                 parts.push(Part::Text(rest[..open].to_string()));
             }
             let after = &rest[open + 2..];
-            let close = after.find("}}").ok_or_else(|| format!("`{{{{` without `}}}}` in {text:?}"))?;
-            let name = after[..close].trim().trim_start_matches('.').trim_start_matches("$labels.");
+            let close = after
+                .find("}}")
+                .ok_or_else(|| format!("`{{{{` without `}}}}` in {text:?}"))?;
+            let name = after[..close]
+                .trim()
+                .trim_start_matches('.')
+                .trim_start_matches("$labels.");
             if !NAMES.contains(&name) {
-                return Err(format!("unknown placeholder `{{{{ {name} }}}}`; known: {}", NAMES.join(", ")));
+                return Err(format!(
+                    "unknown placeholder `{{{{ {name} }}}}`; known: {}",
+                    NAMES.join(", ")
+                ));
             }
             parts.push(Part::Var(name.to_string()));
             rest = &after[close + 2..];
@@ -93,8 +101,15 @@ mod tests {
     #[test]
     fn errors() {
         assert!(Template::parse("{{ value").unwrap_err().contains("without"));
-        assert!(Template::parse("{{ nope }}").unwrap_err().contains("unknown placeholder `{{ nope }}`"));
+        assert!(
+            Template::parse("{{ nope }}")
+                .unwrap_err()
+                .contains("unknown placeholder `{{ nope }}`")
+        );
         assert!(Template::parse("{{ }}").is_err());
-        assert_eq!(Template::parse("plain").map(|t| t.render(&BTreeMap::new())), Ok("plain".into()));
+        assert_eq!(
+            Template::parse("plain").map(|t| t.render(&BTreeMap::new())),
+            Ok("plain".into())
+        );
     }
 }

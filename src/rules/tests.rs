@@ -23,11 +23,19 @@ fn snap(mono: f64, used_ratio: f64, procs: Vec<Process>) -> Snapshot {
             index: Some(0),
             name: "NVIDIA H100".into(),
             up: true,
-            memory: Some(Memory { total_bytes: total, used_bytes: used, free_bytes: total - used, reserved_bytes: Some(0) }),
+            memory: Some(Memory {
+                total_bytes: total,
+                used_bytes: used,
+                free_bytes: total - used,
+                reserved_bytes: Some(0),
+            }),
             processes: procs,
             ..Device::default()
         }],
-        poll: PollStats { success: true, ..PollStats::default() },
+        poll: PollStats {
+            success: true,
+            ..PollStats::default()
+        },
         ..Snapshot::default()
     }
 }
@@ -49,14 +57,28 @@ fn run(rules: &[Rule], steps: &[(f64, f64)]) -> Vec<&'static str> {
 #[test]
 fn fires_only_after_for() {
     let r = rule("name = \"High\"\nkind = \"device_used_ratio\"\nabove = 0.9\nfor = \"10s\"");
-    let got = run(&[r], &[(0.0, 0.95), (5.0, 0.95), (10.0, 0.95), (11.0, 0.5), (12.0, 0.95)]);
+    let got = run(
+        &[r],
+        &[(0.0, 0.95), (5.0, 0.95), (10.0, 0.95), (11.0, 0.5), (12.0, 0.95)],
+    );
     assert_eq!(got, ["pending", "pending", "firing", "-", "pending"]);
 }
 
 #[test]
 fn hysteresis_band_does_not_flap() {
     let r = rule("name = \"High\"\nkind = \"device_used_ratio\"\nabove = \"90%\"\nclear = \"85%\"");
-    let got = run(&[r], &[(0.0, 0.95), (1.0, 0.88), (2.0, 0.91), (3.0, 0.86), (4.0, 0.84), (5.0, 0.88), (6.0, 0.92)]);
+    let got = run(
+        &[r],
+        &[
+            (0.0, 0.95),
+            (1.0, 0.88),
+            (2.0, 0.91),
+            (3.0, 0.86),
+            (4.0, 0.84),
+            (5.0, 0.88),
+            (6.0, 0.92),
+        ],
+    );
     assert_eq!(got, ["firing", "firing", "firing", "firing", "-", "-", "firing"]);
 }
 
@@ -81,7 +103,15 @@ fn wall_clock_jumps_do_not_shorten_for() {
 }
 
 fn proc(pid: u32, start: f64, used: u64) -> Process {
-    Process { pid, start_time: Some(start), used_bytes: Some(used), holder: Some(Holder::Live), user: "alice".into(), comm: "python".into(), ..Process::default() }
+    Process {
+        pid,
+        start_time: Some(start),
+        used_bytes: Some(used),
+        holder: Some(Holder::Live),
+        user: "alice".into(),
+        comm: "python".into(),
+        ..Process::default()
+    }
 }
 
 #[test]
@@ -90,7 +120,13 @@ fn process_alerts_resolve_when_the_process_goes_and_pid_reuse_starts_over() {
     let rules = [r];
     let mut st = EvalState::new();
     let mut all: Vec<Transition> = Vec::new();
-    let steps = [(0.0, Some(100.0)), (5.0, Some(100.0)), (6.0, None), (7.0, Some(200.0)), (8.0, Some(200.0))];
+    let steps = [
+        (0.0, Some(100.0)),
+        (5.0, Some(100.0)),
+        (6.0, None),
+        (7.0, Some(200.0)),
+        (8.0, Some(200.0)),
+    ];
     let mut states = Vec::new();
     for (t, start) in steps {
         let procs = start.map(|s| vec![proc(42, s, 2 << 30)]).unwrap_or_default();
@@ -99,7 +135,11 @@ fn process_alerts_resolve_when_the_process_goes_and_pid_reuse_starts_over() {
         all.extend(tr);
         states.push(st.values().next().map(|a| a.state.as_str()).unwrap_or("-"));
     }
-    assert_eq!(states, ["pending", "firing", "-", "pending", "pending"], "a reused pid is a new process");
+    assert_eq!(
+        states,
+        ["pending", "firing", "-", "pending", "pending"],
+        "a reused pid is a new process"
+    );
     let kinds: Vec<&str> = all.iter().map(|t| t.to.as_str()).collect();
     assert_eq!(kinds, ["pending", "firing", "resolved", "pending"]);
     let resolved = &all[2].alert;
@@ -138,18 +178,51 @@ fn annotations_are_rendered() {
 #[test]
 fn invalid_rules_say_why() {
     let cases = [
-        ("name = \"R\"\nkind = \"device_used_ratio\"\nabove = 1.5", "outside 0..1"),
-        ("name = \"R\"\nkind = \"device_used_ratio\"\nabove = 0.9\nclear = 0.95", "`clear` (0.95) must not be above `above` (0.9)"),
-        ("name = \"R\"\nkind = \"device_free_bytes\"\nbelow = \"2GiB\"\nclear = \"1GiB\"", "must not be below `below`"),
+        (
+            "name = \"R\"\nkind = \"device_used_ratio\"\nabove = 1.5",
+            "outside 0..1",
+        ),
+        (
+            "name = \"R\"\nkind = \"device_used_ratio\"\nabove = 0.9\nclear = 0.95",
+            "`clear` (0.95) must not be above `above` (0.9)",
+        ),
+        (
+            "name = \"R\"\nkind = \"device_free_bytes\"\nbelow = \"2GiB\"\nclear = \"1GiB\"",
+            "must not be below `below`",
+        ),
         ("name = \"R\"\nkind = \"device_used_bytes\"", "needs a threshold"),
-        ("name = \"R\"\nkind = \"device_used_bytes\"\nabove = 1\nbelow = 2", "either `above` or `below`"),
-        ("name = \"R\"\nkind = \"device_held_bytes\"\nabove = 1", "needs `holder`"),
-        ("name = \"R\"\nkind = \"group_used_bytes\"\nabove = 1", "needs `group_by`"),
-        ("name = \"R\"\nkind = \"device_lost\"\nabove = 1", "takes no above/below/clear"),
-        ("name = \"R\"\nkind = \"device_lost\"\nannotations = { s = \"{{ oops }}\" }", "unknown placeholder"),
-        ("name = \"R\"\nkind = \"device_lost\"\nlabels = { \"bad-name\" = \"x\" }", "not a valid Prometheus label name"),
-        ("name = \"R\"\nkind = \"device_lost\"\naction = \"terminate\"", "`action` needs a rule about processes"),
-        ("name = \"my rule\"\nkind = \"device_lost\"", "must be letters, digits and _"),
+        (
+            "name = \"R\"\nkind = \"device_used_bytes\"\nabove = 1\nbelow = 2",
+            "either `above` or `below`",
+        ),
+        (
+            "name = \"R\"\nkind = \"device_held_bytes\"\nabove = 1",
+            "needs `holder`",
+        ),
+        (
+            "name = \"R\"\nkind = \"group_used_bytes\"\nabove = 1",
+            "needs `group_by`",
+        ),
+        (
+            "name = \"R\"\nkind = \"device_lost\"\nabove = 1",
+            "takes no above/below/clear",
+        ),
+        (
+            "name = \"R\"\nkind = \"device_lost\"\nannotations = { s = \"{{ oops }}\" }",
+            "unknown placeholder",
+        ),
+        (
+            "name = \"R\"\nkind = \"device_lost\"\nlabels = { \"bad-name\" = \"x\" }",
+            "not a valid Prometheus label name",
+        ),
+        (
+            "name = \"R\"\nkind = \"device_lost\"\naction = \"terminate\"",
+            "`action` needs a rule about processes",
+        ),
+        (
+            "name = \"my rule\"\nkind = \"device_lost\"",
+            "must be letters, digits and _",
+        ),
     ];
     for (text, want) in cases {
         let cfg: RuleConfig = toml::from_str(text).unwrap_or_else(|e| panic!("{text}: {e}"));
@@ -167,8 +240,14 @@ fn builtin_rule_sets_are_valid() {
 #[test]
 fn config_errors_name_the_rule_and_its_line() {
     let text = "[poll]\ninterval = \"1s\"\n\n[[rule]]\nname = \"Ok\"\nkind = \"device_lost\"\n\n[[rule]]\nname = \"Bad\"\nkind = \"device_used_ratio\"\nabove = 2\n";
-    let e = crate::config::Config::from_toml(text, "g.toml", false).err().map(|e| e.to_string()).unwrap_or_default();
-    assert!(e.starts_with("g.toml:9: rule \"Bad\": device_used_ratio threshold 2 is outside 0..1"), "{e}");
+    let e = crate::config::Config::from_toml(text, "g.toml", false)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.starts_with("g.toml:9: rule \"Bad\": device_used_ratio threshold 2 is outside 0..1"),
+        "{e}"
+    );
     let e = crate::config::Config::from_toml("[[rule]]\nname = \"X\"\nkind = \"nope\"\n", "g.toml", false)
         .err()
         .map(|e| e.to_string())

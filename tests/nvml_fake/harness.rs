@@ -54,6 +54,12 @@ pub struct Opts<'a> {
     pub poll: &'a str,
     /// Extra lines of `[processes]`.
     pub processes: &'a str,
+    /// A scenario file elsewhere (e.g. written by the test); wins over `scenario`.
+    pub scenario_path: Option<&'a Path>,
+    /// Attribute from the machine's real /proc instead of an empty one.
+    pub real_proc: bool,
+    /// Config appended after the generated sections (`[[rule]]`, `[reclaim]`).
+    pub extra: &'a str,
 }
 
 impl Default for Opts<'_> {
@@ -63,6 +69,9 @@ impl Default for Opts<'_> {
             lib: None,
             poll: "interval = \"100ms\"",
             processes: "",
+            scenario_path: None,
+            real_proc: false,
+            extra: "",
         }
     }
 }
@@ -75,11 +84,20 @@ pub struct Workdir {
 
 impl Workdir {
     pub fn new(poll: &str, processes: &str) -> Self {
+        Self::with(poll, processes, false, "")
+    }
+
+    pub fn with(poll: &str, processes: &str, real_proc: bool, extra: &str) -> Self {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::create_dir(dir.path().join("proc")).expect("mkdir proc");
+        let root = dir.path().display().to_string();
+        let proc_root = if real_proc {
+            "/proc".to_string()
+        } else {
+            format!("{root}/proc")
+        };
         let text = format!(
-            "[poll]\n{poll}\n\n[processes]\nproc_root = \"{root}/proc\"\n{processes}\n\n[state]\ndir = \"{root}/state\"\n",
-            root = dir.path().display()
+            "[poll]\n{poll}\n\n[processes]\nproc_root = \"{proc_root}\"\n{processes}\n\n[state]\ndir = \"{root}/state\"\n\n{extra}\n"
         );
         std::fs::write(dir.path().join("gpumemd.toml"), text).expect("write config");
         Self { dir }
@@ -87,6 +105,10 @@ impl Workdir {
 
     pub fn config(&self) -> PathBuf {
         self.dir.path().join("gpumemd.toml")
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
     }
 }
 
@@ -100,7 +122,7 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(opts: Opts<'_>) -> Daemon {
-        let work = Workdir::new(opts.poll, opts.processes);
+        let work = Workdir::with(opts.poll, opts.processes, opts.real_proc, opts.extra);
         let lib = opts.lib.map_or_else(lib_path, PathBuf::from);
         let mut cmd = Command::new(BIN);
         cmd.arg("--nvml-lib")
@@ -114,6 +136,9 @@ impl Daemon {
             .stderr(Stdio::piped());
         if let Some(s) = opts.scenario {
             cmd.env("FAKE_NVML_SCENARIO", scenario(s));
+        }
+        if let Some(p) = opts.scenario_path {
+            cmd.env("FAKE_NVML_SCENARIO", p);
         }
         let mut child = cmd.spawn().expect("spawn gpumemd");
         let stderr = child.stderr.take().expect("stderr");
@@ -154,6 +179,10 @@ impl Daemon {
             poll,
             ..Opts::default()
         })
+    }
+
+    pub fn state_dir(&self) -> PathBuf {
+        self._work.state_dir()
     }
 
     pub fn logs(&self) -> Vec<String> {

@@ -1,0 +1,312 @@
+//! The `[reclaim]` config section and its validation.
+//!
+//! Owns: the keys, their defaults, the built-in command floor and the checks
+//! that reject a section that is unsafe or cannot do anything. Must not: read
+//! `/proc` or signal anything; it is plain data.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+/// Commands that are never signalled, whatever `deny_commands` says: system
+/// and container plumbing, display servers and the NVIDIA services whose
+/// death takes other users' work with them (MPS server, persistence daemon,
+/// DCGM). `deny_commands` adds to this list; it cannot remove from it.
+pub const PROTECTED_COMMANDS: &[&str] = &[
+    "init",
+    "systemd",
+    "systemd-journald",
+    "systemd-logind",
+    "systemd-udevd",
+    "dbus-daemon",
+    "sshd",
+    "login",
+    "agetty",
+    "Xorg",
+    "Xwayland",
+    "gdm",
+    "gnome-shell",
+    "kwin_wayland",
+    "kwin_x11",
+    "sddm",
+    "lightdm",
+    "nvidia-persistenced",
+    "nvidia-cuda-mps-control",
+    "nvidia-cuda-mps-server",
+    "nv-hostengine",
+    "dcgm",
+    "dcgmi",
+    "dcgm-exporter",
+    "nvidia-fabricmanager",
+    "nv-fabricmanager",
+    "containerd",
+    "containerd-shim",
+    "containerd-shim-runc-v2",
+    "dockerd",
+    "runc",
+    "crio",
+    "conmon",
+    "kubelet",
+    "slurmd",
+    "slurmstepd",
+    "gpumemd",
+];
+
+/// Longest grace period accepted: past an hour an escalation is no longer
+/// "shortly after SIGTERM" and would surprise whoever reads the audit log.
+const MAX_GRACE: Duration = Duration::from_secs(3600);
+
+/// `[reclaim]`: opt-in termination of processes that hold GPU memory when a
+/// rule with `action = "terminate"` fires.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReclaimConfig {
+    /// Off by default: nothing is read, written or signalled.
+    pub enabled: bool,
+    /// On by default: decisions are audited, nothing is signalled.
+    pub dry_run: bool,
+    /// Time between SIGTERM and SIGKILL.
+    #[serde(with = "duration_text")]
+    pub grace: Duration,
+    /// User names or numeric uids that may be signalled. Empty means nobody
+    /// unless `allow_all_users` is set: an empty list must never mean "all".
+    pub allow_users: Vec<String>,
+    /// Explicit "any user not in deny_users".
+    pub allow_all_users: bool,
+    /// User names or numeric uids never signalled; wins over the allow list.
+    /// Replaces the default (so root can be allowed, e.g. for containers
+    /// running as uid 0), unlike `deny_commands`.
+    pub deny_users: Vec<String>,
+    /// Extra commands (comm or argv[0] basename) never signalled, on top of
+    /// [`PROTECTED_COMMANDS`].
+    pub deny_commands: Vec<String>,
+}
+
+impl Default for ReclaimConfig {
+    fn default() -> Self {
+        ReclaimConfig {
+            enabled: false,
+            dry_run: true,
+            grace: Duration::from_secs(30),
+            allow_users: Vec::new(),
+            allow_all_users: false,
+            deny_users: vec!["root".into()],
+            deny_commands: Vec::new(),
+        }
+    }
+}
+
+impl ReclaimConfig {
+    /// Rejects values that are malformed, contradictory, or (when enabled)
+    /// can never allow anything. The message names the key and what is valid.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.grace.is_zero() || self.grace > MAX_GRACE {
+            return Err(format!(
+                "reclaim.grace = \"{}\" is out of range; use a duration above 0 and at most 1h, e.g. \"30s\"",
+                humantime::format_duration(self.grace)
+            ));
+        }
+        check_names("reclaim.allow_users", &self.allow_users)?;
+        check_names("reclaim.deny_users", &self.deny_users)?;
+        check_names("reclaim.deny_commands", &self.deny_commands)?;
+        if let Some(bad) = self.deny_commands.iter().find(|c| c.contains('/')) {
+            return Err(format!(
+                "reclaim.deny_commands: `{bad}` contains '/'; list command names (comm or the basename of argv[0])"
+            ));
+        }
+        if self.allow_all_users && !self.allow_users.is_empty() {
+            return Err("reclaim: set either allow_users or allow_all_users = true, not both".into());
+        }
+        if let Some(both) = self.allow_users.iter().find(|u| self.deny_users.contains(u)) {
+            return Err(format!(
+                "reclaim: user `{both}` is in both allow_users and deny_users; remove it from one"
+            ));
+        }
+        if self.enabled && !self.allow_all_users && self.allow_users.is_empty() {
+            return Err(
+                "reclaim.enabled = true but allow_users is empty, so nothing could ever be reclaimed; \
+                        list the users (names or uids) whose processes may be terminated, or set allow_all_users = true"
+                    .into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// Whether `command` is refused: the built-in floor plus `deny_commands`.
+    pub fn denies_command(&self, command: &str) -> bool {
+        PROTECTED_COMMANDS
+            .iter()
+            .copied()
+            .chain(self.deny_commands.iter().map(String::as_str))
+            .any(|entry| command_matches(entry, command))
+    }
+}
+
+/// TASK_COMM_LEN is 16 with the NUL, so the kernel cuts comm to 15 bytes:
+/// "nvidia-persistenced" shows as "nvidia-persiste". A 15-byte name matches
+/// an entry that starts with it, so long names in a deny list still work.
+const COMM_MAX: usize = 15;
+
+fn command_matches(entry: &str, command: &str) -> bool {
+    entry == command
+        || (command.len() == COMM_MAX && entry.len() > COMM_MAX && entry.as_bytes().starts_with(command.as_bytes()))
+}
+
+fn check_names(key: &str, names: &[String]) -> Result<(), String> {
+    match names
+        .iter()
+        .find(|n| n.is_empty() || n.chars().any(|c| c.is_whitespace() || c.is_control()))
+    {
+        Some(bad) => Err(format!(
+            "{key}: {bad:?} is not a valid name; use a non-empty name without spaces"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// `grace = "30s"`: humantime text both ways, like every duration in the
+/// config file.
+mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(text.trim())
+            .map_err(|e| D::Error::custom(format!("`{text}` is not a duration ({e}); use e.g. \"30s\" or \"2m\"")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enabled() -> ReclaimConfig {
+        ReclaimConfig {
+            enabled: true,
+            allow_users: vec!["alice".into()],
+            ..ReclaimConfig::default()
+        }
+    }
+
+    #[test]
+    fn defaults_are_off_and_dry() {
+        let c = ReclaimConfig::default();
+        assert!(!c.enabled && c.dry_run && !c.allow_all_users);
+        assert_eq!(c.grace, Duration::from_secs(30));
+        assert_eq!(c.deny_users, ["root"]);
+        assert!(c.allow_users.is_empty());
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn parses_toml_with_durations() {
+        let c: ReclaimConfig =
+            toml::from_str("enabled = true\ndry_run = false\ngrace = \"1m30s\"\nallow_users = [\"alice\", \"1001\"]")
+                .expect("valid section");
+        assert_eq!(c.grace, Duration::from_secs(90));
+        assert_eq!(c.deny_users, ["root"], "unset keys keep defaults");
+        assert_eq!(c.validate(), Ok(()));
+        let back: ReclaimConfig = toml::from_str(&toml::to_string(&c).expect("serializes")).expect("round trip");
+        assert_eq!(back, c);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_durations_are_rejected() {
+        assert!(toml::from_str::<ReclaimConfig>("enable = true").is_err());
+        let err = toml::from_str::<ReclaimConfig>("grace = \"soon\"").expect_err("not a duration");
+        assert!(err.to_string().contains("30s"), "{err}");
+    }
+
+    #[test]
+    fn grace_must_be_positive_and_bounded() {
+        for grace in [Duration::ZERO, Duration::from_secs(3601)] {
+            let err = ReclaimConfig { grace, ..enabled() }
+                .validate()
+                .expect_err("out of range");
+            assert!(err.contains("reclaim.grace"), "{err}");
+        }
+        assert_eq!(
+            ReclaimConfig {
+                grace: Duration::from_millis(1),
+                ..enabled()
+            }
+            .validate(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn enabled_with_nobody_allowed_is_an_error() {
+        let c = ReclaimConfig {
+            allow_users: vec![],
+            ..enabled()
+        };
+        assert!(c.validate().expect_err("useless").contains("allow_users is empty"));
+        let dry = ReclaimConfig {
+            enabled: false,
+            ..c.clone()
+        };
+        assert_eq!(dry.validate(), Ok(()), "disabled: nothing to check");
+        assert_eq!(
+            ReclaimConfig {
+                allow_all_users: true,
+                ..c
+            }
+            .validate(),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn contradictions_and_bad_names_are_errors() {
+        let both = ReclaimConfig {
+            allow_all_users: true,
+            ..enabled()
+        };
+        assert!(both.validate().is_err());
+        let overlap = ReclaimConfig {
+            deny_users: vec!["alice".into()],
+            ..enabled()
+        };
+        assert!(overlap.validate().expect_err("overlap").contains("alice"));
+        for bad in ["", "two words", "tab\t"] {
+            let c = ReclaimConfig {
+                deny_users: vec![bad.into()],
+                ..enabled()
+            };
+            assert!(c.validate().expect_err(bad).contains("reclaim.deny_users"));
+        }
+        let path = ReclaimConfig {
+            deny_commands: vec!["/usr/bin/python3".into()],
+            ..enabled()
+        };
+        assert!(path.validate().expect_err("path").contains("'/'"));
+    }
+
+    #[test]
+    fn command_floor_cannot_be_removed_and_matches_truncated_comm() {
+        let c = ReclaimConfig {
+            deny_commands: vec!["my-server".into()],
+            ..enabled()
+        };
+        for name in [
+            "sshd",
+            "systemd",
+            "my-server",
+            "nvidia-persiste",
+            "nvidia-cuda-mps",
+            "containerd-shim",
+        ] {
+            assert!(c.denies_command(name), "{name}");
+        }
+        for name in ["python3", "sshd2", "ssh", "my-serve", "nvidia-smi", ""] {
+            assert!(!c.denies_command(name), "{name}");
+        }
+    }
+}

@@ -1,0 +1,391 @@
+//! Opt-in reclamation: terminating processes that hold GPU memory when a
+//! rule with `action = "terminate"` fires, made safe.
+//!
+//! Owns: the `[reclaim]` config, the safety policy, SIGTERM then SIGKILL
+//! after `grace`, the audit log (`<state dir>/reclaim-audit.jsonl`) and the
+//! counts behind `gpumem_reclaim_actions_total{action,result}`. Must not:
+//! decide WHICH processes to target (the rule engine does), or signal
+//! anything without re-reading `/proc/<pid>/stat` first: a PID alone is not
+//! an identity, (pid, start ticks) is.
+//!
+//! Off by default; when enabled, dry-run by default. See docs/reclaim.md.
+
+mod audit;
+mod config;
+mod escalate;
+mod policy;
+mod procview;
+mod signal;
+
+use std::collections::HashSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use thiserror::Error;
+
+pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
+pub use config::{PROTECTED_COMMANDS, ReclaimConfig};
+pub use policy::{Protected, check, precheck};
+pub use procview::{ProcView, ViewError, parse_stat, read_view};
+
+use escalate::{Pending, Worker};
+use procview::ViewError as VE;
+use signal::SignalError;
+
+/// What the rule engine asks to terminate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub pid: u32,
+    /// Unix seconds as gpumemd computed it (audit only).
+    pub start_time: Option<f64>,
+    /// `/proc/<pid>/stat` field 22: the exact identity. `None` is refused.
+    pub start_ticks: Option<u64>,
+    /// When set, must still be the process's real uid.
+    pub uid: Option<u32>,
+    /// Resolved user name; empty when unresolved (lists then match by uid).
+    pub user: String,
+    pub comm: String,
+    pub rule: String,
+    pub gpu_uuid: String,
+    pub used_bytes: Option<u64>,
+}
+
+/// The two signals, by their metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    Term,
+    Kill,
+}
+
+impl Action {
+    /// The `action` label: "terminate" or "kill".
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Term => "terminate",
+            Action::Kill => "kill",
+        }
+    }
+
+    pub fn signal_name(self) -> &'static str {
+        match self {
+            Action::Term => "SIGTERM",
+            Action::Kill => "SIGKILL",
+        }
+    }
+}
+
+/// What became of one target (or of its SIGKILL step).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Passed every check; not signalled because `dry_run = true`.
+    DryRun,
+    Signalled,
+    /// A safety rule said no: "invalid_pid", "pid1", "self", "identity_unknown",
+    /// "kernel_thread", "denied_user", "denied_command", "not_allowed",
+    /// "identity_changed", "gone".
+    Refused(&'static str),
+    Failed(String),
+    /// SIGKILL step only: the process ended within the grace period.
+    Exited,
+    /// SIGKILL step only: "shutdown" or "disabled" (by a reload) first.
+    Cancelled(&'static str),
+    /// `enabled = false`: counted and logged, not audited.
+    Disabled,
+    /// The same (pid, start ticks) is already being terminated: ignored.
+    InProgress,
+}
+
+impl Outcome {
+    /// The `result` label and the audit `reason`.
+    pub fn result_and_reason(&self) -> (&'static str, Option<&str>) {
+        match self {
+            Outcome::DryRun => ("dry_run", None),
+            Outcome::Signalled => ("signalled", None),
+            Outcome::Refused(r) => ("refused", Some(r)),
+            Outcome::Failed(e) => ("failed", Some(e.as_str())),
+            Outcome::Exited => ("exited", None),
+            Outcome::Cancelled(r) => ("cancelled", Some(r)),
+            Outcome::Disabled => ("disabled", None),
+            Outcome::InProgress => ("in_progress", None),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub enum ReclaimError {
+    #[error("invalid [reclaim] section: {0}")]
+    Config(String),
+    #[error("cannot open the reclaim audit log {path}: {source}")]
+    Audit { path: PathBuf, source: std::io::Error },
+    #[error(
+        "{proc_root} does not show this process's PID namespace ({detail}); \
+         reclaim would signal the wrong processes, so it refuses to start"
+    )]
+    PidNamespace { proc_root: PathBuf, detail: String },
+}
+
+/// State shared with the grace thread.
+#[derive(Debug)]
+struct Shared {
+    cfg: Mutex<ReclaimConfig>,
+    proc_root: PathBuf,
+    me: Protected,
+    audit: audit::AuditLog,
+    /// Serializes audit appends so lines never interleave.
+    audit_lock: Mutex<()>,
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    stats: ReclaimStats,
+    /// (pid, start ticks) from delivered SIGTERM until its SIGKILL step ends.
+    in_progress: HashSet<(u32, u64)>,
+}
+
+/// Never panic on a poisoned lock: the data (counters, a set) stays valid.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn config(&self) -> ReclaimConfig {
+        lock(&self.cfg).clone()
+    }
+
+    /// Counts, audits (unless disabled/ignored) and logs one decision.
+    fn record(&self, action: Action, t: &Target, outcome: &Outcome, dry_run: bool, grace_ms: Option<u64>) {
+        if *outcome != Outcome::InProgress {
+            lock(&self.state).stats.add(action, outcome);
+        }
+        log_decision(action, t, outcome);
+        if matches!(outcome, Outcome::Disabled | Outcome::InProgress) {
+            return;
+        }
+        let entry = audit::Entry {
+            action,
+            outcome,
+            dry_run,
+            grace_ms,
+        };
+        let _guard = lock(&self.audit_lock);
+        if let Err(e) = self.audit.append(t, entry) {
+            // The tracing line above is then the only record; say so loudly.
+            tracing::error!(path = %self.audit.path().display(), error = %e, pid = t.pid,
+                "reclaim: cannot append to the audit log");
+        }
+    }
+
+    /// Records the SIGKILL step and releases the target.
+    fn finish(&self, action: Action, t: &Target, outcome: &Outcome) {
+        self.record(action, t, outcome, false, None);
+        lock(&self.state)
+            .in_progress
+            .remove(&(t.pid, t.start_ticks.unwrap_or(0)));
+    }
+}
+
+fn log_decision(action: Action, t: &Target, outcome: &Outcome) {
+    let (result, reason) = outcome.result_and_reason();
+    let reason = reason.unwrap_or("");
+    macro_rules! emit {
+        ($level:ident) => {
+            tracing::$level!(action = action.as_str(), result, reason, pid = t.pid, start_ticks = ?t.start_ticks,
+                user = %t.user, comm = %t.comm, rule = %t.rule, gpu_uuid = %t.gpu_uuid, used_bytes = ?t.used_bytes,
+                "reclaim decision")
+        };
+    }
+    match outcome {
+        Outcome::Failed(_) => emit!(warn),
+        Outcome::InProgress => emit!(debug),
+        _ => emit!(info),
+    }
+}
+
+/// Terminates targets on request, safely. Cheap to share behind an `Arc`.
+#[derive(Debug)]
+pub struct Reclaimer {
+    shared: Arc<Shared>,
+    /// Started on the first delivered SIGTERM; stopped (pending SIGKILLs
+    /// cancelled and audited) when the reclaimer is dropped.
+    worker: Mutex<Option<Worker>>,
+}
+
+impl Reclaimer {
+    /// Validates `cfg`; when enabled, also checks that `proc_root` is this
+    /// process's PID namespace and creates `<state_dir>/reclaim-audit.jsonl`.
+    /// When disabled nothing is touched on disk.
+    pub fn new(cfg: ReclaimConfig, proc_root: PathBuf, state_dir: &Path) -> Result<Reclaimer, ReclaimError> {
+        let audit = audit::AuditLog::new(state_dir);
+        prepare(&cfg, &proc_root, &audit)?;
+        let shared = Shared {
+            cfg: Mutex::new(cfg),
+            proc_root,
+            me: Protected::current(),
+            audit,
+            audit_lock: Mutex::new(()),
+            state: Mutex::new(State::default()),
+        };
+        Ok(Reclaimer {
+            shared: Arc::new(shared),
+            worker: Mutex::new(None),
+        })
+    }
+
+    /// Applies a reloaded `[reclaim]` section. Pending SIGKILLs stay
+    /// scheduled and are re-decided under the new config when due.
+    pub fn reconfigure(&self, cfg: ReclaimConfig) -> Result<(), ReclaimError> {
+        prepare(&cfg, &self.shared.proc_root, &self.shared.audit)?;
+        *lock(&self.shared.cfg) = cfg;
+        Ok(())
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> ReclaimConfig {
+        self.shared.config()
+    }
+
+    /// Path of the audit log (it exists only once reclaim was enabled).
+    pub fn audit_path(&self) -> &Path {
+        self.shared.audit.path()
+    }
+
+    /// Decides each target now: SIGTERM after the checks, and a SIGKILL
+    /// `grace` later if the same (pid, start ticks) still runs. Returns at
+    /// once; blocking work is a few small /proc reads and one fsynced audit
+    /// append per target.
+    pub fn request(&self, targets: Vec<Target>) -> Vec<(Target, Outcome)> {
+        let cfg = self.shared.config();
+        targets
+            .into_iter()
+            .map(|t| {
+                let outcome = self.request_one(&cfg, &t);
+                (t, outcome)
+            })
+            .collect()
+    }
+
+    /// Counts by (action, result).
+    pub fn stats(&self) -> ReclaimStats {
+        lock(&self.shared.state).stats.clone()
+    }
+
+    /// Targets between SIGTERM and the end of their SIGKILL step.
+    pub fn in_progress(&self) -> usize {
+        lock(&self.shared.state).in_progress.len()
+    }
+
+    fn request_one(&self, cfg: &ReclaimConfig, t: &Target) -> Outcome {
+        let sh = &self.shared;
+        if !cfg.enabled {
+            sh.record(Action::Term, t, &Outcome::Disabled, cfg.dry_run, None);
+            return Outcome::Disabled;
+        }
+        let key = (t.pid, t.start_ticks.unwrap_or(0));
+        // Claimed before the checks so two concurrent requests cannot both
+        // signal; released unless a SIGKILL step follows.
+        if !lock(&sh.state).in_progress.insert(key) {
+            sh.record(Action::Term, t, &Outcome::InProgress, cfg.dry_run, None);
+            return Outcome::InProgress;
+        }
+        let (outcome, handle) = terminate(sh, cfg, t);
+        let grace_ms = handle
+            .is_some()
+            .then(|| u64::try_from(cfg.grace.as_millis()).unwrap_or(u64::MAX));
+        sh.record(Action::Term, t, &outcome, cfg.dry_run, grace_ms);
+        match handle {
+            Some(handle) => self.schedule(Pending {
+                target: t.clone(),
+                handle,
+                deadline: Instant::now() + cfg.grace,
+            }),
+            None => {
+                lock(&sh.state).in_progress.remove(&key);
+            }
+        }
+        outcome
+    }
+
+    /// Queues the SIGKILL step, starting the thread on first use. If it
+    /// cannot run, the step is recorded as failed (the SIGTERM stands).
+    fn schedule(&self, p: Pending) {
+        let mut worker = lock(&self.worker);
+        if worker.is_none() {
+            match Worker::spawn(Arc::clone(&self.shared)) {
+                Ok(w) => *worker = Some(w),
+                Err(e) => {
+                    let msg = format!("cannot start the grace timer thread: {e}");
+                    return self.shared.finish(Action::Kill, &p.target, &Outcome::Failed(msg));
+                }
+            }
+        }
+        if let Some(Err(p)) = worker.as_ref().map(|w| w.schedule(p)) {
+            let msg = "grace timer thread is gone".to_string();
+            self.shared.finish(Action::Kill, &p.target, &Outcome::Failed(msg));
+        }
+    }
+}
+
+/// The SIGTERM step. Returns the pinned handle when a SIGTERM was delivered.
+fn terminate(sh: &Shared, cfg: &ReclaimConfig, t: &Target) -> (Outcome, Option<signal::Handle>) {
+    if let Err(reason) = precheck(t, &sh.me) {
+        return (Outcome::Refused(reason), None);
+    }
+    // Pin first, then verify: see signal.rs for why this order is safe.
+    let handle = match signal::open(t.pid) {
+        Ok(h) => h,
+        Err(SignalError::Gone) => return (Outcome::Refused("gone"), None),
+        Err(SignalError::Failed(e)) => return (Outcome::Failed(e), None),
+    };
+    let live = match read_view(&sh.proc_root, t.pid) {
+        Ok(v) => v,
+        Err(VE::Gone) => return (Outcome::Refused("gone"), None),
+        Err(VE::Unreadable(e)) => return (Outcome::Failed(e), None),
+    };
+    if let Err(reason) = check(cfg, &sh.me, t, &live) {
+        return (Outcome::Refused(reason), None);
+    }
+    if cfg.dry_run {
+        return (Outcome::DryRun, None);
+    }
+    match handle.send(Action::Term) {
+        Ok(()) => (Outcome::Signalled, Some(handle)),
+        Err(SignalError::Gone) => (Outcome::Refused("gone"), None),
+        Err(SignalError::Failed(e)) => (Outcome::Failed(e), None),
+    }
+}
+
+/// Validation plus, when enabled, the checks that must hold before anything
+/// is read or signalled.
+fn prepare(cfg: &ReclaimConfig, proc_root: &Path, audit: &audit::AuditLog) -> Result<(), ReclaimError> {
+    cfg.validate().map_err(ReclaimError::Config)?;
+    if !cfg.enabled {
+        return Ok(());
+    }
+    check_pid_namespace(proc_root)?;
+    audit.ensure().map_err(|source| ReclaimError::Audit {
+        path: audit.path().to_path_buf(),
+        source,
+    })
+}
+
+/// `<proc_root>/self` names the reader's PID as that procfs sees it. If it is
+/// not our own PID, the tree belongs to another PID namespace (e.g. the
+/// host's /proc mounted into a container) and its PIDs are not ours to kill.
+fn check_pid_namespace(proc_root: &Path) -> Result<(), ReclaimError> {
+    let link = proc_root.join("self");
+    let seen = fs::read_link(&link).map(|p| p.to_string_lossy().into_owned());
+    match seen {
+        Ok(s) if s.parse::<u32>().ok() == Some(std::process::id()) => Ok(()),
+        Ok(s) => Err(ReclaimError::PidNamespace {
+            proc_root: proc_root.to_path_buf(),
+            detail: format!("self is {s}, this process is {}", std::process::id()),
+        }),
+        Err(e) => Err(ReclaimError::PidNamespace {
+            proc_root: proc_root.to_path_buf(),
+            detail: format!("cannot read {}: {e}", link.display()),
+        }),
+    }
+}
