@@ -10,6 +10,7 @@ pub mod config;
 pub mod diagnosis;
 pub mod http;
 pub mod metrics;
+pub mod notify;
 pub mod pipeline;
 pub mod poller;
 pub mod reclaim;
@@ -86,6 +87,7 @@ pub async fn run(
         cfg.processes.proc_root.clone(),
         &cfg.state.dir,
     )?);
+    let notifiers = start_notifiers(&cfg, stop_rx.clone());
     let pipeline = Pipeline::new(&cfg.processes);
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
@@ -104,10 +106,10 @@ pub async fn run(
         config: cfg_rx.clone(),
         reload_status: status_rx,
         reload: reload_tx,
-        counters: Some(counter_source(reclaimer.clone())),
+        counters: Some(counter_source(reclaimer.clone(), notifiers.clone())),
         build: build_info(),
     };
-    let hook = reclaim_hook(reclaimer.clone());
+    let hook = alert_hooks(reclaimer.clone(), notifiers);
     tokio::spawn(alert_loop(
         snapshots,
         cfg_rx.clone(),
@@ -148,33 +150,82 @@ pub async fn run(
     }
 }
 
-/// Asks the reclaimer to terminate the processes of alerts that just fired
-/// with `action = "terminate"`. Reclaim reads /proc and fsyncs its audit
-/// log, so it runs on the blocking pool, never on the async workers.
-fn reclaim_hook(reclaimer: Arc<reclaim::Reclaimer>) -> OnAlerts {
-    Box::new(move |transitions, _| {
-        let targets: Vec<reclaim::Target> = transitions
-            .iter()
-            .filter(|t| t.to == rules::eval::State::Firing && t.alert.action == Some(rules::RuleAction::Terminate))
-            .flat_map(|t| {
-                t.alert.targets.iter().map(|p| reclaim::Target {
-                    pid: p.pid,
-                    start_time: p.start_time,
-                    start_ticks: p.start_ticks,
-                    uid: p.uid,
-                    user: p.user.clone(),
-                    comm: p.comm.clone(),
-                    rule: t.alert.rule.clone(),
-                    gpu_uuid: p.uuid.clone(),
-                    used_bytes: p.used_bytes,
-                })
-            })
-            .collect();
+/// Starts delivery to Alertmanager / the webhook when any is configured. An
+/// unusable state dir does not stop the daemon: alerts stay visible in the
+/// API and metrics, and the error is logged.
+fn start_notifiers(cfg: &Config, shutdown: watch::Receiver<bool>) -> Option<Arc<notify::Notifiers>> {
+    if cfg.notify.alertmanager.is_none() && cfg.notify.webhook.is_none() {
+        return None;
+    }
+    match notify::Notifiers::start(&cfg.notify, &cfg.state.dir, shutdown) {
+        Ok(n) => Some(Arc::new(n)),
+        Err(e) => {
+            tracing::error!(error = %e, "alert notifications disabled: cannot start the notifiers");
+            None
+        }
+    }
+}
+
+/// What happens after each evaluation: notifications for alerts that fired
+/// or resolved (and resends of the firing set), and reclaim for alerts that
+/// fired with `action = "terminate"`. Both write files (outbox, audit log),
+/// so they run on the blocking pool, never on the async workers.
+fn alert_hooks(reclaimer: Arc<reclaim::Reclaimer>, notifiers: Option<Arc<notify::Notifiers>>) -> OnAlerts {
+    Box::new(move |transitions, engine| {
+        if let Some(n) = &notifiers {
+            let changed: Vec<notify::AlertPayload> = transitions
+                .iter()
+                .filter(|t| t.to != rules::eval::State::Pending)
+                .map(|t| payload(&t.alert))
+                .collect();
+            let firing: Vec<notify::AlertPayload> = engine.firing().map(payload).collect();
+            let n = n.clone();
+            tokio::task::spawn_blocking(move || n.submit(&changed, &firing));
+        }
+        let targets = reclaim_targets(transitions);
         if !targets.is_empty() {
             let r = reclaimer.clone();
             tokio::task::spawn_blocking(move || r.request(targets));
         }
     })
+}
+
+fn payload(a: &rules::eval::Alert) -> notify::AlertPayload {
+    let resolved = a.state == rules::eval::State::Resolved;
+    notify::AlertPayload {
+        labels: a.labels.clone(),
+        annotations: a.annotations.clone(),
+        status: if resolved {
+            notify::AlertStatus::Resolved
+        } else {
+            notify::AlertStatus::Firing
+        },
+        starts_at: a.fired_at.unwrap_or(a.active_at),
+        ends_at: a.resolved_at,
+        value: Some(a.value),
+        generator_url: String::new(),
+    }
+}
+
+/// The processes of alerts that just fired with `action = "terminate"`.
+fn reclaim_targets(transitions: &[rules::eval::Transition]) -> Vec<reclaim::Target> {
+    transitions
+        .iter()
+        .filter(|t| t.to == rules::eval::State::Firing && t.alert.action == Some(rules::RuleAction::Terminate))
+        .flat_map(|t| {
+            t.alert.targets.iter().map(|p| reclaim::Target {
+                pid: p.pid,
+                start_time: p.start_time,
+                start_ticks: p.start_ticks,
+                uid: p.uid,
+                user: p.user.clone(),
+                comm: p.comm.clone(),
+                rule: t.alert.rule.clone(),
+                gpu_uuid: p.uuid.clone(),
+                used_bytes: p.used_bytes,
+            })
+        })
+        .collect()
 }
 
 /// Applies `[reclaim]` changes from reloads; a config the reclaimer refuses
@@ -202,16 +253,30 @@ async fn follow_reclaim_config(
     }
 }
 
-/// Reads the reclaimer's (and later the notifiers') counters at scrape time.
-fn counter_source(reclaimer: Arc<reclaim::Reclaimer>) -> http::CounterSource {
-    Arc::new(move || http::Counters {
-        reclaim: reclaimer
-            .stats()
-            .entries()
-            .into_iter()
-            .map(|(a, r, n)| (a.to_string(), r.to_string(), n))
-            .collect(),
-        ..http::Counters::default()
+/// Reads the reclaimer's and the notifiers' counters at scrape time.
+fn counter_source(
+    reclaimer: Arc<reclaim::Reclaimer>,
+    notifiers: Option<Arc<notify::Notifiers>>,
+) -> http::CounterSource {
+    Arc::new(move || {
+        let mut c = http::Counters {
+            reclaim: reclaimer
+                .stats()
+                .entries()
+                .into_iter()
+                .map(|(a, r, n)| (a.to_string(), r.to_string(), n))
+                .collect(),
+            ..http::Counters::default()
+        };
+        for s in notifiers.iter().flat_map(|n| n.stats()) {
+            let name = s.notifier.to_string();
+            for (result, v) in [("success", s.sent_ok), ("failure", s.failed), ("dropped", s.dropped)] {
+                c.notifications.push((name.clone(), result.to_string(), v));
+            }
+            c.queues.push((name.clone(), s.queue_length));
+            c.outbox_write_errors.push((name, s.persist_errors));
+        }
+        c
     })
 }
 

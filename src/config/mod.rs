@@ -28,6 +28,7 @@ pub struct Config {
     pub processes: Processes,
     pub state: State,
     pub alerting: Alerting,
+    pub notify: crate::notify::NotifyConfig,
     pub reclaim: crate::reclaim::ReclaimConfig,
     /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
     #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
@@ -345,6 +346,9 @@ impl Config {
             return Err(invalid("server", "listen", message));
         }
         self.check_rules(origin, text)?;
+        if let Err(message) = self.notify.validate() {
+            return Err(keyed_error(origin, text, &message));
+        }
         if let Err(message) = self.reclaim.validate() {
             // The message starts with the key it is about (reclaim.…).
             let key = message.split(':').next().unwrap_or("reclaim").trim().to_string();
@@ -412,6 +416,20 @@ impl Config {
             crate::rules::Rule::new(r.clone()).map_err(fail)?;
         }
         Ok(())
+    }
+}
+
+/// An error from a section's own `validate()`, whose message starts with
+/// the dotted key it is about ("notify.alertmanager.urls[1]: ...").
+fn keyed_error(origin: &str, text: &str, message: &str) -> ConfigError {
+    let (key, rest) = message.split_once(": ").unwrap_or(("config", message));
+    let (section, field) = key.rsplit_once('.').unwrap_or((key, ""));
+    let field = field.split('[').next().unwrap_or(field);
+    ConfigError::Invalid {
+        origin: origin.to_string(),
+        line: error::find_key_line(text, section, field),
+        key: key.to_string(),
+        message: rest.to_string(),
     }
 }
 

@@ -25,6 +25,7 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response
         reload: Some(*st.reload_status.borrow()),
         notifications: counters.notifications,
         queues: counters.queues,
+        outbox_write_errors: counters.outbox_write_errors,
         reclaim: counters.reclaim,
     };
     let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);

@@ -24,6 +24,7 @@ pub type CounterSource = Arc<dyn Fn() -> Counters + Send + Sync>;
 pub struct Counters {
     pub notifications: Vec<(String, String, u64)>,
     pub queues: Vec<(String, u64)>,
+    pub outbox_write_errors: Vec<(String, u64)>,
     pub reclaim: Vec<(String, String, u64)>,
 }
 

@@ -34,6 +34,8 @@ pub struct DaemonState<'a> {
     pub notifications: Vec<(String, String, u64)>,
     /// (notifier, length) for `gpumem_notification_queue_length`.
     pub queues: Vec<(String, u64)>,
+    /// (notifier, count) for `gpumem_notification_outbox_write_errors_total`.
+    pub outbox_write_errors: Vec<(String, u64)>,
     /// (action, result, count) for `gpumem_reclaim_actions_total`.
     pub reclaim: Vec<(String, String, u64)>,
 }
@@ -435,6 +437,14 @@ fn daemon_state(w: &mut Writer, d: &DaemonState<'_>) {
         );
         for (n, v) in &d.queues {
             w.sample("gpumem_notification_queue_length", &[("notifier", n)], *v);
+        }
+        w.family(
+            "gpumem_notification_outbox_write_errors_total",
+            Kind::Counter,
+            "Outbox writes that failed (state dir unwritable or full); the notification was still attempted from memory.",
+        );
+        for (n, v) in &d.outbox_write_errors {
+            w.sample("gpumem_notification_outbox_write_errors_total", &[("notifier", n)], *v);
         }
     }
     if !d.reclaim.is_empty() {

@@ -4,6 +4,8 @@
 //! against a deadline instead of sleeping.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod alertmanager;
+
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -1,0 +1,301 @@
+//! The `[notify.*]` config sections: typed values with defaults, and one
+//! `validate()` whose messages name the key and say what would be valid. It
+//! must not read files or touch the network; `Notifiers::start` does that.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Default bound of one outbox (entries per notifier and target).
+pub const DEFAULT_MAX_QUEUE: usize = 10_000;
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NotifyConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub alertmanager: Option<AlertmanagerConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<WebhookConfig>,
+}
+
+/// `[notify.alertmanager]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct AlertmanagerConfig {
+    /// Base URLs like `http://am:9093`; alerts go to `{url}/api/v2/alerts`.
+    /// Each is its own target with its own queue.
+    pub urls: Vec<String>,
+    /// Firing alerts are sent again this often; their `endsAt` is 4x this.
+    #[serde(default = "default_resend", with = "human_duration")]
+    pub resend: Duration,
+    #[serde(default = "default_timeout", with = "human_duration")]
+    pub timeout: Duration,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub basic_auth: Option<BasicAuth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token: Option<Secret>,
+    /// PEM file with the CA(s) that sign the receivers' certificates, in
+    /// addition to the built-in roots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_insecure_skip_verify: bool,
+    /// Alerts kept per URL while it is unreachable; the oldest go first.
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+}
+
+impl Default for AlertmanagerConfig {
+    fn default() -> Self {
+        Self {
+            urls: Vec::new(),
+            resend: default_resend(),
+            timeout: default_timeout(),
+            basic_auth: None,
+            bearer_token: None,
+            tls_ca_file: None,
+            tls_insecure_skip_verify: false,
+            max_queue: DEFAULT_MAX_QUEUE,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct BasicAuth {
+    pub username: String,
+    pub password: Secret,
+}
+
+/// `[notify.webhook]`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookConfig {
+    pub url: String,
+    /// Key of the `X-Gpumemd-Signature` HMAC-SHA256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret: Option<Secret>,
+    #[serde(default = "default_timeout", with = "human_duration")]
+    pub timeout: Duration,
+    /// First retry delay; it doubles per failed attempt up to `retry_max`.
+    #[serde(default = "default_retry_initial", with = "human_duration")]
+    pub retry_initial: Duration,
+    #[serde(default = "default_retry_max", with = "human_duration")]
+    pub retry_max: Duration,
+    /// Attempts per message before it is dropped; unset = until delivered
+    /// (the outbox bound still applies).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_ca_file: Option<PathBuf>,
+    #[serde(default)]
+    pub tls_insecure_skip_verify: bool,
+    /// Messages kept while the receiver is unreachable; the oldest go first.
+    #[serde(default = "default_max_queue")]
+    pub max_queue: usize,
+}
+
+impl Default for WebhookConfig {
+    fn default() -> Self {
+        Self {
+            url: String::new(),
+            secret: None,
+            timeout: default_timeout(),
+            retry_initial: default_retry_initial(),
+            retry_max: default_retry_max(),
+            max_attempts: None,
+            tls_ca_file: None,
+            tls_insecure_skip_verify: false,
+            max_queue: DEFAULT_MAX_QUEUE,
+        }
+    }
+}
+
+fn default_resend() -> Duration {
+    Duration::from_secs(60)
+}
+fn default_timeout() -> Duration {
+    Duration::from_secs(10)
+}
+fn default_retry_initial() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_retry_max() -> Duration {
+    Duration::from_secs(300)
+}
+fn default_max_queue() -> usize {
+    DEFAULT_MAX_QUEUE
+}
+
+/// A credential: it prints and serializes as `<secret>`, so neither logs nor
+/// `check-config` output show it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<secret>")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str("<secret>")
+    }
+}
+
+impl<'de> Deserialize<'de> for Secret {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(Secret)
+    }
+}
+
+impl NotifyConfig {
+    /// Checks what serde cannot: URL shapes, positive durations, bounds.
+    ///
+    /// # Errors
+    /// The first problem, as `notify.<section>.<key>: what is wrong`.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(am) = &self.alertmanager {
+            am.validate()?;
+        }
+        if let Some(wh) = &self.webhook {
+            wh.validate()?;
+        }
+        Ok(())
+    }
+}
+
+impl AlertmanagerConfig {
+    fn validate(&self) -> Result<(), String> {
+        const S: &str = "notify.alertmanager";
+        if self.urls.is_empty() {
+            return Err(format!(
+                "{S}.urls: at least one Alertmanager URL is needed, e.g. [\"http://localhost:9093\"]"
+            ));
+        }
+        for (i, url) in self.urls.iter().enumerate() {
+            check_url(&format!("{S}.urls[{i}]"), url, false)?;
+            if self.urls[..i]
+                .iter()
+                .any(|u| u.trim_end_matches('/') == url.trim_end_matches('/'))
+            {
+                return Err(format!("{S}.urls[{i}]: `{url}` is listed twice"));
+            }
+        }
+        positive(&format!("{S}.resend"), self.resend)?;
+        positive(&format!("{S}.timeout"), self.timeout)?;
+        check_max_queue(&format!("{S}.max_queue"), self.max_queue)?;
+        if let Some(auth) = &self.basic_auth {
+            if auth.username.is_empty() {
+                return Err(format!("{S}.basic_auth.username: must not be empty"));
+            }
+            if self.bearer_token.is_some() {
+                return Err(format!("{S}: set basic_auth or bearer_token, not both"));
+            }
+        }
+        if self.bearer_token.as_ref().is_some_and(|t| t.expose().is_empty()) {
+            return Err(format!("{S}.bearer_token: must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+impl WebhookConfig {
+    fn validate(&self) -> Result<(), String> {
+        const S: &str = "notify.webhook";
+        check_url(&format!("{S}.url"), &self.url, true)?;
+        if self.secret.as_ref().is_some_and(|s| s.expose().is_empty()) {
+            return Err(format!("{S}.secret: must not be empty (leave it out to send unsigned)"));
+        }
+        positive(&format!("{S}.timeout"), self.timeout)?;
+        positive(&format!("{S}.retry_initial"), self.retry_initial)?;
+        positive(&format!("{S}.retry_max"), self.retry_max)?;
+        if self.retry_max < self.retry_initial {
+            return Err(format!(
+                "{S}.retry_max: {} is below retry_initial ({})",
+                humantime::format_duration(self.retry_max),
+                humantime::format_duration(self.retry_initial)
+            ));
+        }
+        if self.max_attempts == Some(0) {
+            return Err(format!(
+                "{S}.max_attempts: must be at least 1 (leave it out to retry until delivered)"
+            ));
+        }
+        check_max_queue(&format!("{S}.max_queue"), self.max_queue)
+    }
+}
+
+/// An absolute http(s) URL with a host and no credentials in it (they would
+/// end up in logs and outbox paths; the auth keys are the place for them).
+fn check_url(key: &str, url: &str, allow_query: bool) -> Result<(), String> {
+    if url.trim().is_empty() {
+        return Err(format!("{key}: must not be empty; give an http(s) URL"));
+    }
+    let parsed = match reqwest::Url::parse(url) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u,
+        _ => return Err(format!("{key}: `{url}` is not an http(s) URL")),
+    };
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("{key}: `{url}` has no host"));
+    }
+    if !parsed.username().is_empty() || parsed.password().is_some() {
+        return Err(format!(
+            "{key}: credentials in the URL are not allowed; use basic_auth or bearer_token"
+        ));
+    }
+    if !allow_query && (parsed.query().is_some() || parsed.fragment().is_some()) {
+        return Err(format!("{key}: `{url}` must be a base URL without ?query or #fragment"));
+    }
+    Ok(())
+}
+
+/// Above zero and at most a day: longer values are typos, and bounding them
+/// keeps every deadline computed from them far from overflow.
+fn positive(key: &str, d: Duration) -> Result<(), String> {
+    const MAX: Duration = Duration::from_secs(86_400);
+    if d.is_zero() {
+        return Err(format!("{key}: must be above zero, e.g. \"10s\""));
+    }
+    if d > MAX {
+        return Err(format!("{key}: {} is more than a day", humantime::format_duration(d)));
+    }
+    Ok(())
+}
+
+fn check_max_queue(key: &str, n: usize) -> Result<(), String> {
+    if n == 0 {
+        return Err(format!("{key}: must be at least 1 (default {DEFAULT_MAX_QUEUE})"));
+    }
+    Ok(())
+}
+
+/// Durations as humantime strings ("30s", "1m30s"), like the rest of the
+/// config.
+mod human_duration {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer, de::Error};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&humantime::format_duration(*d).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        humantime::parse_duration(&text)
+            .map_err(|e| D::Error::custom(format!("`{text}` is not a duration like \"30s\" or \"1m\": {e}")))
+    }
+}
