@@ -63,6 +63,9 @@ pub struct RunArgs {
     /// Address to listen on [default: :9947].
     #[arg(long = "web.listen-address", value_name = "ADDR")]
     pub listen: Option<String>,
+    /// Web config file (Prometheus exporter-toolkit format): TLS, basic auth, response headers, limits.
+    #[arg(long = "web.config.file", value_name = "FILE")]
+    pub web_config: Option<PathBuf>,
     /// Log format.
     #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,

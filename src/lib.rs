@@ -93,6 +93,7 @@ pub async fn run(
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
+    let web_config = cfg.server.web_config_file.clone();
     let (cfg_tx, cfg_rx) = watch::channel(Arc::new(cfg));
     let started = reload::ReloadStatus {
         successful: true,
@@ -120,7 +121,7 @@ pub async fn run(
     ));
     tokio::spawn(follow_reclaim_config(reclaimer, cfg_rx, stop_rx.clone()));
     tokio::spawn(reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
-    let mut server = tokio::spawn(http::serve(listener, http::router(state), stop_rx.clone()));
+    let mut server = tokio::spawn(http::serve(listener, http::router(state), web_config, stop_rx.clone()));
     let mut poll_task = tokio::spawn(poll_loop);
     let mut shutdown = Box::pin(shutdown);
     // Whichever ends first decides: a signal is a clean stop, a task that

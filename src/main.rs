@@ -81,6 +81,14 @@ fn run(args: RunArgs) -> Result<(), String> {
         config::parse_listen(l).map_err(|e| format!("--web.listen-address: {e}"))?;
         cfg.server.listen = l.clone();
     }
+    if let Some(f) = &args.web_config {
+        cfg.server.web_config_file = Some(f.clone());
+    }
+    // Checked before binding, so a bad file is one line and exit 1, not a
+    // server that starts and then fails.
+    if let Some(f) = &cfg.server.web_config_file {
+        gpumemd::http::webconfig::load(f).map_err(|e| e.to_string())?;
+    }
     let source = make_source(&cfg, args.source.demo.as_deref())?;
     if let Some(name) = source.demo_name() {
         tracing::info!(scenario = %name, "DEMO MODE: serving a simulated GPU fleet, not real GPUs");
@@ -120,6 +128,9 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener, String> {
 
 fn check_config(file: &Path, demo: bool) -> Result<(), String> {
     let cfg = Config::load(file, demo).map_err(|e| e.to_string())?;
+    if let Some(f) = &cfg.server.web_config_file {
+        gpumemd::http::webconfig::load(f).map_err(|e| e.to_string())?;
+    }
     let text = toml::to_string(&cfg).map_err(|e| format!("cannot print the config: {e}"))?;
     println!("# effective configuration of {}\n{text}", file.display());
     Ok(())

@@ -1,8 +1,15 @@
 //! The HTTP surface: `router(state)` and the server loop with graceful
-//! shutdown. Handlers only read the latest snapshot from the watch channel;
-//! they never call NVML, block, or take locks the poller needs.
+//! shutdown (`serve`, with TLS, basic auth and limits from the web config).
+//! Handlers only read the latest snapshot from the watch channel; they never
+//! call NVML, block, or take locks the poller needs.
 
+pub mod auth;
 mod handlers;
+mod serve;
+mod tls;
+pub mod webconfig;
+
+pub use serve::serve;
 
 use std::sync::Arc;
 
@@ -51,21 +58,4 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/alerts", get(handlers::alerts))
         .route("/-/reload", post(handlers::reload))
         .with_state(state)
-}
-
-/// Serves `router` on `listener` until `shutdown` turns true, then lets
-/// in-flight requests finish.
-///
-/// # Errors
-/// The accept loop's I/O error.
-pub async fn serve(
-    listener: tokio::net::TcpListener,
-    router: Router,
-    mut shutdown: watch::Receiver<bool>,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-        })
-        .await
 }

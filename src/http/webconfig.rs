@@ -1,0 +1,385 @@
+//! The `--web.config.file`: the Prometheus exporter-toolkit YAML format
+//! (`tls_server_config`, `http_server_config`, `basic_auth_users`,
+//! `rate_limit`) plus gpumemd's own `limits` section. Parsed once into typed
+//! values (TLS config built, bcrypt hashes checked, headers vetted), and
+//! re-read when the file or a certificate it names changes, so certificates
+//! rotate without a restart. It must not serve or authenticate: that is
+//! `serve.rs` and `auth.rs`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use axum::http::{HeaderName, HeaderValue};
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::auth::{BasicAuth, RateLimiter};
+use super::tls;
+
+/// A web config that cannot be used, as one line naming the file.
+#[derive(Debug, Error)]
+#[error("web config {path}: {msg}")]
+pub struct WebConfigError {
+    path: String,
+    msg: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    tls_server_config: Option<TlsFile>,
+    http_server_config: Option<HttpFile>,
+    basic_auth_users: Option<BTreeMap<String, String>>,
+    rate_limit: Option<RateLimitFile>,
+    limits: Option<LimitsFile>,
+}
+
+/// `tls_server_config` as written; empty strings mean "not set", as in Go.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct TlsFile {
+    pub cert: String,
+    pub key: String,
+    pub client_ca: String,
+    pub cert_file: String,
+    pub key_file: String,
+    pub client_auth_type: String,
+    pub client_ca_file: String,
+    pub client_allowed_sans: Option<Vec<String>>,
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+    pub cipher_suites: Vec<String>,
+    pub prefer_server_cipher_suites: Option<bool>,
+    pub curve_preferences: Vec<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct HttpFile {
+    /// Accepted for compatibility; gpumemd serves HTTP/1.1 only.
+    #[allow(dead_code)]
+    http2: Option<bool>,
+    headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct RateLimitFile {
+    interval: Option<String>,
+    burst: Option<u32>,
+}
+
+/// gpumemd's extension: resource limits of the HTTP server.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+struct LimitsFile {
+    max_connections: Option<usize>,
+    max_header_bytes: Option<usize>,
+    max_headers: Option<usize>,
+    header_read_timeout: Option<String>,
+    request_timeout: Option<String>,
+    tls_handshake_timeout: Option<String>,
+}
+
+/// What the server enforces on every connection, with or without a web
+/// config file. Defaults are documented in docs/web-security.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; further ones are closed on accept.
+    pub max_connections: usize,
+    /// Bytes of request line plus headers (hyper's read buffer); over it: 431.
+    pub max_header_bytes: usize,
+    /// Header lines per request; over it: 431.
+    pub max_headers: usize,
+    /// From the moment the server waits for a request (new or kept-alive
+    /// connection) until its header is complete; also the keep-alive idle limit.
+    pub header_read_timeout: Duration,
+    /// From a complete header to the response; over it: 503.
+    pub request_timeout: Duration,
+    /// From accept to a finished TLS handshake.
+    pub tls_handshake_timeout: Duration,
+}
+
+/// hyper refuses a read buffer below 8 KiB (it panics), so neither may we.
+const MIN_HEADER_BYTES: usize = 8192;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_connections: 512,
+            max_header_bytes: 32 * 1024,
+            max_headers: 64,
+            header_read_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(30),
+            tls_handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A loaded web config, ready to serve with.
+#[derive(Debug, Default)]
+pub struct WebConfig {
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    pub auth: Option<Arc<BasicAuth>>,
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    pub rate_limit: Option<Arc<RateLimiter>>,
+    pub limits: Limits,
+    /// Files whose change means "load again": the YAML and what it names.
+    watched: Vec<PathBuf>,
+}
+
+/// Loads and checks `path` completely: YAML, certificates, keys, hashes.
+///
+/// # Errors
+/// The first problem found, as one line naming the file.
+pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
+    let err = |msg: String| WebConfigError {
+        path: path.display().to_string(),
+        msg: msg.replace('\n', " "),
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let file: FileConfig = serde_yaml_ng::from_str::<Option<FileConfig>>(&text)
+        .map_err(|e| err(e.to_string()))?
+        .unwrap_or_default();
+    let dir = path.parent().unwrap_or(Path::new("."));
+    build(file, dir, path).map_err(err)
+}
+
+fn build(file: FileConfig, dir: &Path, path: &Path) -> Result<WebConfig, String> {
+    let mut watched = vec![path.to_path_buf()];
+    let tls = match &file.tls_server_config {
+        Some(t) => tls::server_config(t, dir, &mut watched).map_err(|e| format!("tls_server_config: {e}"))?,
+        None => None,
+    };
+    let auth = match file.basic_auth_users {
+        Some(users) if !users.is_empty() => Some(Arc::new(BasicAuth::new(users)?)),
+        _ => None,
+    };
+    let headers = headers(&file.http_server_config.unwrap_or_default())?;
+    let rate_limit = rate_limit(&file.rate_limit.unwrap_or_default())?;
+    let limits = limits(&file.limits.unwrap_or_default())?;
+    Ok(WebConfig {
+        tls,
+        auth,
+        headers,
+        rate_limit,
+        limits,
+        watched,
+    })
+}
+
+/// The headers exporter-toolkit allows, with the values it allows (empty:
+/// any). Others are refused so that every Prometheus component agrees.
+const ALLOWED_HEADERS: &[(&str, &[&str])] = &[
+    ("Strict-Transport-Security", &[]),
+    ("X-Content-Type-Options", &["nosniff"]),
+    ("X-Frame-Options", &["deny", "sameorigin"]),
+    ("X-XSS-Protection", &[]),
+    ("Content-Security-Policy", &[]),
+];
+
+fn headers(h: &HttpFile) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+    let mut out = Vec::new();
+    for (name, value) in &h.headers {
+        let Some((canonical, allowed)) = ALLOWED_HEADERS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else {
+            return Err(format!(
+                "http_server_config.headers: HTTP header {name:?} can not be configured"
+            ));
+        };
+        if !allowed.is_empty() && !allowed.contains(&value.as_str()) {
+            return Err(format!(
+                "http_server_config.headers: invalid value for {canonical}: expected one of {allowed:?}, got {value:?}"
+            ));
+        }
+        if value.is_empty() {
+            continue; // "Unset if blank."
+        }
+        let v = HeaderValue::from_str(value)
+            .map_err(|_| format!("http_server_config.headers.{canonical}: not a valid header value"))?;
+        out.push((HeaderName::from_static(canonical_lower(canonical)), v));
+    }
+    Ok(out)
+}
+
+/// `HeaderName::from_static` wants lower case; the allowed names are fixed.
+fn canonical_lower(name: &str) -> &'static str {
+    match name {
+        "Strict-Transport-Security" => "strict-transport-security",
+        "X-Content-Type-Options" => "x-content-type-options",
+        "X-Frame-Options" => "x-frame-options",
+        "X-XSS-Protection" => "x-xss-protection",
+        _ => "content-security-policy",
+    }
+}
+
+fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, String> {
+    let interval = match &r.interval {
+        Some(s) => duration(s, "rate_limit.interval")?,
+        None => Duration::ZERO,
+    };
+    if interval.is_zero() {
+        return Ok(None);
+    }
+    match r.burst {
+        Some(b) if b > 0 => Ok(Some(Arc::new(RateLimiter::new(interval, b)))),
+        _ => Err("rate_limit.burst must be at least 1 when rate_limit.interval is set".into()),
+    }
+}
+
+fn limits(l: &LimitsFile) -> Result<Limits, String> {
+    let d = Limits::default();
+    let dur = |v: &Option<String>, key: &str, default: Duration| -> Result<Duration, String> {
+        match v {
+            None => Ok(default),
+            Some(s) => match duration(s, key)? {
+                z if z.is_zero() => Err(format!("{key} must be above 0")),
+                ok => Ok(ok),
+            },
+        }
+    };
+    let out = Limits {
+        max_connections: l.max_connections.unwrap_or(d.max_connections),
+        max_header_bytes: l.max_header_bytes.unwrap_or(d.max_header_bytes),
+        max_headers: l.max_headers.unwrap_or(d.max_headers),
+        header_read_timeout: dur(
+            &l.header_read_timeout,
+            "limits.header_read_timeout",
+            d.header_read_timeout,
+        )?,
+        request_timeout: dur(&l.request_timeout, "limits.request_timeout", d.request_timeout)?,
+        tls_handshake_timeout: dur(
+            &l.tls_handshake_timeout,
+            "limits.tls_handshake_timeout",
+            d.tls_handshake_timeout,
+        )?,
+    };
+    if out.max_connections == 0 || out.max_connections > u32::MAX as usize / 2 {
+        return Err(format!(
+            "limits.max_connections: {} is not between 1 and 2^31",
+            out.max_connections
+        ));
+    }
+    if out.max_header_bytes < MIN_HEADER_BYTES {
+        return Err(format!("limits.max_header_bytes must be at least {MIN_HEADER_BYTES}"));
+    }
+    if out.max_headers == 0 {
+        return Err("limits.max_headers must be at least 1".into());
+    }
+    Ok(out)
+}
+
+/// Go-style durations ("10s", "1m30s", "500ms").
+fn duration(s: &str, key: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s.trim()).map_err(|e| format!("{key}: {s:?} is not a duration like \"10s\": {e}"))
+}
+
+/// The file's identity for change detection: a replaced file (rename, a
+/// Kubernetes secret's symlink swap) changes inode or mtime or size.
+type Stamp = Option<(std::time::SystemTime, u64, u64)>;
+
+fn stamp(p: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(p).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}
+
+/// How often the files are looked at, at most.
+const CHECK_EVERY: Duration = Duration::from_secs(1);
+
+struct WatchState {
+    next_check: Instant,
+    stamps: Vec<Stamp>,
+    /// The stamps of a load that failed: not retried (nor logged) again
+    /// until a file changes once more.
+    failed: Option<Vec<Stamp>>,
+}
+
+/// The current web config, re-loaded when its files change.
+pub struct WebConfigWatch {
+    path: Option<PathBuf>,
+    current: RwLock<Arc<WebConfig>>,
+    state: Mutex<WatchState>,
+}
+
+impl WebConfigWatch {
+    /// Loads `path`, or the built-in defaults (plain HTTP, no auth) without one.
+    ///
+    /// # Errors
+    /// The file's first problem.
+    pub fn new(path: Option<&Path>) -> Result<Self, WebConfigError> {
+        let cfg = match path {
+            Some(p) => load(p)?,
+            None => WebConfig::default(),
+        };
+        let stamps = cfg.watched.iter().map(|p| stamp(p)).collect();
+        Ok(Self {
+            path: path.map(Path::to_path_buf),
+            current: RwLock::new(Arc::new(cfg)),
+            state: Mutex::new(WatchState {
+                next_check: Instant::now() + CHECK_EVERY,
+                stamps,
+                failed: None,
+            }),
+        })
+    }
+
+    /// The config in force now.
+    pub fn current(&self) -> Arc<WebConfig> {
+        match self.current.read() {
+            Ok(g) => g.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Re-loads when a watched file changed; called per accepted connection
+    /// and cheap in between (one clock read). A broken new config keeps the
+    /// old one in force and is logged once.
+    pub fn refresh(&self) {
+        let Some(path) = &self.path else { return };
+        let Ok(mut st) = self.state.lock() else { return };
+        let now = Instant::now();
+        if now < st.next_check {
+            return;
+        }
+        st.next_check = now + CHECK_EVERY;
+        let cur = self.current();
+        let stamps: Vec<Stamp> = cur.watched.iter().map(|p| stamp(p)).collect();
+        if stamps == st.stamps || st.failed.as_ref() == Some(&stamps) {
+            return;
+        }
+        match load(path).and_then(|next| same_mode(&cur, next, path)) {
+            Ok(next) => {
+                tracing::info!(file = %path.display(), tls = next.tls.is_some(), "web config reloaded");
+                // Stamps taken before the load: a file that changes during
+                // it is then seen as changed next time, not missed.
+                st.stamps = if next.watched == cur.watched {
+                    stamps
+                } else {
+                    next.watched.iter().map(|p| stamp(p)).collect()
+                };
+                st.failed = None;
+                if let Ok(mut g) = self.current.write() {
+                    *g = Arc::new(next);
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot reload the web config; keeping the one in force");
+                st.failed = Some(stamps);
+            }
+        }
+    }
+}
+
+/// TLS on a plain listener (or the reverse) would break every client at
+/// once; that switch waits for a restart.
+fn same_mode(cur: &WebConfig, next: WebConfig, path: &Path) -> Result<WebConfig, WebConfigError> {
+    if cur.tls.is_some() != next.tls.is_some() {
+        return Err(WebConfigError {
+            path: path.display().to_string(),
+            msg: "turning TLS on or off takes a restart".into(),
+        });
+    }
+    Ok(next)
+}

@@ -1,0 +1,137 @@
+//! The limits that keep oversized, idle, numerous and slow clients (and
+//! slow handlers) from holding the server.
+
+use super::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversize_and_too_many_headers_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(dir.path(), "limits:\n  max_header_bytes: 16384\n  max_headers: 20\n").await;
+    let big = format!(
+        "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+        "a".repeat(40_000)
+    );
+    if let Some(r) = raw(app.addr, big.as_bytes()).await {
+        assert!(r.starts_with("HTTP/1.1 431"), "{}", &r[..r.len().min(200)]);
+    }
+    let many: String = (0..30).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let r = raw(
+        app.addr,
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\n{many}\r\n").as_bytes(),
+    )
+    .await;
+    let r = r.expect("an answer");
+    assert!(r.starts_with("HTTP/1.1 431"), "{r}");
+    assert_eq!(app.get("/-/healthy").await.status, 200, "normal requests still served");
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_hundred_idle_connections_do_not_delay_a_scrape() {
+    // The defaults (no web config): 512 connections.
+    let mut cfg = test_config("100ms");
+    cfg.server.web_config_file = None;
+    let src = SimulatedSource::new(
+        Scenario::resolve("default").expect("scenario"),
+        Duration::from_millis(100),
+        1_700_000_000.0,
+    );
+    let app = spawn_app(cfg, Box::new(src)).await;
+    let mut idle = Vec::new();
+    for _ in 0..500 {
+        idle.push(TcpStream::connect(app.addr).await.expect("connect"));
+    }
+    let t = Instant::now();
+    let r = app.get("/metrics").await;
+    let took = t.elapsed();
+    assert_eq!(r.status, 200);
+    assert!(
+        took < Duration::from_secs(1),
+        "scrape took {took:?} with 500 idle connections"
+    );
+    // Shutdown does not wait for connections that never sent a request.
+    app.stop().await.expect("clean stop with idle connections open");
+    drop(idle);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_over_the_limit_are_closed_at_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(dir.path(), "limits:\n  max_connections: 4\n").await;
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        held.push(TcpStream::connect(app.addr).await.expect("connect"));
+    }
+    let mut extra = TcpStream::connect(app.addr).await.expect("connect");
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut buf))
+        .await
+        .expect("closed within 2 s");
+    assert!(matches!(n, Ok(0) | Err(_)), "over-limit connection is closed: {n:?}");
+    drop(held);
+    wait_until(WAIT, "a slot after the idle ones left", || async {
+        let r = raw(
+            app.addr,
+            b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+        .await;
+        r.filter(|r| r.starts_with("HTTP/1.1 200"))
+    })
+    .await;
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slowloris_is_cut_off_by_the_header_read_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(dir.path(), "limits:\n  header_read_timeout: 2s\n").await;
+    let s = TcpStream::connect(app.addr).await.expect("connect");
+    let (mut rd, mut wr) = s.into_split();
+    let started = Instant::now();
+    let closed = tokio::spawn(async move {
+        let mut buf = Vec::new();
+        let _ = rd.read_to_end(&mut buf).await;
+        Instant::now()
+    });
+    let header = b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nUser-Agent: slow\r\n\r\n";
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut sent = 0;
+    for b in header {
+        tick.tick().await;
+        if closed.is_finished() || wr.write_all(&[*b]).await.is_err() {
+            break;
+        }
+        sent += 1;
+    }
+    let at = closed.await.expect("reader");
+    assert!(sent < header.len(), "the whole header got through");
+    let after = at.duration_since(started);
+    assert!(after < Duration::from_secs(5), "cut off after {after:?}");
+    // A half-sent header does not hold up shutdown either.
+    let mut half = TcpStream::connect(app.addr).await.expect("connect");
+    half.write_all(b"GET /metrics HTTP/1.1\r\nHo").await.expect("write");
+    let t = Instant::now();
+    app.stop().await.expect("clean stop");
+    assert!(t.elapsed() < Duration::from_secs(3), "stop took {:?}", t.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_handlers_get_503_after_the_request_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let yaml = write(dir.path(), "web.yml", "limits:\n  request_timeout: 1s\n");
+    let router = axum::Router::new()
+        .route("/slow", axum::routing::get(std::future::pending::<&'static str>))
+        .route("/fast", axum::routing::get(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(gpumemd::http::serve(listener, router, Some(yaml), rx));
+    assert_eq!(common::get(addr, "/fast", &[]).await.body, "ok");
+    let t = Instant::now();
+    let r = common::get(addr, "/slow", &[]).await;
+    assert_eq!(r.status, 503);
+    assert_eq!(r.body, "request timed out\n");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    stop.send(true).expect("stop");
+    server.await.expect("join").expect("serve");
+}
