@@ -6,8 +6,11 @@
 #     holder; the holder split against nvidia-smi's used memory;
 #  3. the same NvmlSource against the NVML stand-in (one GPU, one process)
 #     for a side-by-side of the output shape;
-#  4. gpumemd's own footprint (CPU, RSS, scrape latency) while it runs.
-# Usage: scripts/h200/verify.sh BIN_DIR OUT_DIR   (BIN_DIR has gpumemd and libfake_nvml.so)
+#  4. gpumemd's own footprint (CPU, RSS, scrape latency) while it runs;
+#  5. a per-process rule firing into /api/v1/alerts and a real Alertmanager
+#     (when BIN_DIR has an `alertmanager` binary), and reclaim in dry run.
+# Usage: scripts/h200/verify.sh BIN_DIR OUT_DIR
+#   (BIN_DIR has gpumemd, libfake_nvml.so and optionally alertmanager)
 set -uo pipefail
 bin=${1:?bin dir}; out=${2:?out dir}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -21,7 +24,7 @@ run nvidia-smi --query-gpu=index,name,uuid,driver_version,memory.total --format=
 run python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.cuda.is_available())'
 run "$gm" --version
 
-cat >/tmp/gpumemd-verify.toml <<TOML
+cat >/tmp/gpumemd-verify.toml <<'TOML'
 [poll]
 interval = "1s"
 [processes]
@@ -31,10 +34,57 @@ late_release_after = "5s"
 utilization_interval = "2s"
 idle_after = "20s"
 cmdline = true
+
+[state]
+dir = "/tmp/gpumemd-state"
+
+[notify.alertmanager]
+urls = ["http://127.0.0.1:9093"]
+resend = "5s"
+
+[[rule]]
+name = "GpuProcessOver3GiB"
+kind = "process_used_bytes"
+above = "3GiB"
+severity = "warning"
+annotations = { summary = "pid {{ pid }} ({{ comm }}) holds {{ value_human }} on GPU {{ gpu }}" }
+
+# The built-in leak rule, with a shorter `for` to fit this run.
+[[rule]]
+name = "GpuMemoryLeakSuspected"
+kind = "process_leak_suspected"
+for = "5s"
+severity = "warning"
+annotations = { summary = "pid {{ pid }} ({{ comm }}, {{ user }}) memory keeps growing on GPU {{ gpu }}" }
+
+[[rule]]
+name = "GpuStoppedHolder"
+kind = "process_idle_holder"
+for = "15s"
+severity = "info"
+action = "terminate"
+
+[reclaim]
+enabled = true
+dry_run = true
+allow_all_users = true
+deny_users = []
 TOML
+if [ -x "$bin/alertmanager" ]; then
+  mkdir -p /tmp/am
+  # Debian's Alertmanager reads its notification templates from here.
+  mkdir -p /usr/share/prometheus/alertmanager
+  for t in default.tmpl email.tmpl; do
+    [ -f "$bin/$t" ] && [ ! -f "/usr/share/prometheus/alertmanager/$t" ] && cp "$bin/$t" /usr/share/prometheus/alertmanager/
+  done
+  printf 'route:\n  receiver: blackhole\nreceivers:\n  - name: blackhole\n' >/tmp/am/am.yml
+  "$bin/alertmanager" --config.file=/tmp/am/am.yml --storage.path=/tmp/am/data \
+    --web.listen-address=127.0.0.1:9093 --cluster.listen-address= >/tmp/am/am.log 2>&1 &
+  for i in $(seq 1 100); do curl -fsS localhost:9093/-/ready >/dev/null 2>&1 && break; sleep 0.2; done
+fi
 
 say "start PyTorch workloads"
-rm -f /tmp/gpumemd-ready-*
+rm -rf /tmp/gpumemd-ready-* /tmp/gpumemd-state
 for w in hold sawtooth leak orphan stopped; do
   python3 "$here/workloads.py" "$w" 150 >"/tmp/wl-$w.log" 2>&1 &
 done
@@ -67,9 +117,31 @@ for d in s["devices"]:
     print("   pid", p["pid"], p["comm"], p["user"], p["holder"], p["state"], (p["used_bytes"] or 0)>>20, "MiB growth", None if p["growth_bytes_per_second"] is None else round(p["growth_bytes_per_second"]/2**20,1), "MiB/s leak", p["leak_suspected"], "idle", p["idle"], "start", p["start_time"])' >>"$out/timeline.txt" 2>&1
 done
 cpu1=$(awk '{print $14+$15}' /proc/$gpid/stat)
+curl -sS localhost:9947/metrics >"$out/metrics-pre.prom"
 t1=$(date +%s.%N)
 
-say "gpumemd vs nvidia-smi (same moment)"
+say "alerts: gpumemd's own and what Alertmanager received"
+curl -sS localhost:9947/api/v1/alerts >"$out/gm-alerts.json"
+curl -sS localhost:9093/api/v2/alerts >"$out/am-alerts.json" 2>>"$rep"
+python3 - "$out/gm-alerts.json" "$out/am-alerts.json" >>"$rep" 2>&1 <<'PY'
+import json, sys
+gm = json.load(open(sys.argv[1]))
+for a in gm["alerts"]:
+    print("gpumemd:", a["state"], a["labels"].get("alertname"), "pid", a["labels"].get("pid"), "-", a["annotations"].get("summary", ""))
+try:
+    am = json.load(open(sys.argv[2]))
+    for a in am:
+        print("alertmanager:", a["status"]["state"], a["labels"].get("alertname"), "pid", a["labels"].get("pid"), "instance", a["labels"].get("instance"), "endsAt", a["endsAt"])
+except Exception as e:
+    print("alertmanager: no answer:", e)
+PY
+run grep -E '^gpumem_(alerts|notifications_total|reclaim_actions_total)' "$out/metrics-pre.prom"
+run tail -5 /tmp/am/am.log
+run cat /tmp/gpumemd-state/reclaim-audit.jsonl
+
+say "gpumemd vs nvidia-smi (same moment; the growing workloads are SIGSTOPped so both read the same memory)"
+for w in leak sawtooth; do kill -STOP "$(cat /tmp/gpumemd-ready-$w)"; done
+sleep 3
 curl -sS localhost:9947/api/v1/snapshot >"$out/snapshot.json"
 nvidia-smi --query-gpu=uuid,memory.total,memory.reserved,memory.used,memory.free --format=csv,noheader,nounits >/tmp/gpu.csv
 nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory --format=csv,noheader,nounits >/tmp/apps.csv
@@ -97,16 +169,18 @@ lat.sort()
 print(f"scrape /metrics x1000 (python urllib client): p50 {lat[500]*1e3:.3f} ms p99 {lat[990]*1e3:.3f} ms")
 PY
 
+for w in leak sawtooth; do kill -CONT "$(cat /tmp/gpumemd-ready-$w)"; done
 kill -CONT "$stopped" 2>/dev/null
 kill -TERM $gpid; wait $gpid; echo "daemon exit $? after SIGTERM" >>"$rep"
 
 say "NvmlSource: real driver with one PyTorch process vs the stand-in's one-gpu scenario"
 for w in sawtooth leak orphan child stopped; do pkill -f "workloads.py $w" ; done
+pkill -f "$bin/alertmanager"
 for i in $(seq 1 40); do [ "$(nvidia-smi --query-compute-apps=pid --format=csv,noheader | wc -l)" -le 1 ] && break; sleep 0.5; done
 "$gm" snapshot --json >"$out/real-one.json" 2>>"$rep"; echo "real snapshot exit $?" >>"$rep"
 run nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 FAKE_NVML_SCENARIO="$here/../../tests/fake-nvml/scenarios/one-gpu.toml" "$gm" snapshot --json --nvml-lib "$bin/libfake_nvml.so" >"$out/fake-one.json" 2>>"$rep"
 echo "fake snapshot exit $?" >>"$rep"
 pkill -f workloads.py
-tail -5 "$out/daemon.log" >>"$rep"
+grep -v '"DEBUG"' "$out/daemon.log" | tail -25 >>"$rep"; rm -f "$out/daemon.log" "$out/metrics-pre.prom"
 echo done >>"$rep"
