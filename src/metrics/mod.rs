@@ -203,7 +203,8 @@ fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
                     ("container", &p.placement.container),
                     ("pod_uid", &p.placement.pod_uid),
                     ("unit", &p.placement.unit),
-                    ("job", &p.placement.job),
+                    // `job` would collide with the scrape target's own label.
+                    ("slurm_job", &p.placement.job),
                 ];
                 w.sample("gpumem_process_memory_used_bytes", &labels, b);
             }
