@@ -123,6 +123,9 @@ pub async fn run(
     tokio::spawn(reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
     let mut server = tokio::spawn(http::serve(listener, http::router(state), web_config, stop_rx.clone()));
     let mut poll_task = tokio::spawn(poll_loop);
+    if let Some(period) = sd_notify::watchdog_enabled() {
+        tokio::spawn(watchdog(period / 2, stop_rx.clone()));
+    }
     let mut shutdown = Box::pin(shutdown);
     // Whichever ends first decides: a signal is a clean stop, a task that
     // ends on its own is a failure the caller must see.
@@ -279,6 +282,20 @@ fn counter_source(
         }
         c
     })
+}
+
+/// Pings systemd's watchdog at half its period. It proves the runtime is
+/// alive, whatever the poll interval; a dead poll task ends `run()` by
+/// itself, and a hung NVML call is what metrics and alerts report, not a
+/// reason to restart and lose state.
+async fn watchdog(every: Duration, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            _ = tick.tick() => poller::notify_systemd(sd_notify::NotifyState::Watchdog),
+        }
+    }
 }
 
 /// Evaluates the rules on every published snapshot and after every reload,

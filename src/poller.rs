@@ -47,7 +47,7 @@ struct Request {
 
 /// Tells systemd about our state when run under `Type=notify`; a no-op
 /// elsewhere (no NOTIFY_SOCKET).
-fn notify_systemd(state: sd_notify::NotifyState<'_>) {
+pub(crate) fn notify_systemd(state: sd_notify::NotifyState<'_>) {
     if let Err(e) = sd_notify::notify(&[state]) {
         tracing::debug!(error = %e, "sd_notify failed");
     }
@@ -143,10 +143,6 @@ impl Supervisor {
                 _ = shutdown.changed() => return Ok(()),
                 _ = ticker.tick() => {}
             }
-            // The watchdog says "the poll loop is alive", not "NVML answers":
-            // a hung driver call is reported in metrics, and restarting the
-            // daemon over it would only lose state.
-            notify_systemd(sd_notify::NotifyState::Watchdog);
             if let Some(rx) = stuck.as_mut() {
                 match rx.try_recv() {
                     Err(oneshot::error::TryRecvError::Empty) => {
