@@ -32,10 +32,25 @@ async fn assert_serving_without_nvml(d: &Daemon) -> String {
     snap["nvml_error"].as_str().expect("nvml_error").to_string()
 }
 
-/// Exactly one log line contains `fragment`.
+/// Exactly one log line contains `fragment`. The daemon writes the line
+/// before it publishes the state the caller saw, but the thread draining its
+/// stderr may not have read it yet: wait (bounded) for the first hit.
 fn assert_logged_once(d: &Daemon, fragment: &str) {
-    let hits: Vec<String> = d.logs().into_iter().filter(|l| l.contains(fragment)).collect();
+    let hits = logged(d, fragment, 1);
     assert_eq!(hits.len(), 1, "one log line with {fragment:?}: {hits:#?}");
+}
+
+/// The log lines containing `fragment`, once at least `n` have been read
+/// (or 10 s have passed).
+fn logged(d: &Daemon, fragment: &str, n: usize) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let hits: Vec<String> = d.logs().into_iter().filter(|l| l.contains(fragment)).collect();
+        if hits.len() >= n || std::time::Instant::now() >= deadline {
+            return hits;
+        }
+        std::thread::park_timeout(std::time::Duration::from_millis(10));
+    }
 }
 
 #[tokio::test]
@@ -143,12 +158,8 @@ async fn a_failing_device_count_is_a_counted_poll_failure() {
         "gpumem_poll_success 1".into(),
     ]);
     assert_lines(&body, &want);
-    let failed: Vec<String> = d
-        .logs()
-        .into_iter()
-        .filter(|l| l.contains("\"reason\":\"failed\",\"error\":\"device count: an internal driver error occurred\""))
-        .collect();
-    assert_eq!(failed.len(), 2, "{:#?}", d.logs());
+    let fragment = "\"reason\":\"failed\",\"error\":\"device count: an internal driver error occurred\"";
+    assert_eq!(logged(&d, fragment, 2).len(), 2, "{:#?}", d.logs());
 }
 
 #[tokio::test]
