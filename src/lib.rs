@@ -88,6 +88,10 @@ pub async fn run(
         &cfg.state.dir,
     )?);
     let notifiers = start_notifiers(&cfg, stop_rx.clone());
+    // Notifications are what an unwritable state dir silently turns off
+    // (reclaim, when enabled, has already refused to start without it).
+    let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
+    let state_dir_writable = configured.then(|| state_dir_writable(&cfg.state.dir));
     let pipeline = Pipeline::new(&cfg.processes);
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
@@ -107,7 +111,7 @@ pub async fn run(
         config: cfg_rx.clone(),
         reload_status: status_rx,
         reload: reload_tx,
-        counters: Some(counter_source(reclaimer.clone(), notifiers.clone())),
+        counters: Some(counter_source(reclaimer.clone(), notifiers.clone(), state_dir_writable)),
         build: build_info(),
     };
     let hook = alert_hooks(reclaimer.clone(), notifiers);
@@ -257,13 +261,27 @@ async fn follow_reclaim_config(
     }
 }
 
+/// Whether a file can be created in `dir` (made if missing), as the
+/// outbox will need. Probed once at start: later failures are counted by
+/// `gpumem_notification_outbox_write_errors_total`.
+fn state_dir_writable(dir: &std::path::Path) -> bool {
+    let probe = dir.join(format!(".gpumemd-probe-{}", std::process::id()));
+    let ok = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&probe, b""))
+        .is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
+
 /// Reads the reclaimer's and the notifiers' counters at scrape time.
 fn counter_source(
     reclaimer: Arc<reclaim::Reclaimer>,
     notifiers: Option<Arc<notify::Notifiers>>,
+    state_dir_writable: Option<bool>,
 ) -> http::CounterSource {
     Arc::new(move || {
         let mut c = http::Counters {
+            state_dir_writable,
             reclaim: reclaimer
                 .stats()
                 .entries()

@@ -11,6 +11,22 @@ use crate::diagnosis::{IdleTracker, LateRelease, ProcKey, holder_split, proc_key
 use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process};
 use crate::source::{RawPoll, RawProcess, SimIdentity, Utilization};
 
+/// How much history a [`Pipeline`] holds, for checks that it stays
+/// bounded under PID churn (examples/soak.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Retained {
+    /// Processes with a leak-trend history.
+    pub leak_series: usize,
+    /// Processes with an idle-time record.
+    pub idle_entries: usize,
+    /// Devices whose previous poll late-release detection remembers.
+    pub late_devices: usize,
+    /// Departed holders still watched for late release (at most 64 a device).
+    pub late_pending: usize,
+    /// Devices that ever returned utilisation samples.
+    pub util_devices: usize,
+}
+
 /// The stateful part of turning polls into snapshots.
 pub struct Pipeline {
     cfg: Processes,
@@ -21,6 +37,29 @@ pub struct Pipeline {
     /// Whether any utilisation sample ever came back, per device: without
     /// one, idleness is unknown rather than "idle since start".
     util_seen: std::collections::HashSet<String>,
+    devices: DeviceIds,
+}
+
+/// Small ids for the UUIDs of the devices present, so a `ProcKey` is `Copy`
+/// and hashing it hashes 16 bytes rather than a UUID string. A device that
+/// disappears and comes back gets a new id; its processes' history was
+/// forgotten with it anyway.
+#[derive(Debug, Default)]
+struct DeviceIds {
+    ids: std::collections::HashMap<String, u32>,
+    next: u32,
+}
+
+impl DeviceIds {
+    fn id(&mut self, uuid: &str) -> u32 {
+        if let Some(&id) = self.ids.get(uuid) {
+            return id;
+        }
+        let id = self.next;
+        self.next = self.next.wrapping_add(1);
+        self.ids.insert(uuid.to_string(), id);
+        id
+    }
 }
 
 impl Pipeline {
@@ -37,6 +76,19 @@ impl Pipeline {
             late: LateRelease::default(),
             idle: IdleTracker::default(),
             util_seen: Default::default(),
+            devices: DeviceIds::default(),
+        }
+    }
+
+    /// The history held now.
+    pub fn retained(&self) -> Retained {
+        let (late_devices, late_pending) = self.late.sizes();
+        Retained {
+            leak_series: self.leak.len(),
+            idle_entries: self.idle.tracked(),
+            late_devices,
+            late_pending,
+            util_devices: self.util_seen.len(),
         }
     }
 
@@ -62,9 +114,11 @@ impl Pipeline {
                 errors: rd.errors,
                 ..Device::default()
             };
-            dev.processes = rd.processes.iter().map(|rp| self.attribute(rp)).collect();
-            dev.processes
-                .sort_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
+            // Sorted before attribution (which keeps pid and bytes): moving
+            // references is cheaper than moving whole `Process` values.
+            let mut order: Vec<&RawProcess> = rd.processes.iter().collect();
+            order.sort_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
+            dev.processes = order.into_iter().map(|rp| self.attribute(rp)).collect();
             self.diagnose(&mut dev, now, util);
             devices.push(dev);
         }
@@ -78,12 +132,10 @@ impl Pipeline {
         let idle_after = self.cfg.idle_after.get().as_secs_f64();
         let dev_util = util.and_then(|u| u.get(&dev.uuid));
         let util_known = self.util_seen.contains(&dev.uuid);
+        let dev_id = self.devices.id(&dev.uuid);
         for p in &mut dev.processes {
-            let key = proc_key(&dev.uuid, p);
-            if let Some(b) = p.used_bytes {
-                self.leak.observe(&key, now, b);
-            }
-            if let Some(t) = self.leak.assess(&key) {
+            let key = proc_key(dev_id, p);
+            if let Some(t) = self.leak.observe_and_assess(&key, now, p.used_bytes) {
                 p.growth_bytes_per_second = Some(t.growth_bytes_per_second);
                 p.leak_suspected = t.suspected;
             }
@@ -92,6 +144,8 @@ impl Pipeline {
                 let idle = self.idle.observe(&key, now, p.sm_util_percent, dev_util.is_some());
                 p.idle_seconds = Some(idle);
                 p.idle = idle >= idle_after && p.used_bytes.unwrap_or(0) > 0;
+            } else {
+                self.idle.touch(&key);
             }
         }
         if let (Some(m), true, false) = (dev.memory, dev.up, dev.processes_unreadable) {
@@ -106,7 +160,7 @@ impl Pipeline {
         let mut p = Process {
             pid: rp.pid,
             used_bytes: rp.used_bytes,
-            kind: rp.kinds.label(),
+            kind: rp.kinds.label().to_string(),
             ..Process::default()
         };
         if let Some(sim) = &rp.sim {
@@ -173,15 +227,18 @@ impl Pipeline {
     }
 
     /// Drops per-process history of processes and devices not seen this
-    /// poll, so state stays bounded under PID churn.
+    /// poll, so state stays bounded under PID churn. `diagnose` saw every
+    /// process of this poll, which marked its leak and idle entries; the
+    /// rest are swept without building a set of the live keys (a cache miss
+    /// per process per map at 64k processes).
     fn forget_gone(&mut self, devices: &[Device]) {
-        let live: std::collections::HashSet<ProcKey> = devices
-            .iter()
-            .flat_map(|d| d.processes.iter().map(|p| proc_key(&d.uuid, p)))
-            .collect();
-        self.leak.retain(|k| live.contains(k));
-        self.idle.retain(|k| live.contains(k));
-        self.late.retain_devices(&|uuid| devices.iter().any(|d| d.uuid == uuid));
+        let present = |uuid: &str| devices.iter().any(|d| d.uuid == uuid);
+        self.devices.ids.retain(|uuid, _| present(uuid));
+        self.leak.retain_seen();
+        self.idle.retain_seen();
+        self.late.retain_devices(&present);
+        // MIG reconfiguration gives instances new UUIDs each time.
+        self.util_seen.retain(|uuid| devices.iter().any(|d| d.uuid == *uuid));
     }
 }
 

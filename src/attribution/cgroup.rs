@@ -98,6 +98,12 @@ fn parse_path(path: &str) -> CgroupInfo {
     let mut in_kubepods = false;
     let mut in_slurm = false;
     for (i, &seg) in segments.iter().enumerate() {
+        // No runtime, systemd or Slurm names a cgroup with control
+        // characters, but a user with a delegated subtree can: such a
+        // segment names nothing, so it never reaches a label.
+        if seg.contains(char::is_control) {
+            continue;
+        }
         let parent = i.checked_sub(1).and_then(|p| segments.get(p)).copied();
         let found_workload = classify_workload(seg, parent, in_kubepods, in_slurm, &mut info);
         if found_workload {

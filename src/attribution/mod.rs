@@ -26,6 +26,8 @@ mod tests;
 pub use cgroup::parse_cgroup;
 pub use procfs::ProcFs;
 pub use redact::{format_cmdline, redact_cmdline};
+// Public for tests/fuzz.rs, which feeds them arbitrary bytes.
+pub use stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
 
 /// What [`ProcFs::read`] reads besides the always-read stat/status/cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -9,7 +9,7 @@ use super::ProcState;
 
 /// The fields of `/proc/<pid>/stat` attribution needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StatFields {
+pub struct StatFields {
     pub comm: String,
     pub state: ProcState,
     pub ppid: u32,
@@ -18,7 +18,7 @@ pub(crate) struct StatFields {
 
 /// Why a stat line was rejected; the caller wraps it into `ProcError`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum StatError {
+pub enum StatError {
     /// Empty file: the kernel gives this for a task that is being torn down.
     Empty,
     Malformed(String),
@@ -33,7 +33,7 @@ const STARTTIME_INDEX: usize = 22 - 3;
 /// comm can contain spaces, parens and even ")" followed by text that looks
 /// like fields, so it spans from the first "(" to the LAST ")": the kernel
 /// prints nothing after comm that contains ")".
-pub(crate) fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
+pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
     // comm is arbitrary bytes set by prctl(PR_SET_NAME); do not fail on them.
     let text = String::from_utf8_lossy(bytes);
     let text = text.trim_end_matches(['\n', '\0']);
@@ -76,7 +76,7 @@ fn number<T: std::str::FromStr>(fields: &[&str], index: usize, name: &str) -> Re
 }
 
 /// Real uid: the first of the four numbers on the `Uid:` line.
-pub(crate) fn parse_status_uid(text: &str) -> Option<u32> {
+pub fn parse_status_uid(text: &str) -> Option<u32> {
     text.lines()
         .find_map(|line| line.strip_prefix("Uid:"))
         .and_then(|rest| rest.split_ascii_whitespace().next())
@@ -84,7 +84,7 @@ pub(crate) fn parse_status_uid(text: &str) -> Option<u32> {
 }
 
 /// `btime <seconds>` from `/proc/stat`.
-pub(crate) fn parse_btime(text: &str) -> Option<u64> {
+pub fn parse_btime(text: &str) -> Option<u64> {
     text.lines()
         .find_map(|line| line.strip_prefix("btime "))
         .and_then(|rest| rest.trim().parse().ok())

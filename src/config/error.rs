@@ -18,7 +18,9 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{origin}{}: {key}: {message}", line.map(|l| format!(":{l}")).unwrap_or_default())]
+    // Key and message can quote the file (a value's "\n", a stray carriage
+    // return): escaped, so the error stays one log line.
+    #[error("{origin}{}: {}: {}", line.map(|l| format!(":{l}")).unwrap_or_default(), one_line(key), one_line(message))]
     Invalid {
         origin: String,
         line: Option<usize>,
@@ -49,6 +51,19 @@ impl ConfigError {
     }
 }
 
+/// `s` with control characters escaped (`\n`, `\r`, `\u{1b}`).
+pub(crate) fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// The dotted key defined on `line` (1-based): the table header above it plus
 /// the key left of `=`; the header itself when the line is one.
 fn key_at(text: &str, line: usize) -> String {
@@ -62,7 +77,12 @@ fn key_at(text: &str, line: usize) -> String {
             if header(t).is_some() {
                 return section;
             }
-            let key = t.split('=').next().unwrap_or("").trim().trim_matches('"');
+            // A comment names no key (the error is about a stray byte in it).
+            let key = if t.starts_with('#') {
+                ""
+            } else {
+                t.split('=').next().unwrap_or("").trim().trim_matches('"')
+            };
             return match (section.is_empty(), key.is_empty()) {
                 (_, true) => section,
                 (true, false) => key.to_string(),
@@ -128,5 +148,18 @@ mod tests {
         assert_eq!(key_at(text, 4), "poll");
         assert_eq!(find_key_line(text, "poll", "interval"), Some(5));
         assert_eq!(find_key_line(text, "poll", "timeout"), None);
+        assert_eq!(key_at("[poll]\n# a comment\n", 2), "poll");
+    }
+
+    #[test]
+    fn errors_are_one_line_whatever_the_file_quotes() {
+        let text = "[server]\nlisten = \"a\\nb\"\n# stray \r here\n";
+        for demo in [false, true] {
+            let e = crate::config::Config::from_toml(text, "f.toml", demo).expect_err("invalid");
+            assert!(!e.to_string().contains(['\n', '\r']), "{e}");
+        }
+        let e =
+            crate::config::Config::from_toml("[server]\nlisten = \"x\\ny\"\n", "f.toml", false).expect_err("no port");
+        assert!(e.to_string().contains("x\\ny"), "the value is shown escaped: {e}");
     }
 }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use error::ConfigError;
+pub(crate) use error::one_line;
 pub use units::{ByteSize, PositiveDuration, Ratio};
 
 /// Where the daemon looks when `--config` is not given.

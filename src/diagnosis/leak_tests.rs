@@ -452,16 +452,16 @@ fn memory_per_key_is_bounded_whatever_the_poll_rate() {
         }
         if i % 500 == 0 {
             for k in [0u8, 1] {
-                let len = tr.series[&k].closed.len();
+                let len = tr.series[&k].closed.filled();
                 longest[usize::from(k)] = longest[usize::from(k)].max(len);
             }
         }
     }
     assert!(longest.iter().all(|&l| l <= buckets), "{longest:?}");
     for k in [0u8, 1] {
-        assert!(tr.series[&k].closed.capacity() <= buckets.next_power_of_two());
+        // One word per bucket and one bit: 61 words at the default 60.
+        assert_eq!(tr.series[&k].closed.words.len(), buckets + buckets.div_ceil(64));
     }
-    assert_eq!(std::mem::size_of::<Bucket>(), 16);
     tr.retain(|k| *k == 1);
     assert_eq!(tr.len(), 1);
     tr.retain(|_| false);
@@ -622,4 +622,25 @@ fn harsh_floor_noise_rates() {
     );
     assert!(fp < 0.02, "false-positive rate {fp}");
     assert!(det >= 0.6, "detection rate {det}");
+}
+
+#[test]
+fn keys_not_seen_since_the_last_sweep_are_dropped() {
+    let mut tr = LeakTracker::new(cfg());
+    for t in 0..3 {
+        for k in [1u8, 2, 3] {
+            tr.observe_and_assess(&k, f64::from(t), Some(GIB as u64));
+        }
+        tr.retain_seen();
+    }
+    assert_eq!(tr.len(), 3);
+    // 1 has a sample, 2 is only assessed (memory unavailable), 3 is gone.
+    tr.observe_and_assess(&1, 3.0, Some(GIB as u64));
+    assert_eq!(tr.observe_and_assess(&2, 3.0, None), tr.assess(&2));
+    tr.retain_seen();
+    assert_eq!(tr.len(), 2);
+    assert!(tr.assess(&3).is_none());
+    // An unknown key with no sample is not created.
+    assert_eq!(tr.observe_and_assess(&4, 4.0, None), None);
+    assert_eq!(tr.len(), 2);
 }

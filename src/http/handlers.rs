@@ -27,6 +27,7 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response
         queues: counters.queues,
         outbox_write_errors: counters.outbox_write_errors,
         reclaim: counters.reclaim,
+        state_dir_writable: counters.state_dir_writable,
     };
     let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
     (

@@ -33,6 +33,9 @@ pub struct Counters {
     pub queues: Vec<(String, u64)>,
     pub outbox_write_errors: Vec<(String, u64)>,
     pub reclaim: Vec<(String, String, u64)>,
+    /// Whether the state dir was writable at start; `None` when nothing
+    /// configured needs it.
+    pub state_dir_writable: Option<bool>,
 }
 
 /// What every handler may read.

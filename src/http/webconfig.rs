@@ -135,16 +135,39 @@ pub struct WebConfig {
 /// # Errors
 /// The first problem found, as one line naming the file.
 pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-    let err = |msg: String| WebConfigError {
-        path: path.display().to_string(),
-        msg: msg.replace('\n', " "),
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
-    let file: FileConfig = serde_yaml_ng::from_str::<Option<FileConfig>>(&text)
-        .map_err(|e| err(e.to_string()))?
+    let text = std::fs::read_to_string(path).map_err(|e| error(path, format!("cannot read: {e}")))?;
+    parse(&text, path)
+}
+
+/// Parses and checks `text` as the content of `path`: relative files it
+/// names are read beside `path`, and errors name it. `load` without the
+/// read, so the parser can be fed any text (tests/fuzz.rs).
+///
+/// # Errors
+/// The first problem found, as one line naming `path`.
+pub fn parse(text: &str, path: &Path) -> Result<WebConfig, WebConfigError> {
+    let file: FileConfig = serde_yaml_ng::from_str::<Option<FileConfig>>(text)
+        .map_err(|e| error(path, e.to_string()))?
         .unwrap_or_default();
     let dir = path.parent().unwrap_or(Path::new("."));
-    build(file, dir, path).map_err(err)
+    build(file, dir, path).map_err(|msg| error(path, msg))
+}
+
+/// One line: a library's multi-line message is joined with spaces, and
+/// other control characters (a file name's "\r") are escaped.
+fn error(path: &Path, msg: String) -> WebConfigError {
+    let msg = msg
+        .chars()
+        .map(|c| match c {
+            '\n' => " ".to_string(),
+            c if c.is_control() => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    WebConfigError {
+        path: path.display().to_string(),
+        msg,
+    }
 }
 
 fn build(file: FileConfig, dir: &Path, path: &Path) -> Result<WebConfig, String> {

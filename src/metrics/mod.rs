@@ -12,7 +12,7 @@ use crate::config::{GroupBy, ProcessMode, Processes};
 use crate::reload::ReloadStatus;
 use crate::snapshot::{Device, Process, Snapshot};
 pub use text::Format;
-use text::{Kind, Writer};
+use text::{Digits, Kind, Writer};
 
 /// Reasons `gpumem_poll_errors_total` always exposes (0 until seen), so
 /// `rate()` works from the first scrape.
@@ -38,6 +38,9 @@ pub struct DaemonState<'a> {
     pub outbox_write_errors: Vec<(String, u64)>,
     /// (action, result, count) for `gpumem_reclaim_actions_total`.
     pub reclaim: Vec<(String, String, u64)>,
+    /// `gpumem_state_dir_writable`; `None` when nothing configured needs
+    /// the state dir (no notifications), and the series is left out.
+    pub state_dir_writable: Option<bool>,
 }
 
 /// Renders the whole exposition in `format`.
@@ -68,12 +71,13 @@ fn devices(w: &mut Writer, snap: &Snapshot) {
         "GPU or MIG instance identity; value is always 1.",
     );
     for d in ds {
-        let index = d.index.map(|i| i.to_string()).unwrap_or_default();
+        let index = d.index.map(|i| Digits::new(u64::from(i)));
+        let index = index.as_ref().map_or("", Digits::as_str);
         w.sample(
             "gpumem_device_info",
             &[
                 ("uuid", &d.uuid),
-                ("index", &index),
+                ("index", index),
                 ("name", &d.name),
                 ("pci_bus_id", &d.pci_bus_id),
                 ("parent_uuid", &d.parent_uuid),
@@ -194,10 +198,10 @@ fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     for (d, ps, _) in &per_dev {
         for p in ps {
             if let Some(b) = p.used_bytes {
-                let pid = p.pid.to_string();
+                let pid = Digits::new(u64::from(p.pid));
                 let labels = [
                     ("uuid", d.uuid.as_str()),
-                    ("pid", &pid),
+                    ("pid", pid.as_str()),
                     ("comm", &p.comm),
                     ("user", &p.user),
                     ("container", &p.placement.container),
@@ -217,20 +221,25 @@ fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     );
     for (d, ps, _) in &per_dev {
         for p in ps {
-            let pid = p.pid.to_string();
-            let mut labels = vec![
+            let pid = Digits::new(u64::from(p.pid));
+            // An array, not a Vec: no allocation per process.
+            let cmdline = p.cmdline.as_deref().filter(|_| cfg.cmdline);
+            let labels = [
                 ("uuid", d.uuid.as_str()),
-                ("pid", &pid),
+                ("pid", pid.as_str()),
                 ("comm", &p.comm),
                 ("user", &p.user),
                 ("state", &p.state),
                 ("type", &p.kind),
                 ("container_runtime", &p.placement.container_runtime),
+                ("cmdline", cmdline.unwrap_or_default()),
             ];
-            if let (true, Some(c)) = (cfg.cmdline, &p.cmdline) {
-                labels.push(("cmdline", c));
-            }
-            w.sample("gpumem_process_info", &labels, 1u64);
+            let n = if cmdline.is_some() {
+                labels.len()
+            } else {
+                labels.len() - 1
+            };
+            w.sample("gpumem_process_info", &labels[..n], 1u64);
         }
     }
     per_process_gauges(w, &per_dev);
@@ -276,7 +285,8 @@ fn per_process_gauges(w: &mut Writer, per_dev: &[(&Device, Vec<&Process>, usize)
         for (d, ps, _) in per_dev {
             for p in ps {
                 if let Some(v) = get(p) {
-                    w.sample(name, &[("uuid", &d.uuid), ("pid", &p.pid.to_string())], v);
+                    let pid = Digits::new(u64::from(p.pid));
+                    w.sample(name, &[("uuid", &d.uuid), ("pid", pid.as_str())], v);
                 }
             }
         }
@@ -447,6 +457,14 @@ fn daemon_state(w: &mut Writer, d: &DaemonState<'_>) {
         for (n, v) in &d.outbox_write_errors {
             w.sample("gpumem_notification_outbox_write_errors_total", &[("notifier", n)], *v);
         }
+    }
+    if let Some(ok) = d.state_dir_writable {
+        w.family(
+            "gpumem_state_dir_writable",
+            Kind::Gauge,
+            "1 if the state dir could be written at start; 0 means alert notifications are disabled (see the log).",
+        );
+        w.sample("gpumem_state_dir_writable", &[], u64::from(ok));
     }
     if !d.reclaim.is_empty() {
         w.family(

@@ -43,7 +43,35 @@ pub trait Value {
 
 impl Value for u64 {
     fn write_to(&self, out: &mut String) {
-        let _ = write!(out, "{self}");
+        out.push_str(Digits::new(*self).as_str());
+    }
+}
+
+/// An integer's decimal digits on the stack: label values such as `pid`
+/// without a `String` per series, and sample values without `fmt`.
+pub struct Digits {
+    buf: [u8; 20],
+    start: usize,
+}
+
+impl Digits {
+    pub fn new(mut v: u64) -> Self {
+        let mut buf = [0u8; 20];
+        let mut start = buf.len();
+        loop {
+            start -= 1;
+            buf[start] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        Self { buf, start }
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits were written; the fallback cannot happen.
+        std::str::from_utf8(&self.buf[self.start..]).unwrap_or("0")
     }
 }
 
@@ -53,6 +81,13 @@ impl Value for f64 {
             out.push_str("NaN");
         } else if self.is_infinite() {
             out.push_str(if *self > 0.0 { "+Inf" } else { "-Inf" });
+        } else if self.fract() == 0.0 && self.abs() < 9e15 && !(*self == 0.0 && self.is_sign_negative()) {
+            // Whole numbers (start times, idle seconds) print the same as
+            // `Display` does, without its shortest-float search.
+            if *self < 0.0 {
+                out.push('-');
+            }
+            out.push_str(Digits::new(self.abs() as u64).as_str());
         } else {
             let _ = write!(out, "{self}");
         }
@@ -130,6 +165,11 @@ fn truncated(s: &str, max: usize) -> &str {
 }
 
 fn escape_into(out: &mut String, v: &str) {
+    // Almost no label value needs escaping: copy those in one go.
+    if !v.bytes().any(|b| matches!(b, b'\\' | b'"' | b'\n')) {
+        out.push_str(v);
+        return;
+    }
     for c in v.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
@@ -154,12 +194,47 @@ mod tests {
     }
 
     #[test]
+    fn integers_print_exactly() {
+        for v in [0u64, 7, 10, 4096, 1_767_225_600, u64::MAX] {
+            let mut s = String::new();
+            v.write_to(&mut s);
+            assert_eq!(s, v.to_string());
+            assert_eq!(Digits::new(v).as_str(), v.to_string());
+        }
+    }
+
+    #[test]
+    fn finite_floats_print_as_display_does() {
+        for v in [
+            0.0,
+            1.0,
+            -1.0,
+            0.5,
+            123.456,
+            1e15,
+            8.9e15,
+            9e15,
+            1e16,
+            1e300,
+            -7e200,
+            1_767_225_600.25,
+        ] {
+            let mut s = String::new();
+            v.write_to(&mut s);
+            assert_eq!(s, format!("{v}"));
+        }
+    }
+
+    #[test]
     fn floats_use_prometheus_spelling() {
         for (v, want) in [
             (f64::NAN, "NaN"),
             (f64::INFINITY, "+Inf"),
             (f64::NEG_INFINITY, "-Inf"),
             (0.25, "0.25"),
+            (-0.0, "-0"),
+            (1_767_225_600.0, "1767225600"),
+            (-42.0, "-42"),
         ] {
             let mut s = String::new();
             v.write_to(&mut s);

@@ -21,18 +21,18 @@ pub struct ProcessKinds {
 
 impl ProcessKinds {
     /// The `type` label: the lists joined with `+`, e.g. "compute+graphics".
-    pub fn label(self) -> String {
-        let mut parts = Vec::with_capacity(3);
-        if self.compute {
-            parts.push("compute");
+    /// A static string: it is asked for per process per poll.
+    pub fn label(self) -> &'static str {
+        match (self.compute, self.graphics, self.mps) {
+            (false, false, false) => "",
+            (true, false, false) => "compute",
+            (false, true, false) => "graphics",
+            (false, false, true) => "mps",
+            (true, true, false) => "compute+graphics",
+            (true, false, true) => "compute+mps",
+            (false, true, true) => "graphics+mps",
+            (true, true, true) => "compute+graphics+mps",
         }
-        if self.graphics {
-            parts.push("graphics");
-        }
-        if self.mps {
-            parts.push("mps");
-        }
-        parts.join("+")
     }
 }
 

@@ -166,7 +166,9 @@ pub enum ScenarioError {
     Unknown(String),
     #[error("cannot read scenario {path}: {source}")]
     Read { path: PathBuf, source: std::io::Error },
-    #[error("scenario {origin}: {message}")]
+    // A trace path or value quoted in the message can hold a line break:
+    // escaped, so the error stays one line.
+    #[error("scenario {origin}: {}", crate::config::one_line(message))]
     Invalid { origin: String, message: String },
 }
 
@@ -237,6 +239,13 @@ impl Scenario {
     fn check(&self) -> Result<(), String> {
         if self.gpus.is_empty() {
             return Err("needs at least one [[gpu]]".into());
+        }
+        // The simulation computes free = memory - reserved - used.
+        if let Some((i, g)) = self.gpus.iter().enumerate().find(|(_, g)| g.reserved.0 > g.memory.0) {
+            return Err(format!(
+                "gpu {i}: reserved ({} bytes) is more than its memory ({} bytes)",
+                g.reserved.0, g.memory.0
+            ));
         }
         for p in &self.processes {
             let gpu = self.gpus.get(p.gpu).ok_or_else(|| {

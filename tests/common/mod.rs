@@ -171,3 +171,73 @@ pub fn sample(body: &str, metric: &str, must: &[&str]) -> Option<f64> {
         .and_then(|l| l.rsplit(' ').next())
         .and_then(|v| v.parse().ok())
 }
+
+/// A stand-in HTTP receiver on 127.0.0.1 (webhook, Alertmanager): answers
+/// every request 200 and counts them. Its thread lives as long as the test
+/// binary.
+pub fn http_sink() -> (SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind the sink");
+    let addr = listener.local_addr().expect("sink addr");
+    let count = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().map_while(Result::ok) {
+            // One request per connection is all a counter needs; a read
+            // timeout keeps a silent client from stalling the sink.
+            let _ = conn.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut buf = [0u8; 64 * 1024];
+            let _ = conn.read(&mut buf);
+            seen.fetch_add(1, Ordering::SeqCst);
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    (addr, count)
+}
+
+/// Lines of a child's stream, read on a thread so a test can wait for one
+/// with a deadline instead of blocking on a child that never prints it.
+pub struct Lines {
+    rx: std::sync::mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Lines {
+    pub fn new(stream: impl std::io::Read + Send + 'static) -> Self {
+        use std::io::BufRead;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Lines { rx, seen: Vec::new() }
+    }
+
+    /// The first line (seen before or arriving within `timeout`) that
+    /// contains `needle`; panics with everything seen when none does.
+    pub fn wait_for(&mut self, needle: &str, timeout: Duration) -> String {
+        if let Some(l) = self.seen.iter().find(|l| l.contains(needle)) {
+            return l.clone();
+        }
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if line.contains(needle) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "no line with {needle:?} within {timeout:?}; got:\n{}",
+                    self.seen.join("\n")
+                ),
+            }
+        }
+    }
+}

@@ -335,6 +335,14 @@ fn degenerate_cases() -> Vec<Case> {
             "garbage\n\n::\n0::\n:::::\n\u{1F600}\n".into(),
             CgroupInfo::default(),
         ),
+        (
+            "a segment with a control character names nothing",
+            "0::/user.slice/\ruser-1000.slice/session-3.scope\x1b\n".into(),
+            CgroupInfo {
+                slice: some("user.slice"),
+                ..Default::default()
+            },
+        ),
     ]
 }
 

@@ -1,0 +1,208 @@
+//! Criterion benchmarks of the daemon's per-poll and per-scrape work on the
+//! simulated fleet (`scenario::large(gpus, per_gpu)`), at 1, 8 and 64 GPUs
+//! with 10, 100 and 1000 processes each (plus 8 x 64, the scrape target's
+//! size). Four groups:
+//! - `source_poll`: `SimulatedSource::poll` alone (the stand-in for NVML);
+//! - `pipeline_build`: `Pipeline::build` over one `RawPoll` (attribution,
+//!   holder split, late release, idle and leak tracking) on a pipeline whose
+//!   leak window is already full, each poll closing a leak bucket (below);
+//! - `pipeline_build_1s`: the same at 1 s per poll, so one poll in ten
+//!   closes a bucket: the mean cost of a poll at the default interval;
+//! - `rules_eval`: the default rule set against the resulting snapshot;
+//! - `render_prometheus`: `/metrics` in the text format, default config
+//!   (top 50 processes per GPU), with the alert view.
+//!
+//! The fleet is stepped 10 s per poll, one leak bucket at the defaults
+//! (600 s window / 60 buckets), so every measured build closes a bucket for
+//! every key and recomputes every verdict: the costliest poll, which at a
+//! 1 s interval is one poll in ten. Sample counts and times are small so
+//! the whole run fits in about 3 minutes on 2 cores; BENCHMARKS.md has the
+//! command and the results.
+
+use std::cell::RefCell;
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use gpumemd::alerts::AlertEngine;
+use gpumemd::config::Config;
+use gpumemd::metrics::{self, DaemonState, Format};
+use gpumemd::pipeline::Pipeline;
+use gpumemd::reload::ReloadStatus;
+use gpumemd::rules::eval::{self, EvalState};
+use gpumemd::snapshot::{PollStats, Snapshot};
+use gpumemd::source::GpuSource;
+use gpumemd::source::scenario::large;
+use gpumemd::source::simulated::SimulatedSource;
+
+const EPOCH: f64 = 1_767_225_600.0;
+/// Seconds of fleet time per poll: one leak bucket at the default window.
+const STEP: f64 = 10.0;
+/// Polls before measuring: fills the 60-bucket leak window.
+const WARM_POLLS: u64 = 62;
+
+/// (GPUs, processes per GPU).
+const SIZES: &[(usize, usize)] = &[
+    (1, 10),
+    (1, 100),
+    (1, 1000),
+    (8, 10),
+    (8, 64),
+    (8, 100),
+    (8, 1000),
+    (64, 10),
+    (64, 100),
+    (64, 1000),
+];
+
+/// A source and a pipeline in steady state, and the last snapshot.
+struct Fleet {
+    src: SimulatedSource,
+    pipe: Pipeline,
+    polls: u64,
+    /// Seconds of pipeline time per poll.
+    step: f64,
+    now: f64,
+    snap: Snapshot,
+}
+
+impl Fleet {
+    fn new(cfg: &Config, gpus: usize, per_gpu: usize) -> Fleet {
+        let src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs_f64(STEP), EPOCH);
+        let mut f = Fleet {
+            src,
+            pipe: Pipeline::new(&cfg.processes),
+            polls: 0,
+            step: STEP,
+            now: EPOCH,
+            snap: Snapshot::default(),
+        };
+        for _ in 0..WARM_POLLS {
+            let (raw, now) = f.next_raw();
+            let (driver, devices) = f.pipe.build(raw, now);
+            f.snap = snapshot(f.polls, now, driver, devices);
+        }
+        f
+    }
+
+    /// The next poll's raw data and its time.
+    fn next_raw(&mut self) -> (gpumemd::source::RawPoll, f64) {
+        let now = self.now;
+        self.now += self.step;
+        self.polls += 1;
+        (self.src.poll(true).expect("simulated poll"), now)
+    }
+}
+
+fn snapshot(
+    seq: u64,
+    now: f64,
+    driver: Option<gpumemd::snapshot::DriverInfo>,
+    devices: Vec<gpumemd::snapshot::Device>,
+) -> Snapshot {
+    Snapshot {
+        seq,
+        timestamp: now,
+        monotonic: now - EPOCH,
+        nvml_up: true,
+        driver,
+        devices,
+        poll: PollStats {
+            polls_total: seq,
+            success: true,
+            duration_seconds: 0.001,
+            last_success_timestamp: Some(now),
+            ..PollStats::default()
+        },
+        ..Snapshot::default()
+    }
+}
+
+fn id(gpus: usize, per_gpu: usize) -> BenchmarkId {
+    BenchmarkId::from_parameter(format!("{gpus}x{per_gpu}"))
+}
+
+fn hot_paths(c: &mut Criterion) {
+    let cfg = Config::defaults(false);
+    let rules = cfg.effective_rules();
+    let build = gpumemd::build_info();
+    for &(gpus, per_gpu) in SIZES {
+        let fleet = RefCell::new(Fleet::new(&cfg, gpus, per_gpu));
+
+        c.benchmark_group("source_poll").bench_function(id(gpus, per_gpu), |b| {
+            b.iter(|| black_box(fleet.borrow_mut().next_raw()));
+        });
+
+        // The RawPoll is made outside the timed part; `build` consumes it.
+        c.benchmark_group("pipeline_build")
+            .bench_function(id(gpus, per_gpu), |b| {
+                b.iter_batched(
+                    || fleet.borrow_mut().next_raw(),
+                    |(raw, now)| black_box(fleet.borrow_mut().pipe.build(raw, now)),
+                    BatchSize::PerIteration,
+                );
+            });
+
+        fleet.borrow_mut().step = 1.0;
+        c.benchmark_group("pipeline_build_1s")
+            .bench_function(id(gpus, per_gpu), |b| {
+                b.iter_batched(
+                    || fleet.borrow_mut().next_raw(),
+                    |(raw, now)| black_box(fleet.borrow_mut().pipe.build(raw, now)),
+                    BatchSize::PerIteration,
+                );
+            });
+
+        // Rules and rendering run on one steady-state snapshot.
+        let snap = {
+            let mut f = fleet.borrow_mut();
+            let (raw, now) = f.next_raw();
+            let (driver, devices) = f.pipe.build(raw, now);
+            snapshot(f.polls, now, driver, devices)
+        };
+        drop(fleet);
+        let (state, _) = eval::evaluate(&rules, &EvalState::new(), &snap, "bench-host");
+        c.benchmark_group("rules_eval").bench_function(id(gpus, per_gpu), |b| {
+            b.iter(|| black_box(eval::evaluate(&rules, &state, &snap, "bench-host")));
+        });
+
+        let mut engine = AlertEngine::new(rules.clone(), "bench-host".into(), 100);
+        engine.evaluate(&snap);
+        let view = engine.view();
+        let daemon = DaemonState {
+            alerts: Some(&view),
+            reload: Some(ReloadStatus {
+                successful: true,
+                last_success: EPOCH,
+            }),
+            ..DaemonState::default()
+        };
+        c.benchmark_group("render_prometheus")
+            .bench_function(id(gpus, per_gpu), |b| {
+                b.iter(|| {
+                    black_box(metrics::render(
+                        &snap,
+                        &daemon,
+                        &cfg.processes,
+                        &build,
+                        Format::Prometheus,
+                    ))
+                });
+            });
+    }
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1500))
+        .without_plots()
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = hot_paths
+}
+criterion_main!(benches);
