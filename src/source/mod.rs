@@ -1,6 +1,6 @@
 //! The hardware seam: `GpuSource` and the plain data it returns. Two
 //! implementations live beside this file, NVML (`nvml.rs`, the only code that
-//! names `nvml_wrapper`) and the simulated fleet (`simulated.rs`). Nothing here
+//! names the NVML crate) and the simulated fleet (`simulated.rs`). Nothing here
 //! reads /proc or knows about metrics; attribution happens after the seam.
 
 pub mod nvml;
