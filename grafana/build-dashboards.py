@@ -737,9 +737,11 @@ def exporter():
 
     L.row("Polls")
     L.add(timeseries("Poll duration", "gpumem_poll_duration_seconds is the latest poll's duration; "
-                     "max over the interval catches slow polls between scrapes.",
+                     "max over the interval catches slow polls between scrapes. The NVML part is the time "
+                     "inside the driver; the rest is gpumemd's own work.",
                      refs([(f"max_over_time(gpumem_poll_duration_seconds{{{INST}}}[$__rate_interval])", "{{instance}} max"),
-                           (f"gpumem_poll_duration_seconds{{{INST}}}", "{{instance}} latest")]),
+                           (f"gpumem_poll_duration_seconds{{{INST}}}", "{{instance}} latest"),
+                           (f"gpumem_poll_source_duration_seconds{{{INST}}}", "{{instance}} in NVML")]),
                      "s", fill=0), 8, 8)
     L.add(timeseries("Polls per second", "Should equal 1 / [poll] interval.",
                      refs([(f"rate(gpumem_polls_total{{{INST}}}[$__rate_interval])", "{{instance}}")]),

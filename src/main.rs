@@ -146,6 +146,7 @@ fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
         SourceError::Unavailable(m) => format!("NVML not available: {m}; use --demo to try without a GPU"),
         other => other.to_string(),
     })?;
+    let source_seconds = started.elapsed().as_secs_f64();
     let (driver, devices) = Pipeline::new(&cfg.processes).build(raw, now);
     let snap = Snapshot {
         seq: 1,
@@ -158,6 +159,7 @@ fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
             polls_total: 1,
             success: true,
             duration_seconds: started.elapsed().as_secs_f64(),
+            source_seconds,
             last_success_timestamp: Some(now),
             ..PollStats::default()
         },

@@ -39,10 +39,14 @@ pub type Snapshots = watch::Receiver<Arc<Snapshot>>;
 
 type Outcome = Result<(Option<DriverInfo>, Vec<Device>), SourceError>;
 
+/// A poll's outcome and the part of its time spent inside the source (the
+/// NVML calls), so the daemon's own share of a poll can be told apart.
+type Reply = (Outcome, Duration);
+
 struct Request {
     now: f64,
     sample_utilization: bool,
-    reply: oneshot::Sender<Outcome>,
+    reply: oneshot::Sender<Reply>,
 }
 
 /// Tells systemd about our state when run under `Type=notify`; a no-op
@@ -105,10 +109,12 @@ pub fn start(
 /// panic inside a poll is caught and reported as that poll's failure.
 fn worker(mut source: Box<dyn GpuSource>, mut pipeline: Pipeline, rx: mpsc::Receiver<Request>) {
     while let Ok(req) = rx.recv() {
+        let mut in_source = Duration::ZERO;
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            source
-                .poll(req.sample_utilization)
-                .map(|raw| pipeline.build(raw, req.now))
+            let started = Instant::now();
+            let raw = source.poll(req.sample_utilization);
+            in_source = started.elapsed();
+            raw.map(|raw| pipeline.build(raw, req.now))
         }))
         .unwrap_or_else(|_| {
             Err(SourceError::Failed {
@@ -117,7 +123,7 @@ fn worker(mut source: Box<dyn GpuSource>, mut pipeline: Pipeline, rx: mpsc::Rece
             })
         });
         // The supervisor may have given up on this poll (timeout): fine.
-        let _ = req.reply.send(outcome);
+        let _ = req.reply.send((outcome, in_source));
     }
 }
 
@@ -135,7 +141,7 @@ impl Supervisor {
     async fn run(mut self, mut shutdown: watch::Receiver<bool>) -> Result<(), PollerError> {
         let mut ticker = tokio::time::interval(self.settings.interval);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        let mut stuck: Option<oneshot::Receiver<Outcome>> = None;
+        let mut stuck: Option<oneshot::Receiver<Reply>> = None;
         let mut last_util: Option<Instant> = None;
         loop {
             tokio::select! {
@@ -174,7 +180,10 @@ impl Supervisor {
                 biased;
                 _ = shutdown.changed() => return Ok(()),
                 r = tokio::time::timeout(self.settings.timeout, &mut rx) => match r {
-                    Ok(Ok(outcome)) => self.finish(outcome, (now, mono), started.elapsed()),
+                    Ok(Ok((outcome, in_source))) => {
+                        self.stats.source_seconds = in_source.as_secs_f64();
+                        self.finish(outcome, (now, mono), started.elapsed());
+                    }
                     Ok(Err(_)) => return Err(PollerError::WorkerDied),
                     Err(_) => {
                         self.fail("timeout", &format!("poll did not finish within {:?}", self.settings.timeout), started.elapsed());

@@ -157,6 +157,9 @@ pub struct PollStats {
     pub success: bool,
     /// Seconds the latest poll took (or how long it had run when it timed out).
     pub duration_seconds: f64,
+    /// Of `duration_seconds`, the time spent inside the source (the NVML
+    /// calls, or the simulation); the rest is gpumemd's own work.
+    pub source_seconds: f64,
     /// Unix seconds of the latest successful poll.
     pub last_success_timestamp: Option<f64>,
 }

@@ -43,6 +43,7 @@ fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine) {
                 polls_total: i + 1,
                 success: true,
                 duration_seconds: 0.000125,
+                source_seconds: 0.000075,
                 last_success_timestamp: Some(now),
                 ..PollStats::default()
             },

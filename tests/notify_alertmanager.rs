@@ -7,7 +7,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::alertmanager::{Alertmanager, free_port, wait_for};
 
@@ -168,11 +168,12 @@ async fn nothing_is_lost_when_alertmanager_is_down_across_a_restart() {
     let names: Vec<String> = (0..5).map(|i| format!("Lost{i}")).collect();
     let fired: Vec<AlertPayload> = names.iter().map(|n| alert(n, AlertStatus::Firing)).collect();
     first.submit(&fired, &fired);
-    let end = Instant::now() + Duration::from_secs(10);
-    while stats(&first).failed == 0 {
-        assert!(Instant::now() < end, "no failed attempt against a stopped Alertmanager");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_true(
+        Duration::from_secs(10),
+        "a failed attempt against a stopped Alertmanager",
+        || stats(&first).failed > 0,
+    )
+    .await;
     assert_eq!(stats(&first).queue_length, 5);
     drop(first); // the daemon "restarts" before Alertmanager is back
 
@@ -187,11 +188,10 @@ async fn nothing_is_lost_when_alertmanager_is_down_across_a_restart() {
         names.iter().all(|n| a.contains_key(n))
     })
     .await;
-    let end = Instant::now() + Duration::from_secs(5);
-    while stats(&second).queue_length > 0 {
-        assert!(Instant::now() < end, "outbox not emptied: {:?}", stats(&second));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    common::wait_true(Duration::from_secs(5), "an empty outbox", || {
+        stats(&second).queue_length == 0
+    })
+    .await;
     let s = stats(&second);
     assert!(s.sent_ok >= 5 && s.dropped == 0, "{s:?}");
 }

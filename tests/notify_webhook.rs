@@ -3,17 +3,20 @@
 //! rejections, and the outbox carrying messages across a daemon restart while
 //! the receiver is down. Waits are polls on conditions with deadlines.
 
+mod common;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
+use common::wait_true;
 use gpumemd::notify::{
     AlertPayload, AlertStatus, NotifierStats, Notifiers, NotifyConfig, Secret, WebhookConfig, signature,
 };
@@ -167,14 +170,6 @@ fn stats(n: &Notifiers) -> NotifierStats {
         .expect("webhook stats")
 }
 
-async fn wait_until(what: &str, deadline: Duration, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + deadline;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out after {deadline:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// (alertname, status) of every alert of every delivered message, in order.
 fn transitions(delivered: &[Value]) -> Vec<(String, String)> {
     delivered
@@ -236,7 +231,7 @@ async fn every_transition_arrives_in_order_through_503s_and_timeouts() {
     for batch in scenario() {
         n.submit(&batch, &[]);
     }
-    wait_until("5 deliveries", Duration::from_secs(15), || rx.delivered().len() >= 5).await;
+    wait_true(Duration::from_secs(15), "5 deliveries", || rx.delivered().len() >= 5).await;
     let delivered = rx.delivered();
     assert_eq!(delivered.len(), 5, "no duplicates expected here: {delivered:?}");
     assert_eq!(transitions(&delivered), expected());
@@ -249,7 +244,7 @@ async fn every_transition_arrives_in_order_through_503s_and_timeouts() {
         assert!(log.problems.is_empty(), "{:?}", log.problems);
         assert_eq!(log.requests, 10, "5 failed attempts + 5 deliveries");
     }
-    wait_until("stats settle", Duration::from_secs(5), || stats(&n).queue_length == 0).await;
+    wait_true(Duration::from_secs(5), "stats settle", || stats(&n).queue_length == 0).await;
     let s = stats(&n);
     assert_eq!(
         (s.sent_ok, s.failed, s.dropped, s.persist_errors),
@@ -271,11 +266,11 @@ async fn a_permanent_rejection_is_dropped_and_the_queue_moves_on() {
     let n = Notifiers::start(&config(addr, None), state.path(), stop).expect("start");
     n.submit(&[alert("Rejected", AlertStatus::Firing)], &[]);
     n.submit(&[alert("Accepted", AlertStatus::Firing)], &[]);
-    wait_until("the second message", Duration::from_secs(10), || {
+    wait_true(Duration::from_secs(10), "the second message", || {
         !rx.delivered().is_empty()
     })
     .await;
-    wait_until("stats settle", Duration::from_secs(5), || stats(&n).queue_length == 0).await;
+    wait_true(Duration::from_secs(5), "stats settle", || stats(&n).queue_length == 0).await;
     assert_eq!(
         transitions(&rx.delivered()),
         [("Accepted".to_owned(), "firing".to_owned())]
@@ -301,7 +296,7 @@ async fn the_outbox_delivers_after_a_restart_while_the_receiver_was_down() {
     for batch in scenario() {
         first.submit(&batch, &[]);
     }
-    wait_until("a refused attempt", Duration::from_secs(10), || {
+    wait_true(Duration::from_secs(10), "a refused attempt", || {
         stats(&first).failed >= 1
     })
     .await;
@@ -316,10 +311,10 @@ async fn the_outbox_delivers_after_a_restart_while_the_receiver_was_down() {
         "the new run loads what the old one left"
     );
     let (rx, _) = Receiver::start(addr, &[], Some(SECRET)).await;
-    wait_until("5 deliveries", Duration::from_secs(15), || rx.delivered().len() >= 5).await;
+    wait_true(Duration::from_secs(15), "5 deliveries", || rx.delivered().len() >= 5).await;
     assert_eq!(transitions(&rx.delivered()), expected(), "none lost, none reordered");
     assert!(rx.log.lock().expect("log").problems.is_empty());
-    wait_until("an empty outbox", Duration::from_secs(5), || {
+    wait_true(Duration::from_secs(5), "an empty outbox", || {
         stats(&second).queue_length == 0
     })
     .await;

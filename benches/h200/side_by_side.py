@@ -40,12 +40,15 @@ BIN, OUT = sys.argv[1], sys.argv[2]
 IDLE = float(os.environ.get("SBS_IDLE", "60"))
 SCRAPES = int(os.environ.get("SBS_SCRAPES", "1000"))
 PROCS = int(os.environ.get("SBS_PROCS", "8"))
-BUDGET = float(os.environ.get("SBS_BUDGET", "460"))
+BUDGET = float(os.environ.get("SBS_BUDGET", "540"))
 NVSMI = os.environ.get("SBS_NVIDIA_SMI", "nvidia-smi")
 # Time to let an exporter finish its first polls before the idle window.
 SETTLE = float(os.environ.get("SBS_SETTLE", "5"))
 # Scrapes stop early after this long, so a slow exporter cannot eat the budget.
 SCRAPE_CAP_S = float(os.environ.get("SBS_SCRAPE_CAP", "60"))
+# (GPUs, processes per GPU) of the simulated scrape-latency sweep.
+SWEEP = [(8, 1), (8, 8), (8, 32), (8, 64), (8, 128), (8, 256), (8, 1000), (64, 1000)]
+SWEEP_SCRAPES = int(os.environ.get("SBS_SWEEP_SCRAPES", "300"))
 HZ = os.sysconf("SC_CLK_TCK")
 T0 = time.monotonic()
 TMP = "/tmp/sbs"
@@ -166,9 +169,12 @@ def tail(path, n=15):
         return []
 
 
-def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle=True):
+def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle=True, keep_body=True,
+            scrapes=SCRAPES, cap=SCRAPE_CAP_S, settle=SETTLE, poll_timing=0):
     """Starts one exporter and measures it; returns its record. Without
-    `idle`, only the scrapes are measured (the idle fields are zero)."""
+    `idle`, only the scrapes are measured (the idle fields are zero).
+    `poll_timing` > 0: afterwards, that many seconds of gpumemd's own poll
+    timing (total and time inside the source), read once a second."""
     rec = {"name": name, "version": version, "command": cmd, "port": port}
     logf = f"{TMP}/{name}.log"
     log(f"{name}: starting: {' '.join(cmd)}")
@@ -186,12 +192,12 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
                 log(f"{name}:   {line}")
             return rec
         rec["ready_s"] = round(time.monotonic() - t, 2)
-        time.sleep(SETTLE)
+        time.sleep(settle)
         # Idle: no scrapes at all, the exporter's own interval work only.
         c0, w0 = cpu_seconds(proc.pid), time.monotonic()
         time.sleep(IDLE if idle else 0.01)
         c1, w1 = cpu_seconds(proc.pid), time.monotonic()
-        idle_rate = (c1 - c0) / (w1 - w0)
+        idle_rate = (c1 - c0) / (w1 - w0) if idle else 0.0
         rss, hwm, threads = memory(proc.pid)
         rec["idle"] = {
             "seconds": round(w1 - w0, 2),
@@ -201,33 +207,53 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
         }
         rec["rss_kib"], rec["hwm_kib"], rec["threads"] = rss, hwm, threads
         log(f"{name}: idle {rec['idle']['cpu_percent']}% of a core, RSS {rss} KiB, {threads} threads")
-        # Scrapes, sequential, one connection each.
-        lat, errors, body = [], 0, b""
+        # Scrapes, sequential, one connection each: with BIN/scrape (the
+        # `scrape` example, a Rust client) when present, so the client's
+        # own cost stays out of sub-millisecond figures; else Python.
         c0, w0 = cpu_seconds(proc.pid), time.monotonic()
-        for _ in range(SCRAPES):
-            s = time.perf_counter()
+        client = os.path.join(BIN, "scrape")
+        if os.access(client, os.X_OK):
+            r = subprocess.run([client, f"127.0.0.1:{port}", "/metrics", str(scrapes), "--cap-s", str(cap)],
+                               capture_output=True, text=True)
+            c1, w1 = cpu_seconds(proc.pid), time.monotonic()
             try:
-                st, b = get(port)
-                if st != 200:
+                sc = json.loads(r.stdout.strip().splitlines()[-1])
+            except (ValueError, IndexError):
+                sc = {"count": 0, "errors": 1, "p50_ms": None, "p99_ms": None, "mean_ms": None, "max_ms": None}
+                log(f"{name}: scrape client failed: {r.stderr.strip()[-300:]}")
+            n = max(1, sc["count"])
+            st, body = get(port)
+            rec["client"] = "rust (examples/scrape.rs)"
+        else:
+            lat, errors, body = [], 0, b""
+            for _ in range(scrapes):
+                s = time.perf_counter()
+                try:
+                    st, b = get(port)
+                    if st != 200:
+                        errors += 1
+                    else:
+                        body = b
+                except OSError:
                     errors += 1
-                else:
-                    body = b
-            except OSError:
-                errors += 1
-            lat.append(time.perf_counter() - s)
-            if time.monotonic() - w0 > SCRAPE_CAP_S:
-                break
-        c1, w1 = cpu_seconds(proc.pid), time.monotonic()
-        lat.sort()
-        n = len(lat)
+                lat.append(time.perf_counter() - s)
+                if time.monotonic() - w0 > cap:
+                    break
+            c1, w1 = cpu_seconds(proc.pid), time.monotonic()
+            lat.sort()
+            n = len(lat)
+            sc = {"count": n, "errors": errors, "p50_ms": round(1e3 * pct(lat, 0.50), 3),
+                  "p99_ms": round(1e3 * pct(lat, 0.99), 3), "mean_ms": round(1e3 * statistics.fmean(lat), 3),
+                  "max_ms": round(1e3 * lat[-1], 3)}
+            rec["client"] = "python http.client"
         rss2, hwm2, _ = memory(proc.pid)
         rec["scrapes"] = {
-            "count": n,
-            "errors": errors,
-            "p50_ms": round(1e3 * pct(lat, 0.50), 3),
-            "p99_ms": round(1e3 * pct(lat, 0.99), 3),
-            "mean_ms": round(1e3 * statistics.fmean(lat), 3),
-            "max_ms": round(1e3 * lat[-1], 3),
+            "count": sc["count"],
+            "errors": sc["errors"],
+            "p50_ms": sc["p50_ms"],
+            "p99_ms": sc["p99_ms"],
+            "mean_ms": sc["mean_ms"],
+            "max_ms": sc["max_ms"],
             "seconds": round(w1 - w0, 2),
             "cpu_ms_per_scrape_raw": round(1e3 * (c1 - c0) / n, 4),
             # Less the exporter's own background work over the same time.
@@ -238,17 +264,55 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
         rec["body_bytes"] = len(body)
         # The last body, for reading the series themselves (one file each:
         # the device run returns at most 8 files).
-        with open(os.path.join(OUT, f"{name}.prom"), "wb") as f:
-            f.write(body)
+        if keep_body:
+            with open(os.path.join(OUT, f"{name}.prom"), "wb") as f:
+                f.write(body)
         log(f"{name}: scrapes p50 {rec['scrapes']['p50_ms']} ms p99 {rec['scrapes']['p99_ms']} ms, {rec['series']} series, {len(body)} bytes")
         if name == "gpumemd":
             for line in body.decode().splitlines():
-                if line.startswith(("gpumem_poll_duration_seconds", "gpumem_device_processes", "gpumem_nvml_up")):
+                if line.startswith(("gpumem_poll_duration_seconds", "gpumem_poll_source_duration_seconds",
+                                    "gpumem_device_processes", "gpumem_nvml_up")):
                     rec.setdefault("self_metrics", []).append(line)
+        if poll_timing > 0:
+            rec["poll_timing"] = read_poll_timing(port, poll_timing)
+            log(f"{name}: poll timing {rec['poll_timing']}")
     finally:
         stop(proc)
         rec.setdefault("log_tail", tail(logf, 5))
     return rec
+
+
+def gauge(body, name):
+    for line in body.decode("utf-8", "replace").splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
+
+
+def read_poll_timing(port, seconds):
+    """gpumemd's latest-poll gauges read once a second: the medians of the
+    poll's duration, the part inside the source (NVML) and the rest."""
+    seen = {}
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        try:
+            st, body = get(port)
+        except OSError:
+            st = 0
+        if st == 200:
+            n = gauge(body, "gpumem_polls_total")
+            d = gauge(body, "gpumem_poll_duration_seconds")
+            src = gauge(body, "gpumem_poll_source_duration_seconds")
+            if None not in (n, d, src):
+                seen[n] = (d, src)
+        time.sleep(1.0)
+    if not seen:
+        return {"polls": 0}
+    total = statistics.median(d for d, _ in seen.values())
+    src = statistics.median(s for _, s in seen.values())
+    own = statistics.median(d - s for d, s in seen.values())
+    return {"polls": len(seen), "poll_ms": round(1e3 * total, 3), "source_ms": round(1e3 * src, 3),
+            "own_ms": round(1e3 * own, 3)}
 
 
 def nvidia_smi_baseline():
@@ -406,7 +470,7 @@ def table(doc):
         "",
         f"Date (UTC): {doc['date']}. Machine: {doc['machine']}. Workload: {doc['workload']}.",
         f"Idle window {IDLE:.0f} s per exporter, no scrapes; then up to {SCRAPES} sequential scrapes "
-        "(Python http.client, a new connection each, no compression). CPU from /proc/PID/stat "
+        f"({(base or {}).get('client', 'python http.client')}, a new connection each, no compression). CPU from /proc/PID/stat "
         f"utime+stime of the process tree (resolution 1/{HZ} s); RSS is VmRSS of the tree after the idle window. "
         "CPU per scrape is the CPU over the scrapes less the idle rate, per scrape. Ratios are the peer's "
         "value over gpumemd's (higher = gpumemd better).",
@@ -450,6 +514,29 @@ def table(doc):
     elif sim:
         lines.append(f"Simulated 8 GPUs x 64 processes: failed: {sim.get('error')}")
         lines.append("")
+    if base and base.get("poll_timing", {}).get("polls"):
+        pt = base["poll_timing"]
+        ok = pt["own_ms"] <= pt["source_ms"]
+        lines.append(f"gpumemd poll (median of {pt['polls']} polls): {pt['poll_ms']} ms, of which {pt['source_ms']} ms "
+                     f"inside NVML and {pt['own_ms']} ms its own work -> target own work <= NVML time "
+                     f"{'met' if ok else 'NOT met'}.")
+        lines.append("")
+    if doc.get("sweep"):
+        lines += ["## Simulated fleets (`gpumemd --demo FILE`, scrapes only)", "",
+                  "| GPUs x processes | processes | scrape p50 ms | p99 ms | CPU ms per scrape | series | body KiB "
+                  "| poll ms (own / source) | RSS MiB |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for r in doc["sweep"]:
+            if "error" in r:
+                lines.append(f"| {r['gpus']} x {r['per_gpu']} | {r['gpus'] * r['per_gpu']} | failed: {r['error']} "
+                             "| | | | | | |")
+                continue
+            pt = r.get("poll_timing", {})
+            poll = (f"{pt['poll_ms']} ({pt['own_ms']} / {pt['source_ms']})" if pt.get("polls") else "-")
+            lines.append(f"| {r['gpus']} x {r['per_gpu']} | {r['gpus'] * r['per_gpu']} | {r['scrapes']['p50_ms']} "
+                         f"| {r['scrapes']['p99_ms']} | {r['scrapes']['cpu_ms_per_scrape']} | {r['series']} "
+                         f"| {r['body_bytes'] / 1024:.1f} | {poll} | {r['rss_after_scrapes_kib'] / 1024:.1f} |")
+        lines.append("")
     if doc.get("skipped"):
         lines.append("Skipped: " + "; ".join(doc["skipped"]))
         lines.append("")
@@ -470,7 +557,7 @@ def main():
         extra = shlex.split(os.environ.get("SBS_GPUMEMD_ARGS", ""))
         doc["exporters"].append(measure(
             "gpumemd", [gm, "--config", cfg, "--web.listen-address", "127.0.0.1:9947", *extra], 9947,
-            ready_path="/-/ready", version=version([gm, "--version"])))
+            ready_path="/-/ready", version=version([gm, "--version"]), poll_timing=15))
 
         wheels = os.path.join(BIN, "wheels")
         peers = []
@@ -519,10 +606,29 @@ def main():
             with open(scen, "w") as f:
                 f.write(fleet_toml(8, 64))
             rec = measure("gpumemd-demo-8x64", [gm, "--demo", scen, "--web.listen-address", "127.0.0.1:9950"],
-                          9950, ready_path="/-/ready", version=version([gm, "--version"]), idle=False)
+                          9950, ready_path="/-/ready", version=version([gm, "--version"]), idle=False,
+                          poll_timing=5)
             doc["simulated_8x64"] = rec
         else:
             doc["skipped"].append("gpumemd --demo 8 x 64 scrapes (time budget)")
+        # Scrape latency against the process count: simulated fleets of
+        # growing size (the plot in BENCHMARKS.md), and the 64 x 1000 scale
+        # target (poll, scrape and RSS with the default cardinality limits).
+        doc["sweep"] = []
+        for gpus, per_gpu in SWEEP:
+            cost = 25 if gpus * per_gpu < 10000 else 60
+            if time.monotonic() - T0 + cost > BUDGET:
+                doc["skipped"].append(f"sweep {gpus} x {per_gpu} (time budget)")
+                continue
+            scen = f"{TMP}/{gpus}x{per_gpu}.toml"
+            with open(scen, "w") as f:
+                f.write(fleet_toml(gpus, per_gpu))
+            rec = measure(f"gpumemd-demo-{gpus}x{per_gpu}",
+                          [gm, "--demo", scen, "--web.listen-address", "127.0.0.1:9950"], 9950,
+                          ready_path="/-/ready", idle=False, keep_body=False, scrapes=SWEEP_SCRAPES, cap=15,
+                          settle=2, poll_timing=5)
+            rec["gpus"], rec["per_gpu"] = gpus, per_gpu
+            doc["sweep"].append(rec)
     finally:
         for p in procs:
             stop(p)

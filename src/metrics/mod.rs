@@ -356,6 +356,12 @@ fn self_metrics(w: &mut Writer, snap: &Snapshot, build: &BuildInfo) {
         "Duration of the latest poll.",
     );
     w.sample("gpumem_poll_duration_seconds", &[], p.duration_seconds);
+    w.family(
+        "gpumem_poll_source_duration_seconds",
+        Kind::Gauge,
+        "Part of the latest poll spent reading the GPU source (NVML calls); the rest is gpumemd's own work.",
+    );
+    w.sample("gpumem_poll_source_duration_seconds", &[], p.source_seconds);
     if let Some(t) = p.last_success_timestamp {
         w.family(
             "gpumem_last_poll_timestamp_seconds",

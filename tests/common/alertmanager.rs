@@ -63,7 +63,10 @@ impl Alertmanager {
         let mut am = Alertmanager { child, log };
         let url = format!("http://127.0.0.1:{port}/-/ready");
         let end = Instant::now() + Duration::from_secs(30);
+        // The tick only paces the re-checks; readiness ends the wait.
+        let mut tick = tokio::time::interval(Duration::from_millis(50));
         loop {
+            tick.tick().await;
             if let Ok(Some(status)) = am.child.try_wait() {
                 panic!("alertmanager exited with {status}:\n{}", am.logs());
             }
@@ -75,7 +78,6 @@ impl Alertmanager {
                 "alertmanager not ready within 30s:\n{}",
                 am.logs()
             );
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -122,7 +124,9 @@ pub async fn wait_for(
     cond: impl Fn(&BTreeMap<String, Value>) -> bool,
 ) -> BTreeMap<String, Value> {
     let end = Instant::now() + deadline;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
     loop {
+        tick.tick().await;
         let alerts = active(port).await;
         if cond(&alerts) {
             return alerts;
@@ -131,6 +135,5 @@ pub async fn wait_for(
             Instant::now() < end,
             "timed out after {deadline:?} waiting for {what}; Alertmanager shows {alerts:#?}"
         );
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

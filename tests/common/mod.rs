@@ -161,6 +161,11 @@ where
     }
 }
 
+/// `wait_until` for a plain synchronous condition.
+pub async fn wait_true(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    wait_until(timeout, what, || std::future::ready(cond().then_some(()))).await
+}
+
 /// The value of the first sample of `metric` whose line contains every
 /// `must` fragment.
 pub fn sample(body: &str, metric: &str, must: &[&str]) -> Option<f64> {
