@@ -20,6 +20,19 @@ use crate::snapshot::{DriverInfo, Memory};
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
+/// Polls between re-reads of a GPU's MIG mode. Measured on an H200 (driver
+/// 580, `examples/nvml_calls.rs`), `nvmlDeviceGetMigMode` costs about 80 us,
+/// as much as the compute process list, and the mode only changes with a
+/// GPU reset, which no process survives.
+const MIG_RECHECK_POLLS: u64 = 30;
+/// The graphics and MPS process lists (50 and 60 us on that H200) are empty
+/// on most compute nodes. Once one has been empty (or unsupported) for
+/// `QUIET_POLLS` polls in a row it is read every `SPARSE_EVERY` polls until
+/// it shows a process again; a process only in that list meanwhile counts
+/// as unattributed memory for at most that many polls.
+const QUIET_POLLS: u32 = 10;
+const SPARSE_EVERY: u64 = 5;
+
 /// Static facts about a device, read once per UUID because they cannot change
 /// while the GPU stays on the bus.
 #[derive(Debug, Clone, Default)]
@@ -44,6 +57,19 @@ pub struct NvmlSource {
     /// Newest utilisation sample timestamp per device, so each sample is
     /// returned once.
     util_seen: HashMap<String, u64>,
+    /// The costly, rarely changing answers per device (by UUID).
+    memo: HashMap<String, Memo>,
+    /// Polls made, for the memo's re-read schedule.
+    polls: u64,
+}
+
+/// What `read_device` remembers between polls to skip costly NVML calls.
+#[derive(Debug, Clone, Copy, Default)]
+struct Memo {
+    /// MIG mode and the poll it was read at.
+    mig: Option<(bool, u64)>,
+    /// Polls in a row the graphics and the MPS list had no process.
+    quiet: [u32; 2],
 }
 
 impl NvmlSource {
@@ -60,6 +86,8 @@ impl NvmlSource {
             uuid_by_index: HashMap::new(),
             identity: HashMap::new(),
             util_seen: HashMap::new(),
+            memo: HashMap::new(),
+            polls: 0,
         }
     }
 
@@ -94,6 +122,8 @@ impl NvmlSource {
         // After re-initialisation the index order may differ; an old map
         // could report a failing GPU under another GPU's UUID.
         self.uuid_by_index.clear();
+        // A re-initialised driver may come back with another MIG layout.
+        self.memo.clear();
         self.next_init = Some(Instant::now() + self.backoff);
         self.last_error = format!("the driver went away ({}); re-initialising", describe(why));
         SourceError::Unavailable(self.last_error.clone())
@@ -121,11 +151,14 @@ impl GpuSource for NvmlSource {
         let mut devices = Vec::with_capacity(count as usize);
         let mut utilization = sample_utilization.then(Utilization::new);
         let mut reinit = None;
+        self.polls += 1;
         for index in 0..count {
             let mut ctx = PollCtx {
                 uuid_by_index: &mut self.uuid_by_index,
                 identity: &mut self.identity,
                 util_seen: &mut self.util_seen,
+                memo: &mut self.memo,
+                poll: self.polls,
                 utilization: utilization.as_mut(),
             };
             match read_device(nvml, index, &mut ctx) {
@@ -155,6 +188,8 @@ struct PollCtx<'a> {
     uuid_by_index: &'a mut HashMap<u32, String>,
     identity: &'a mut HashMap<String, Identity>,
     util_seen: &'a mut HashMap<String, u64>,
+    memo: &'a mut HashMap<String, Memo>,
+    poll: u64,
     utilization: Option<&'a mut Utilization>,
 }
 
@@ -203,7 +238,16 @@ fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<Raw
         ..RawDevice::default()
     };
     read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
-    let mig_on = device.mig_mode().map(|m| m.current == 1).unwrap_or(false);
+    let poll = ctx.poll;
+    let memo = ctx.memo.entry(uuid.clone()).or_default();
+    let mig_on = match memo.mig {
+        Some((on, at)) if poll.saturating_sub(at) < MIG_RECHECK_POLLS => on,
+        _ => {
+            let on = device.mig_mode().map(|m| m.current == 1).unwrap_or(false);
+            memo.mig = Some((on, poll));
+            on
+        }
+    };
     let mut out = Vec::new();
     if mig_on {
         // Processes live on the instances; listing them on the parent as
@@ -216,7 +260,7 @@ fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<Raw
             }
         }
     } else {
-        read_processes(&device, &mut gpu).map_err(|e| down(ctx, e))?;
+        read_processes(&device, &mut gpu, memo, poll).map_err(|e| down(ctx, e))?;
         sample_util(&device, &uuid, ctx);
     }
     out.insert(0, gpu);
@@ -240,7 +284,9 @@ fn read_mig(mig: &Device<'_>, parent: &RawDevice, ctx: &mut PollCtx<'_>) -> RawD
         dev.errors.push("mig instance: uuid unreadable".into());
         return dev;
     }
-    let result = read_memory(mig, &mut dev).and_then(|()| read_processes(mig, &mut dev));
+    let poll = ctx.poll;
+    let memo = ctx.memo.entry(dev.uuid.clone()).or_default();
+    let result = read_memory(mig, &mut dev).and_then(|()| read_processes(mig, &mut dev, memo, poll));
     if let Err(e) = result {
         dev.up = false;
         dev.errors.push(format!("device: {}", describe(&e)));
@@ -316,7 +362,8 @@ fn memory_v1(device: &Device<'_>) -> Result<Memory, NvmlError> {
 
 /// Merges the compute, graphics and MPS lists by PID: a process in several
 /// lists is one process (its memory is the same allocation reported twice).
-fn read_processes(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlError> {
+/// The graphics and MPS lists are read sparsely while quiet (see `Memo`).
+fn read_processes(device: &Device<'_>, dev: &mut RawDevice, memo: &mut Memo, poll: u64) -> Result<(), NvmlError> {
     type ListFn = fn(&Device<'_>) -> Result<Vec<ProcessInfo>, NvmlError>;
     let lists: [(&str, ListFn); 3] = [
         ("compute", |d| d.running_compute_processes()),
@@ -324,8 +371,23 @@ fn read_processes(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlEr
         ("mps", |d| d.mps_running_compute_processes()),
     ];
     let mut by_pid: Vec<RawProcess> = Vec::new();
-    for (kind, read) in lists {
-        let list = match read(device) {
+    for (i, (kind, read)) in lists.into_iter().enumerate() {
+        // Slot of this list in `memo.quiet`; the compute list is always read.
+        let quiet = i.checked_sub(1).and_then(|q| memo.quiet.get_mut(q));
+        if let Some(q) = &quiet
+            && **q >= QUIET_POLLS
+            && poll % SPARSE_EVERY != 0
+        {
+            continue;
+        }
+        let result = read(device);
+        if let Some(q) = quiet {
+            *q = match &result {
+                Ok(l) if !l.is_empty() => 0,
+                _ => q.saturating_add(1),
+            };
+        }
+        let list = match result {
             Ok(l) => l,
             Err(e) if is_device_fatal(&e) => return Err(e),
             // Graphics and MPS lists are unsupported on many data-centre

@@ -324,3 +324,40 @@ async fn mig_instances_are_devices_with_their_own_memory_and_processes() {
         .collect();
     assert_eq!(uuids, [PARENT, m0, m2, m3, PLAIN]);
 }
+
+#[tokio::test]
+async fn a_quiet_graphics_list_is_read_sparsely_but_a_new_graphics_process_is_found() {
+    const UUID: &str = "GPU-5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
+    // gpumemd reads a list that was empty for 10 polls every 5th poll
+    // (src/source/nvml.rs); the process appears at the stand-in's poll 20.
+    const APPEARS_AT: u64 = 20;
+    const SPARSE_EVERY: u64 = 5;
+    let d = Daemon::scenario("quiet-lists.toml", FAST);
+    d.ready().await;
+    let want = process_info_line(UUID, 6001, "graphics");
+    let seen_at = wait_until(WAIT, "the graphics-only process", || async {
+        let body = d.metrics().await;
+        let polls = lines_of(&body, "gpumem_polls_total")
+            .first()
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse::<u64>().ok())?;
+        has_line(&body, &want).then_some(polls)
+    })
+    .await;
+    // One poll of slack: the scrape may land just after the poll that read it.
+    assert!(
+        seen_at <= APPEARS_AT + SPARSE_EVERY + 1,
+        "the graphics-only process showed up only at poll {seen_at}"
+    );
+    let body = d.metrics().await;
+    assert_lines(
+        &body,
+        &[
+            format!(
+                "gpumem_device_memory_used_bytes{{uuid=\"{UUID}\"}} {}",
+                2 * GIB + 256 * MIB
+            ),
+            format!("gpumem_device_memory_held_bytes{{uuid=\"{UUID}\",holder=\"unattributed\"}} 0"),
+        ],
+    );
+}
