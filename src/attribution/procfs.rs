@@ -2,15 +2,16 @@
 //! (the host's `/proc`, `/host/proc` in a container, or a test fixture).
 //!
 //! Owns: which files are read, how their errors map to [`ProcError`], and the
-//! caches (passwd, btime). Must not: walk all of `/proc` (it runs for every
+//! caches (passwd, btime, and each process's status uid and cgroup). Must not: walk all of `/proc` (it runs for every
 //! GPU process every second, so it reads only stat, status, cgroup and, when
 //! asked, cmdline of the PIDs it is given), or fail a whole read because an
 //! optional part (cgroup, cmdline) is unreadable.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::cgroup::parse_cgroup;
 use super::redact::format_cmdline;
@@ -31,6 +32,24 @@ const ESRCH: i32 = 3;
 const SMALL_FILE_MAX: u64 = 64 * 1024;
 const CMDLINE_READ_MAX: u64 = 256 * 1024;
 
+/// How long a process's uid and cgroup are reused before they are read
+/// again. Both are set when a job starts (setuid, the scheduler placing it
+/// in its cgroup) and almost never change after; re-reading status and
+/// cgroup every poll was two of the three file reads per GPU process.
+/// stat is still read every poll: state, ppid and the start time (which
+/// tells a reused PID from the old process) change.
+pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
+
+/// A process's slow-changing identity, valid while its start time matches.
+#[derive(Debug, Clone)]
+struct Cached {
+    start_ticks: u64,
+    uid: Option<u32>,
+    cgroup: CgroupInfo,
+    read_at: Instant,
+    used_at: Instant,
+}
+
 /// Cheap to clone (a clone has its own caches).
 #[derive(Debug, Clone)]
 pub struct ProcFs {
@@ -41,6 +60,10 @@ pub struct ProcFs {
     /// and it can move by a second, which would make start times (and so
     /// process identity) jitter.
     boot_time: Option<f64>,
+    /// Per PID; entries unused for a refresh period are swept.
+    identities: HashMap<u32, Cached>,
+    last_sweep: Instant,
+    refresh: Duration,
 }
 
 impl ProcFs {
@@ -51,7 +74,17 @@ impl ProcFs {
             users: UserCache::new(PathBuf::from("/etc/passwd")),
             clock_ticks: DEFAULT_CLOCK_TICKS,
             boot_time: None,
+            identities: HashMap::new(),
+            last_sweep: Instant::now(),
+            refresh: IDENTITY_REFRESH,
         }
+    }
+
+    /// How long a process's uid and cgroup are reused (default
+    /// [`IDENTITY_REFRESH`]; zero reads them on every call).
+    pub fn with_identity_refresh(mut self, every: Duration) -> Self {
+        self.refresh = every;
+        self
     }
 
     /// Resolve users from this passwd file instead (e.g. "/host/etc/passwd").
@@ -90,15 +123,34 @@ impl ProcFs {
                 detail,
             },
         })?;
-        let status = read_required(&dir.join("status"), pid, "status")?;
-        let uid = parse_status_uid(&String::from_utf8_lossy(&status));
-        let user = uid.map(|uid| self.users.name(uid)).unwrap_or_default();
-
         // A zombie may lack what a live process has; never call it gone.
         let zombie = stat.state.is_zombie_like();
-        let cgroup = read_optional(&dir.join("cgroup"), pid, zombie, SMALL_FILE_MAX)?
-            .map(|(bytes, _)| parse_cgroup(&String::from_utf8_lossy(&bytes)))
-            .unwrap_or_else(CgroupInfo::default);
+        let now = Instant::now();
+        let (uid, cgroup) = match self.identities.get_mut(&pid) {
+            Some(c) if c.start_ticks == stat.start_ticks && now.duration_since(c.read_at) < self.refresh => {
+                c.used_at = now;
+                (c.uid, c.cgroup.clone())
+            }
+            _ => {
+                let status = read_required(&dir.join("status"), pid, "status")?;
+                let uid = parse_status_uid(&String::from_utf8_lossy(&status));
+                let cgroup = read_optional(&dir.join("cgroup"), pid, zombie, SMALL_FILE_MAX)?
+                    .map(|(bytes, _)| parse_cgroup(&String::from_utf8_lossy(&bytes)))
+                    .unwrap_or_else(CgroupInfo::default);
+                let cached = Cached {
+                    start_ticks: stat.start_ticks,
+                    uid,
+                    cgroup: cgroup.clone(),
+                    read_at: now,
+                    used_at: now,
+                };
+                self.identities.insert(pid, cached);
+                (uid, cgroup)
+            }
+        };
+        // The name is looked up every time: the passwd cache notices edits.
+        let user = uid.map(|uid| self.users.name(uid)).unwrap_or_default();
+        self.sweep(now);
         let cmdline = if opts.cmdline {
             read_optional(&dir.join("cmdline"), pid, zombie, CMDLINE_READ_MAX)?
                 .map(|(bytes, cut)| format_cmdline(whole_args(&bytes, cut), opts.cmdline_max_bytes))
@@ -121,6 +173,22 @@ impl ProcFs {
             cmdline,
             cgroup,
         })
+    }
+
+    /// Forgets processes not asked about for a refresh period, so PID churn
+    /// cannot grow the cache; runs at most once per period.
+    fn sweep(&mut self, now: Instant) {
+        let period = self.refresh.max(Duration::from_secs(1));
+        if now.duration_since(self.last_sweep) < period {
+            return;
+        }
+        self.last_sweep = now;
+        self.identities.retain(|_, c| now.duration_since(c.used_at) < period);
+    }
+
+    /// Processes whose identity is cached (for the soak's retained-state check).
+    pub fn cached_identities(&self) -> usize {
+        self.identities.len()
     }
 
     /// `btime` of `<root>/stat` in Unix seconds, read once and cached.

@@ -360,3 +360,54 @@ fn real_proc_pid_1_and_a_missing_pid() {
     let err = procfs.read(4_000_000_000, &ReadOptions::default()).unwrap_err();
     assert!(err.is_gone(), "{err:?}");
 }
+
+#[test]
+fn uid_and_cgroup_are_reused_until_refresh_or_a_new_start_time() {
+    let fake = FakeProc::new();
+    fake.add(20, &Proc::default());
+    let opts = ReadOptions::default();
+    let mut procfs = fake.procfs();
+    let first = procfs.read(20, &opts).expect("read");
+    assert_eq!(first.uid, Some(1000));
+
+    // The same process moves cgroup and changes uid: within the refresh
+    // period the cached answer stands (status and cgroup are not re-read).
+    fake.add(
+        20,
+        &Proc {
+            uid: 0,
+            cgroup: Some("0::/system.slice/other.service\n"),
+            ..Proc::default()
+        },
+    );
+    let cached = procfs.read(20, &opts).expect("read");
+    assert_eq!((cached.uid, &cached.cgroup), (first.uid, &first.cgroup));
+    assert_eq!(procfs.cached_identities(), 1);
+
+    // A new process under the same PID (another start time) is read at once.
+    fake.add(
+        20,
+        &Proc {
+            uid: 0,
+            start_ticks: 99_999,
+            cgroup: Some("0::/system.slice/other.service\n"),
+            ..Proc::default()
+        },
+    );
+    let reused = procfs.read(20, &opts).expect("read");
+    assert_eq!((reused.uid, reused.user.as_str()), (Some(0), "root"));
+    assert_ne!(reused.cgroup, first.cgroup);
+
+    // With no refresh period every read sees the files as they are now.
+    let mut fresh = fake.procfs().with_identity_refresh(std::time::Duration::ZERO);
+    assert_eq!(fresh.read(20, &opts).expect("read").uid, Some(0));
+    fake.add(
+        20,
+        &Proc {
+            uid: 1000,
+            start_ticks: 99_999,
+            ..Proc::default()
+        },
+    );
+    assert_eq!(fresh.read(20, &opts).expect("read").uid, Some(1000));
+}
