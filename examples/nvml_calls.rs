@@ -8,7 +8,9 @@
 //!
 //! A measurement tool, not part of the daemon: it calls `nvml-wrapper`
 //! directly (the daemon does so only in `src/source/nvml.rs`). Needs a GPU
-//! and its driver's `libnvidia-ml.so.1`; prints one line per call.
+//! and its driver's `libnvidia-ml.so.1`; prints one line per call, and the
+//! process's resident memory before and after NVML is initialised (what
+//! the driver library itself costs any exporter).
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -27,6 +29,18 @@ fn thread_cpu() -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let tick = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(f64::NAN);
     (tick(11) + tick(12)) / 100.0
+}
+
+/// "VmRSS / RssAnon" of this process from /proc/self/status, in KiB.
+fn rss() -> String {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map_or("?".to_string(), |v| v.trim().trim_end_matches(" kB").to_string())
+    };
+    format!("VmRSS {} KiB, RssAnon {} KiB", field("VmRSS:"), field("RssAnon:"))
 }
 
 fn time<T: IsOk>(name: &str, rounds: u32, mut call: impl FnMut() -> T) {
@@ -65,6 +79,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    println!("before init: {}", rss());
     let t = Instant::now();
     let nvml = match Nvml::init() {
         Ok(n) => n,
@@ -73,7 +88,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    println!("nvml init: {:.1} ms", t.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "nvml init: {:.1} ms; after init: {}",
+        t.elapsed().as_secs_f64() * 1e3,
+        rss()
+    );
     time("device_count", rounds, || nvml.device_count());
     time("device_by_index(0)", rounds, || nvml.device_by_index(0));
     let dev = match nvml.device_by_index(0) {
@@ -100,5 +119,6 @@ fn main() -> ExitCode {
         dev.process_utilization_stats(0)
     });
     time("utilization_rates", rounds, || dev.utilization_rates());
+    println!("after the calls: {}", rss());
     ExitCode::SUCCESS
 }

@@ -180,38 +180,44 @@ fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
     (eligible.into_iter().take(keep).collect(), left_out)
 }
 
+/// One exported process: its device, itself, and where its escaped
+/// `uuid="..",pid=".."` labels lie in the shared prefix buffer.
+type Exported<'a> = (&'a Device, &'a Process, std::ops::Range<usize>);
+
 fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
-    let per_dev: Vec<(&Device, Vec<&Process>, usize)> = snap
-        .devices
-        .iter()
-        .filter(|d| d.up)
-        .map(|d| {
-            let (ps, left) = exported(d, cfg);
-            (d, ps, left)
-        })
-        .collect();
+    let mut per_dev: Vec<(&Device, usize)> = Vec::new();
+    let mut rows: Vec<Exported<'_>> = Vec::new();
+    // Every per-process family starts with uuid and pid: escape them once
+    // per process into one buffer instead of once per series.
+    let mut prefixes = String::new();
+    for d in snap.devices.iter().filter(|d| d.up) {
+        let (ps, left) = exported(d, cfg);
+        per_dev.push((d, left));
+        for p in ps {
+            let pid = Digits::new(u64::from(p.pid));
+            let start = prefixes.len();
+            w.labels(&mut prefixes, &[("uuid", &d.uuid), ("pid", pid.as_str())]);
+            rows.push((d, p, start..prefixes.len()));
+        }
+    }
+    let prefix = |r: &std::ops::Range<usize>| prefixes.get(r.clone()).unwrap_or_default();
     w.family(
         "gpumem_process_memory_used_bytes",
         Kind::Gauge,
         "Device memory used by a process, in bytes; absent when NVML reports it unavailable.",
     );
-    for (d, ps, _) in &per_dev {
-        for p in ps {
-            if let Some(b) = p.used_bytes {
-                let pid = Digits::new(u64::from(p.pid));
-                let labels = [
-                    ("uuid", d.uuid.as_str()),
-                    ("pid", pid.as_str()),
-                    ("comm", &p.comm),
-                    ("user", &p.user),
-                    ("container", &p.placement.container),
-                    ("pod_uid", &p.placement.pod_uid),
-                    ("unit", &p.placement.unit),
-                    // `job` would collide with the scrape target's own label.
-                    ("slurm_job", &p.placement.job),
-                ];
-                w.sample("gpumem_process_memory_used_bytes", &labels, b);
-            }
+    for (_, p, r) in &rows {
+        if let Some(b) = p.used_bytes {
+            let labels = [
+                ("comm", p.comm.as_str()),
+                ("user", &p.user),
+                ("container", &p.placement.container),
+                ("pod_uid", &p.placement.pod_uid),
+                ("unit", &p.placement.unit),
+                // `job` would collide with the scrape target's own label.
+                ("slurm_job", &p.placement.job),
+            ];
+            w.sample_after("gpumem_process_memory_used_bytes", prefix(r), &labels, b);
         }
     }
     w.family(
@@ -219,41 +225,36 @@ fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
         Kind::Gauge,
         "Process identity and state; value is always 1.",
     );
-    for (d, ps, _) in &per_dev {
-        for p in ps {
-            let pid = Digits::new(u64::from(p.pid));
-            // An array, not a Vec: no allocation per process.
-            let cmdline = p.cmdline.as_deref().filter(|_| cfg.cmdline);
-            let labels = [
-                ("uuid", d.uuid.as_str()),
-                ("pid", pid.as_str()),
-                ("comm", &p.comm),
-                ("user", &p.user),
-                ("state", &p.state),
-                ("type", &p.kind),
-                ("container_runtime", &p.placement.container_runtime),
-                ("cmdline", cmdline.unwrap_or_default()),
-            ];
-            let n = if cmdline.is_some() {
-                labels.len()
-            } else {
-                labels.len() - 1
-            };
-            w.sample("gpumem_process_info", &labels[..n], 1u64);
-        }
+    for (_, p, r) in &rows {
+        // An array, not a Vec: no allocation per process.
+        let cmdline = p.cmdline.as_deref().filter(|_| cfg.cmdline);
+        let labels = [
+            ("comm", p.comm.as_str()),
+            ("user", &p.user),
+            ("state", &p.state),
+            ("type", &p.kind),
+            ("container_runtime", &p.placement.container_runtime),
+            ("cmdline", cmdline.unwrap_or_default()),
+        ];
+        let n = if cmdline.is_some() {
+            labels.len()
+        } else {
+            labels.len() - 1
+        };
+        w.sample_after("gpumem_process_info", prefix(r), &labels[..n], 1u64);
     }
-    per_process_gauges(w, &per_dev);
+    per_process_gauges(w, &rows, &prefixes);
     w.family(
         "gpumem_processes_not_exported",
         Kind::Gauge,
         "Processes left out of per-process series by top_n or min_bytes; their memory still counts in holders and groups.",
     );
-    for (d, _, left) in per_dev.iter().filter(|(d, _, _)| !d.processes_unreadable) {
+    for (d, left) in per_dev.iter().filter(|(d, _)| !d.processes_unreadable) {
         w.sample("gpumem_processes_not_exported", &[("uuid", &d.uuid)], *left as u64);
     }
 }
 
-fn per_process_gauges(w: &mut Writer, per_dev: &[(&Device, Vec<&Process>, usize)]) {
+fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
     type Get = fn(&Process) -> Option<f64>;
     let gauges: [(&str, &str, Get); 4] = [
         (
@@ -282,12 +283,9 @@ fn per_process_gauges(w: &mut Writer, per_dev: &[(&Device, Vec<&Process>, usize)
     ];
     for (name, help, get) in gauges {
         w.family(name, Kind::Gauge, help);
-        for (d, ps, _) in per_dev {
-            for p in ps {
-                if let Some(v) = get(p) {
-                    let pid = Digits::new(u64::from(p.pid));
-                    w.sample(name, &[("uuid", &d.uuid), ("pid", pid.as_str())], v);
-                }
+        for (_, p, r) in rows {
+            if let Some(v) = get(p) {
+                w.sample_after(name, prefixes.get(r.clone()).unwrap_or_default(), &[], v);
             }
         }
     }

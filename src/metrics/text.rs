@@ -125,18 +125,21 @@ impl Writer {
     }
 
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Value) {
+        self.sample_after(name, "", labels, value);
+    }
+
+    /// A sample whose first labels are `prefix`, already written by
+    /// [`Writer::labels`]: series that share labels (every per-process
+    /// family starts with uuid and pid) escape them once, not per family.
+    pub fn sample_after(&mut self, name: &str, prefix: &str, labels: &[(&str, &str)], value: impl Value) {
         self.out.push_str(name);
-        if !labels.is_empty() {
+        if !prefix.is_empty() || !labels.is_empty() {
             self.out.push('{');
-            for (i, (k, v)) in labels.iter().enumerate() {
-                if i > 0 {
-                    self.out.push(',');
-                }
-                self.out.push_str(k);
-                self.out.push_str("=\"");
-                escape_into(&mut self.out, truncated(v, self.label_max));
-                self.out.push('"');
+            self.out.push_str(prefix);
+            if !prefix.is_empty() && !labels.is_empty() {
+                self.out.push(',');
             }
+            push_labels(&mut self.out, labels, self.label_max);
             self.out.push('}');
         }
         self.out.push(' ');
@@ -144,11 +147,29 @@ impl Writer {
         self.out.push('\n');
     }
 
+    /// Appends `labels` as they appear between the braces (escaped and
+    /// truncated as `sample` would) to `out`, for [`Writer::sample_after`].
+    pub fn labels(&self, out: &mut String, labels: &[(&str, &str)]) {
+        push_labels(out, labels, self.label_max);
+    }
+
     pub fn finish(mut self) -> String {
         if self.format == Format::OpenMetrics {
             self.out.push_str("# EOF\n");
         }
         self.out
+    }
+}
+
+fn push_labels(out: &mut String, labels: &[(&str, &str)], label_max: usize) {
+    for (i, (k, v)) in labels.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push_str("=\"");
+        escape_into(out, truncated(v, label_max));
+        out.push('"');
     }
 }
 
@@ -191,6 +212,23 @@ mod tests {
         w.sample("x", &[("a", "q\"b\\c\nd"), ("b", "ééééééé")], 1u64);
         let s = w.finish();
         assert!(s.contains(r#"x{a="q\"b\\c\nd",b="éééééé"} 1"#), "{s}");
+    }
+
+    #[test]
+    fn a_label_prefix_renders_like_the_same_labels_inline() {
+        let labels = [("uuid", "GPU-\"x"), ("pid", "7"), ("comm", "py")];
+        let mut inline = Writer::new(Format::Prometheus, 64, 16);
+        inline.sample("m", &labels, 1u64);
+        let mut split = Writer::new(Format::Prometheus, 64, 16);
+        let mut prefix = String::new();
+        split.labels(&mut prefix, &labels[..2]);
+        split.sample_after("m", &prefix, &labels[2..], 1u64);
+        split.sample_after("n", &prefix, &[], 2u64);
+        split.sample_after("o", "", &[], 3u64);
+        let (inline, split) = (inline.finish(), split.finish());
+        assert_eq!(split.lines().next(), inline.lines().next());
+        assert!(split.contains(r#"n{uuid="GPU-\"x",pid="7"} 2"#), "{split}");
+        assert!(split.ends_with("\no 3\n"), "{split}");
     }
 
     #[test]
