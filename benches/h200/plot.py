@@ -27,7 +27,7 @@ def main():
     sweep = [r for r in doc.get("sweep", []) if "scrapes" in r and r["scrapes"].get("p50_ms") is not None]
     if not sweep:
         sys.exit(f"{sys.argv[1]}: no sweep results to plot")
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=120)
+    fig, ax = plt.subplots(figsize=(11, 5), dpi=120)
     for gpus, marker in ((8, "o"), (64, "s")):
         pts = sorted((r["gpus"] * r["per_gpu"], r["scrapes"]["p50_ms"], r["scrapes"]["p99_ms"])
                      for r in sweep if r["gpus"] == gpus)
@@ -50,13 +50,13 @@ def main():
                     label=f"{e['name']} p50 (bar to p99), {procs} real processes, 1 GPU")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("GPU processes exported")
+    ax.set_xlabel("GPU processes on the node (per-process series: top 50 per GPU)")
     ax.set_ylabel("scrape latency, ms (new connection per scrape)")
     ax.set_title(f"Scrape latency against process count ({doc.get('date', '')} UTC)")
     ax.axhline(0.3, color="grey", linewidth=0.8, linestyle=":")
     ax.text(ax.get_xlim()[0] * 1.1, 0.31, "target p50 0.3 ms at 8 x 64", fontsize=8, color="grey")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(sys.argv[2])
     print(f"wrote {sys.argv[2]}")
