@@ -17,6 +17,47 @@
 //! `PROPTEST_CASES=20000 cargo test --release --test fuzz`. A failure prints
 //! the shrunk input: add it to the target's corpus once fixed.
 
+/// The four properties the structured targets (config, scenario, web
+/// config) share: arbitrary text, the format's own tokens, byte mutations
+/// of the seeds, and tree mutations of the seed files serialised back with
+/// `$serialize` (a tree the format cannot hold is no case). Expands in the
+/// target's module, so `run`, `seeds`, `trees` and `DICT` are its own.
+macro_rules! format_properties {
+    ($tokens:ident, $soup_max:expr, $serialize:expr) => {
+        proptest! {
+            #![proptest_config(cases(512))]
+
+            #[test]
+            fn arbitrary_text(text in any::<String>()) {
+                let _ = run(text);
+            }
+
+            #[test]
+            fn $tokens(text in mutate::soup(DICT, $soup_max)) {
+                let _ = run(text);
+            }
+
+            #[test]
+            fn mutated_seeds(seed in any::<usize>(), edits in mutate::edits(12)) {
+                let seeds = seeds();
+                let s = &seeds[seed % seeds.len()];
+                let _ = run(String::from_utf8_lossy(&mutate::apply(&s.bytes, &edits, DICT)).into_owned());
+            }
+
+            #[test]
+            fn structured_mutations(seed in any::<usize>(), edits in mutate::tree_edits(8)) {
+                let trees = trees();
+                let mut tree = trees[seed % trees.len()].clone();
+                mutate::apply_tree(&mut tree, &edits, DICT);
+                let serialize: fn(&serde_json::Value) -> Option<String> = $serialize;
+                let text = serialize(&tree);
+                prop_assume!(text.is_some());
+                let _ = run(text.unwrap_or_default());
+            }
+        }
+    };
+}
+
 // A root test file resolves `mod x;` beside itself; the targets live in fuzz/.
 #[path = "fuzz/cgroup.rs"]
 mod cgroup;

@@ -173,37 +173,7 @@ fn deep_nesting_is_an_error_not_a_crash() {
     let _ = run(format!("{}x = 1", "[a.".repeat(5_000)));
 }
 
-proptest! {
-    #![proptest_config(cases(512))]
-
-    #[test]
-    fn arbitrary_text(text in any::<String>()) {
-        let _ = run(text);
-    }
-
-    #[test]
-    fn config_tokens(text in mutate::soup(DICT, 48)) {
-        let _ = run(text);
-    }
-
-    #[test]
-    fn mutated_seeds(seed in any::<usize>(), edits in mutate::edits(12)) {
-        let seeds = seeds();
-        let s = &seeds[seed % seeds.len()];
-        let _ = run(String::from_utf8_lossy(&mutate::apply(&s.bytes, &edits, DICT)).into_owned());
-    }
-
-    #[test]
-    fn structured_mutations(seed in any::<usize>(), edits in mutate::tree_edits(8)) {
-        let trees = trees();
-        let mut tree = trees[seed % trees.len()].clone();
-        mutate::apply_tree(&mut tree, &edits, DICT);
-        // A tree TOML cannot hold (a null, a too-large integer) is no case.
-        let text = toml::to_string(&tree);
-        prop_assume!(text.is_ok());
-        let _ = run(text.unwrap_or_default());
-    }
-}
+format_properties!(config_tokens, 48, |t| toml::to_string(t).ok());
 
 /// Edits that must be errors, not panics: each key of the fullest config
 /// deleted, retyped or set to an odd value, one at a time (a systematic

@@ -193,33 +193,4 @@ fn regressions() {
     assert!(err.contains("a\\nb"), "the path is shown escaped: {err}");
 }
 
-proptest! {
-    #![proptest_config(cases(512))]
-
-    #[test]
-    fn arbitrary_text(text in any::<String>()) {
-        let _ = run(text);
-    }
-
-    #[test]
-    fn scenario_tokens(text in mutate::soup(DICT, 48)) {
-        let _ = run(text);
-    }
-
-    #[test]
-    fn mutated_seeds(seed in any::<usize>(), edits in mutate::edits(12)) {
-        let seeds = seeds();
-        let s = &seeds[seed % seeds.len()];
-        let _ = run(String::from_utf8_lossy(&mutate::apply(&s.bytes, &edits, DICT)).into_owned());
-    }
-
-    #[test]
-    fn structured_mutations(seed in any::<usize>(), edits in mutate::tree_edits(8)) {
-        let trees = trees();
-        let mut tree = trees[seed % trees.len()].clone();
-        mutate::apply_tree(&mut tree, &edits, DICT);
-        let text = toml::to_string(&tree);
-        prop_assume!(text.is_ok());
-        let _ = run(text.unwrap_or_default());
-    }
-}
+format_properties!(scenario_tokens, 48, |t| toml::to_string(t).ok());

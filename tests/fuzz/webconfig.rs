@@ -189,32 +189,4 @@ fn regressions() {
     assert!(err.contains("a\\rb"), "the name is shown escaped: {err}");
 }
 
-proptest! {
-    #![proptest_config(cases(512))]
-
-    #[test]
-    fn arbitrary_text(text in any::<String>()) {
-        let _ = run(text);
-    }
-
-    #[test]
-    fn yaml_tokens(text in mutate::soup(DICT, 40)) {
-        let _ = run(text);
-    }
-
-    #[test]
-    fn mutated_seeds(seed in any::<usize>(), edits in mutate::edits(12)) {
-        let seeds = seeds();
-        let s = &seeds[seed % seeds.len()];
-        let _ = run(String::from_utf8_lossy(&mutate::apply(&s.bytes, &edits, DICT)).into_owned());
-    }
-
-    #[test]
-    fn structured_mutations(seed in any::<usize>(), edits in mutate::tree_edits(8)) {
-        let trees = trees();
-        let mut tree = trees[seed % trees.len()].clone();
-        mutate::apply_tree(&mut tree, &edits, DICT);
-        let text = serde_yaml_ng::to_string(&tree).expect("any JSON value is YAML");
-        let _ = run(text);
-    }
-}
+format_properties!(yaml_tokens, 40, |t| serde_yaml_ng::to_string(t).ok());
