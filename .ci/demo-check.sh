@@ -26,7 +26,10 @@ for fam in gpumem_device_info gpumem_device_up gpumem_device_memory_total_bytes 
            gpumem_poll_duration_seconds gpumem_polls_total gpumem_build_info; do
   grep -q "^$fam[{ ]" <<<"$body" || { echo "missing metric family $fam"; exit 1; }
 done
-curl -fsS "http://127.0.0.1:$port/" | grep -q '/api/v1/snapshot'
+# Read the page whole first: `curl | grep -q` fails under pipefail when grep
+# exits at its first match and curl's next write hits a closed pipe.
+page=$(curl -fsS "http://127.0.0.1:$port/")
+grep -q '/api/v1/snapshot' <<<"$page" || { echo "the status page does not load /api/v1/snapshot"; exit 1; }
 grep -q 'DEMO MODE' "$log" || { echo "the demo must say it is a demo in its log"; cat "$log"; exit 1; }
 
 kill -TERM "$pid"
