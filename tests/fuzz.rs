@@ -164,6 +164,18 @@ impl Seed {
     }
 }
 
+/// TOML seeds as JSON trees, for structured mutation (the config and
+/// scenario targets); a seed that is not TOML is a broken corpus.
+fn toml_trees(seeds: &[Seed]) -> Vec<serde_json::Value> {
+    seeds
+        .iter()
+        .map(|s| {
+            let t: toml::Table = toml::from_str(&s.text()).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+            serde_json::to_value(t).expect("toml to json")
+        })
+        .collect()
+}
+
 /// The seeds of `target`: every file in `tests/fuzz/corpus/<target>/` and
 /// the shipped files named in `shipped` (read where they live, so the
 /// corpus cannot drift from them), sorted by name for stable case indices.

@@ -162,13 +162,7 @@ fn seeds() -> Vec<Seed> {
 }
 
 fn trees() -> Vec<serde_json::Value> {
-    seeds()
-        .iter()
-        .map(|s| {
-            let t: toml::Table = toml::from_str(&s.text()).unwrap_or_else(|e| panic!("{}: {e}", s.name));
-            serde_json::to_value(t).expect("toml to json")
-        })
-        .collect()
+    super::toml_trees(&seeds())
 }
 
 #[test]
