@@ -6,6 +6,7 @@
 pub mod alerts;
 pub mod attribution;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod diagnosis;
 pub mod http;
@@ -19,7 +20,9 @@ pub mod rules;
 pub mod shutdown;
 pub mod snapshot;
 pub mod source;
+pub mod sysnotify;
 pub mod table;
+pub mod units;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -101,7 +104,7 @@ pub async fn run(
     let (cfg_tx, cfg_rx) = watch::channel(Arc::new(cfg));
     let started = reload::ReloadStatus {
         successful: true,
-        last_success: poller::unix_now(),
+        last_success: clock::unix_now(),
     };
     let (status_tx, status_rx) = watch::channel(started);
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
@@ -311,7 +314,7 @@ async fn watchdog(every: Duration, mut shutdown: watch::Receiver<bool>) {
     loop {
         tokio::select! {
             _ = shutdown.wait_for(|s| *s) => return,
-            _ = tick.tick() => poller::notify_systemd(sd_notify::NotifyState::Watchdog),
+            _ = tick.tick() => sysnotify::notify_systemd(sd_notify::NotifyState::Watchdog),
         }
     }
 }
@@ -344,7 +347,7 @@ async fn alert_loop(
                     return;
                 }
                 let c = cfg.borrow_and_update().clone();
-                engine.set_rules(c.effective_rules(), poller::unix_now())
+                engine.set_rules(c.effective_rules(), clock::unix_now())
             }
         };
         for t in &transitions {

@@ -9,9 +9,9 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpumemd::cli::{Cli, Command, LogFormat, RunArgs, SourceArgs};
+use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH};
 use gpumemd::pipeline::Pipeline;
-use gpumemd::poller::unix_now;
 use gpumemd::snapshot::{PollStats, Snapshot};
 use gpumemd::source::nvml::NvmlSource;
 use gpumemd::source::scenario::Scenario;

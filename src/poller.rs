@@ -8,15 +8,17 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::mpsc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use thiserror::Error;
 use tokio::sync::{oneshot, watch};
 use tokio::time::MissedTickBehavior;
 
+use crate::clock::{monotonic_now, unix_now};
 use crate::pipeline::Pipeline;
 use crate::snapshot::{Device, DriverInfo, PollStats, Snapshot};
 use crate::source::{GpuSource, SourceError};
+use crate::sysnotify::notify_systemd;
 
 /// Timing of the poll loop.
 #[derive(Debug, Clone, Copy)]
@@ -47,28 +49,6 @@ struct Request {
     now: f64,
     sample_utilization: bool,
     reply: oneshot::Sender<Reply>,
-}
-
-/// Tells systemd about our state when run under `Type=notify`; a no-op
-/// elsewhere (no NOTIFY_SOCKET).
-pub(crate) fn notify_systemd(state: sd_notify::NotifyState<'_>) {
-    if let Err(e) = sd_notify::notify(&[state]) {
-        tracing::debug!(error = %e, "sd_notify failed");
-    }
-}
-
-/// Seconds on a monotonic clock since the first call (the daemon's start).
-pub fn monotonic_now() -> f64 {
-    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_secs_f64()
-}
-
-/// Unix time now, as f64 seconds.
-pub fn unix_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
 
 /// Starts the poll thread and returns the snapshot channel and the

@@ -105,7 +105,7 @@ fn apply(cfg_tx: &watch::Sender<Arc<Config>>, status_tx: &watch::Sender<ReloadSt
             cfg_tx.send_replace(Arc::new(next));
             status_tx.send_replace(ReloadStatus {
                 successful: true,
-                last_success: crate::poller::unix_now(),
+                last_success: crate::clock::unix_now(),
             });
             tracing::info!("config reloaded");
             Ok(())

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Driver and library versions, as reported by NVML (or the simulation).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -57,6 +57,28 @@ impl Holder {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+/// What `[processes] group_by` sums over; each process has one group per kind.
+pub enum GroupBy {
+    User,
+    Container,
+    Pod,
+    Unit,
+    Job,
+}
+
+impl GroupBy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GroupBy::User => "user",
+            GroupBy::Container => "container",
+            GroupBy::Pod => "pod",
+            GroupBy::Unit => "unit",
+            GroupBy::Job => "job",
+        }
+    }
+}
 /// Where a process runs, from its cgroup (empty = not applicable).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Placement {
@@ -108,6 +130,19 @@ pub struct Process {
     /// Seconds this process has held memory with no SM activity.
     pub idle_seconds: Option<f64>,
     pub idle: bool,
+}
+
+impl Process {
+    /// The process's group of kind `by` ("" when it belongs to none).
+    pub fn group(&self, by: GroupBy) -> &str {
+        match by {
+            GroupBy::User => &self.user,
+            GroupBy::Container => &self.placement.container,
+            GroupBy::Pod => &self.placement.pod_uid,
+            GroupBy::Unit => &self.placement.unit,
+            GroupBy::Job => &self.placement.job,
+        }
+    }
 }
 
 /// Memory that stayed used after its holder left the process list.

@@ -5,22 +5,7 @@
 use std::fmt::Write as _;
 
 use crate::snapshot::{Device, Snapshot};
-
-/// Bytes with a binary unit, to one decimal ("38.6 GiB").
-pub fn human(b: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub use crate::units::human;
 
 /// Renders the whole table.
 pub fn render(s: &Snapshot) -> String {
@@ -129,17 +114,4 @@ fn device(out: &mut String, d: &Device) {
 
 fn short(s: &str) -> String {
     s.chars().take(12).collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn human_sizes() {
-        assert_eq!(human(0), "0 B");
-        assert_eq!(human(1023), "1023 B");
-        assert_eq!(human(1536), "1.5 KiB");
-        assert_eq!(human(80 << 30), "80.0 GiB");
-    }
 }

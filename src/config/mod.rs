@@ -4,13 +4,14 @@
 //! must not start anything or touch the network.
 
 mod error;
-pub mod units;
+pub use crate::units;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::snapshot::GroupBy;
 pub use error::ConfigError;
 pub(crate) use error::one_line;
 pub use units::{ByteSize, PositiveDuration, Ratio};
@@ -138,28 +139,6 @@ pub enum ProcessMode {
     Grouped,
     /// Neither; the holder split is still exported.
     Off,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum GroupBy {
-    User,
-    Container,
-    Pod,
-    Unit,
-    Job,
-}
-
-impl GroupBy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            GroupBy::User => "user",
-            GroupBy::Container => "container",
-            GroupBy::Pod => "pod",
-            GroupBy::Unit => "unit",
-            GroupBy::Job => "job",
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

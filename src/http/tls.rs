@@ -14,8 +14,26 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::WebPkiClientVerifier;
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::{DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme};
+use serde::Deserialize;
 
-use super::webconfig::TlsFile;
+/// `tls_server_config` as written; empty strings mean "not set", as in Go.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub(super) struct TlsFile {
+    pub cert: String,
+    pub key: String,
+    pub client_ca: String,
+    pub cert_file: String,
+    pub key_file: String,
+    pub client_auth_type: String,
+    pub client_ca_file: String,
+    pub client_allowed_sans: Option<Vec<String>>,
+    pub min_version: Option<String>,
+    pub max_version: Option<String>,
+    pub cipher_suites: Vec<String>,
+    pub prefer_server_cipher_suites: Option<bool>,
+    pub curve_preferences: Vec<String>,
+}
 
 /// The client certificate policies, by the names exporter-toolkit uses.
 const CLIENT_AUTH_TYPES: &str =

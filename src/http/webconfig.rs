@@ -16,7 +16,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::auth::{BasicAuth, RateLimiter};
-use super::tls;
+use super::tls::{self, TlsFile};
 
 /// A web config that cannot be used, as one line naming the file.
 #[derive(Debug, Error)]
@@ -34,25 +34,6 @@ struct FileConfig {
     basic_auth_users: Option<BTreeMap<String, String>>,
     rate_limit: Option<RateLimitFile>,
     limits: Option<LimitsFile>,
-}
-
-/// `tls_server_config` as written; empty strings mean "not set", as in Go.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub(super) struct TlsFile {
-    pub cert: String,
-    pub key: String,
-    pub client_ca: String,
-    pub cert_file: String,
-    pub key_file: String,
-    pub client_auth_type: String,
-    pub client_ca_file: String,
-    pub client_allowed_sans: Option<Vec<String>>,
-    pub min_version: Option<String>,
-    pub max_version: Option<String>,
-    pub cipher_suites: Vec<String>,
-    pub prefer_server_cipher_suites: Option<bool>,
-    pub curve_preferences: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -293,13 +293,7 @@ fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
 
 /// The group a process belongs to under `by` (empty when it has none).
 pub fn group_value(p: &Process, by: GroupBy) -> &str {
-    match by {
-        GroupBy::User => &p.user,
-        GroupBy::Container => &p.placement.container,
-        GroupBy::Pod => &p.placement.pod_uid,
-        GroupBy::Unit => &p.placement.unit,
-        GroupBy::Job => &p.placement.job,
-    }
+    p.group(by)
 }
 
 fn groups(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {

@@ -7,7 +7,7 @@
 //! backoff, and picks up what a previous run left on disk. This module owns
 //! the wire formats, the outbox files and the delivery counters; it must not
 //! evaluate rules, read the daemon's config file or render metrics (the lead
-//! exports [`Notifiers::stats`]). It depends on nothing else in the crate.
+//! exports [`Notifiers::stats`]). It depends only on the leaf `clock`.
 
 mod alertmanager;
 mod config;

@@ -3,7 +3,7 @@
 //! inputs and `now`, so golden tests pin them. Must not do I/O.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use serde::Serialize;
 
@@ -131,7 +131,5 @@ pub(crate) fn rfc3339(unix: f64, fallback: f64) -> String {
 
 /// Now as Unix seconds.
 pub(crate) fn now_unix() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
+    crate::clock::unix_now()
 }

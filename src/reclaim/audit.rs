@@ -97,7 +97,7 @@ impl AuditLog {
         let now = SystemTime::now();
         let record = AuditRecord {
             time: humantime::format_rfc3339_millis(now).to_string(),
-            ts: now.duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0),
+            ts: now.duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
             action: entry.action.as_str(),
             result,
             reason,

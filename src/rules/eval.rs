@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use super::{HolderName, Matchers, Rule, RuleKind};
 use crate::snapshot::{Device, Process, Snapshot};
-use crate::table::human;
+use crate::units::human;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -425,7 +425,7 @@ fn group_instances(rule: &Rule, devices: Vec<&Device>) -> Vec<Instance> {
     let mut groups: BTreeMap<String, (f64, Vec<ProcessRef>)> = BTreeMap::new();
     for d in devices.into_iter().filter(|d| d.up) {
         for p in d.processes.iter().filter(|p| process_matches(&rule.cfg.matchers, p)) {
-            let g = crate::metrics::group_value(p, by);
+            let g = p.group(by);
             if g.is_empty() {
                 continue;
             }

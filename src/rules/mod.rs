@@ -12,8 +12,8 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::config::GroupBy;
-use crate::config::units::{parse_duration, parse_size};
+use crate::snapshot::GroupBy;
+use crate::units::{parse_duration, parse_size};
 use template::Template;
 
 /// What a rule measures.

@@ -1,7 +1,8 @@
-//! Typed config values: durations ("30s"), byte sizes ("20GiB") and ratios
-//! (0.9 or "90%"). Each parses once at load time into a value the rest of the
-//! daemon uses directly; this file owns the accepted syntax and its error texts
-//! and must not know about any config section.
+//! Units: durations ("30s"), byte sizes ("20GiB") and ratios (0.9 or "90%")
+//! as typed values parsed once, and sizes formatted for people. A leaf used by
+//! config, rules, sources and the CLI table alike; it owns the accepted syntax
+//! and its error texts and must not know about any config section or
+//! depend on anything else in the crate.
 
 use std::fmt;
 use std::time::Duration;
@@ -161,6 +162,22 @@ pub fn format_size(b: u64) -> String {
     b.to_string()
 }
 
+/// Bytes for people: one decimal in the largest binary unit ("1.5 KiB").
+pub fn human(b: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
 /// A fraction in [0, 1], written as 0.9 or "90%".
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
 pub struct Ratio(pub f64);
@@ -206,6 +223,14 @@ impl<'de> Deserialize<'de> for Ratio {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn human_sizes() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(80 << 30), "80.0 GiB");
+    }
 
     #[test]
     fn sizes() {
