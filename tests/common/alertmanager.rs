@@ -10,26 +10,25 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// How to get the peer, for the skip line and the failure.
+const INSTALL: &str = "install it with `apt-get install -y prometheus-alertmanager` \
+                       or point ALERTMANAGER_BIN at an alertmanager binary";
+
 /// The binary: `$ALERTMANAGER_BIN`, else the Debian package's, else
-/// `alertmanager` on PATH. Missing is a failure, not a skip: CI must run this.
-pub fn binary() -> PathBuf {
-    const INSTALL: &str = "install it with `apt-get install -y prometheus-alertmanager` (CI installs it), \
-                           or point ALERTMANAGER_BIN at an alertmanager binary";
+/// `alertmanager` on PATH; `None` when there is none.
+pub fn binary() -> Option<PathBuf> {
     if let Some(p) = std::env::var_os("ALERTMANAGER_BIN") {
         let p = PathBuf::from(p);
         assert!(p.is_file(), "ALERTMANAGER_BIN={} is not a file: {INSTALL}", p.display());
-        return p;
+        return Some(p);
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
-    for name in ["prometheus-alertmanager", "alertmanager"] {
-        for dir in std::env::split_paths(&path).chain([PathBuf::from("/usr/bin")]) {
-            let candidate = dir.join(name);
-            if candidate.is_file() {
-                return candidate;
-            }
-        }
-    }
-    panic!("Alertmanager not found: {INSTALL}");
+    ["prometheus-alertmanager", "alertmanager"].iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .chain([PathBuf::from("/usr/bin")])
+            .map(|dir| dir.join(name))
+            .find(|c| c.is_file())
+    })
 }
 
 /// A running Alertmanager, killed when dropped.
@@ -39,7 +38,10 @@ pub struct Alertmanager {
 }
 
 impl Alertmanager {
-    pub async fn start(port: u16, dir: &Path) -> Alertmanager {
+    /// Starts one on `port`; `None` (after one "skipped" line, or a failure
+    /// under `GPUMEMD_REQUIRE_PEERS=1`) when Alertmanager is not installed.
+    pub async fn start(port: u16, dir: &Path) -> Option<Alertmanager> {
+        let bin = super::peer_or_skip("Alertmanager", binary(), INSTALL)?;
         std::fs::create_dir_all(dir).expect("am dir");
         let config = dir.join("alertmanager.yml");
         std::fs::write(
@@ -50,7 +52,7 @@ impl Alertmanager {
         let log = dir.join("alertmanager.log");
         let out = std::fs::File::create(&log).expect("log file");
         let err = out.try_clone().expect("log file");
-        let child = Command::new(binary())
+        let child = Command::new(bin)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!("--storage.path={}", dir.join("data").display()))
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
@@ -71,7 +73,7 @@ impl Alertmanager {
                 panic!("alertmanager exited with {status}:\n{}", am.logs());
             }
             if reqwest::get(&url).await.is_ok_and(|r| r.status().is_success()) {
-                return am;
+                return Some(am);
             }
             assert!(
                 Instant::now() < end,

@@ -7,6 +7,7 @@
 pub mod alertmanager;
 
 use std::future::Future;
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,27 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
+
+/// A real peer (Alertmanager, Prometheus, Chromium) a test needs: `found`,
+/// or, when it is not installed, one line saying the test was skipped and how
+/// to install the peer. `GPUMEMD_REQUIRE_PEERS=1` (set by `.ci/run`) turns
+/// that skip into a failure, so CI always runs these tests for real while a
+/// fresh machine with only the Rust toolchain still passes `cargo test`.
+pub fn peer_or_skip<T>(peer: &str, found: Option<T>, install: &str) -> Option<T> {
+    if found.is_some() {
+        return found;
+    }
+    let test = std::thread::current().name().unwrap_or("this test").to_string();
+    let required = std::env::var("GPUMEMD_REQUIRE_PEERS").is_ok_and(|v| v == "1");
+    assert!(!required, "{peer} not found and GPUMEMD_REQUIRE_PEERS=1: {install}");
+    // Straight to the stderr handle: the test harness captures eprintln!
+    // of passing tests, and this line is for the person running them.
+    let _ = writeln!(
+        std::io::stderr(),
+        "SKIPPED {test}: {peer} not found; {install} (GPUMEMD_REQUIRE_PEERS=1 makes this a failure)"
+    );
+    None
+}
 
 pub struct App {
     pub addr: SocketAddr,
