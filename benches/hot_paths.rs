@@ -18,6 +18,7 @@
 //! 1 s interval is one poll in ten. Sample counts and times are small so
 //! the whole run fits in about 3 minutes on 2 cores; BENCHMARKS.md has the
 //! command and the results.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
 use std::cell::RefCell;
 use std::hint::black_box;

@@ -11,6 +11,7 @@
 //! and its driver's `libnvidia-ml.so.1`; prints one line per call, and the
 //! process's resident memory before and after NVML is initialised (what
 //! the driver library itself costs any exporter).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
 use std::process::ExitCode;
 use std::time::Instant;

@@ -36,6 +36,7 @@
 //! poll (which competition for the CPU barely moves). `--inject-leak`
 //! checks the checks: it keeps every 100th snapshot and walks them all each
 //! poll, and the run must then fail on both memory and cost.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
 use std::process::ExitCode;
 use std::sync::{Arc, mpsc};

@@ -1,6 +1,7 @@
 //! The whole alert path: the daemon (simulated fleet) evaluates a rule, and a
 //! real Alertmanager receives the alert with the identifying labels, keeps
 //! receiving it while it fires, and the delivery is counted in the metrics.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! The `gpumemd` binary as a user runs it: exit codes and one-line errors
 //! for bad input, `check-config`, `snapshot`, JSON logs, and a clean exit 0
 //! on SIGTERM.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};

@@ -1,6 +1,7 @@
 //! Integration tests of the daemon through its public API: `run()` on
 //! 127.0.0.1:0 with the simulated fleet (and gated or hanging wrappers of
 //! it), checked over real HTTP.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
 

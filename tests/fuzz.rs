@@ -16,6 +16,7 @@
 //! count for a longer run, e.g.
 //! `PROPTEST_CASES=20000 cargo test --release --test fuzz`. A failure prints
 //! the shrunk input: add it to the target's corpus once fixed.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 /// The four properties the structured targets (config, scenario, web
 /// config) share: arbitrary text, the format's own tokens, byte mutations

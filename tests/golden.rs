@@ -2,6 +2,7 @@
 //! through the real pipeline and renderer must render byte for byte as
 //! `tests/golden/demo.prom`. Run with `UPDATE_GOLDEN=1` to rewrite it after
 //! an intended change, and review the diff.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::path::Path;
 use std::time::Duration;

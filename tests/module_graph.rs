@@ -7,6 +7,7 @@
 //!
 //! It must not compile or run the crate: it is a reading of the source, cheap
 //! enough for every `cargo test`.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -31,7 +32,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 /// The code of a file without its test modules and test-only files.
 fn production_code(rel: &str, text: &str) -> Option<String> {
     let test_file = rel.ends_with("_tests.rs")
-        || rel.split('/').any(|c| c == "tests" || c == "tests.rs" || c == "test.rs");
+        || rel
+            .split('/')
+            .any(|c| c == "tests" || c == "tests.rs" || c == "test.rs");
     if test_file {
         return None;
     }
@@ -58,7 +61,9 @@ fn paths_after(code: &str, prefix: &str) -> BTreeSet<String> {
 }
 
 fn ident(s: &str) -> String {
-    s.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect()
+    s.chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect()
 }
 
 /// `src/` as (module path relative to src, production code) pairs.
@@ -68,7 +73,10 @@ fn sources() -> Vec<(String, String)> {
     rust_files(&src, &mut files);
     let mut out = Vec::new();
     for f in files {
-        let rel = f.strip_prefix(&src).map(|p| p.to_string_lossy().replace('\\', "/")).unwrap_or_default();
+        let rel = f
+            .strip_prefix(&src)
+            .map(|p| p.to_string_lossy().replace('\\', "/"))
+            .unwrap_or_default();
         let text = std::fs::read_to_string(&f).unwrap_or_default();
         if let Some(code) = production_code(&rel, &text) {
             out.push((rel, code));

@@ -3,6 +3,7 @@
 //! fingerprint, are re-sent, resolve with their endsAt, a dead URL does not
 //! hold up a live one, and nothing is lost when Alertmanager is down across a
 //! daemon restart. Waits are polls on conditions with deadlines.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! and signature of every body, retries through 503s and timeouts, permanent
 //! rejections, and the outbox carrying messages across a daemon restart while
 //! the receiver is down. Waits are polls on conditions with deadlines.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
 

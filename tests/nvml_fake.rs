@@ -4,6 +4,7 @@
 //! scenario variable and the stand-in's poll clock are process-wide; tests
 //! talk to it over HTTP and assert exact exposition lines and JSON fields.
 //! They never sleep to wait: they wait on conditions with deadlines.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
 // A root test file resolves `mod x;` beside itself; the modules live in

@@ -2,6 +2,7 @@
 //! `sleep` that inherits an ignored SIGTERM), asks the reclaimer to terminate
 //! them and checks who got which signal and what the audit log says. Every
 //! wait is a poll with a deadline, never a bare sleep.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::fs;
 use std::os::unix::process::ExitStatusExt;

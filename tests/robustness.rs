@@ -19,6 +19,7 @@
 //!   `empty_stat_is_gone`, `vanishing_between_reads_is_gone`,
 //!   `unreadable_cgroup_and_cmdline_leave_parts_empty`,
 //!   `permission_denied_cgroup_is_not_fatal`).
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
 

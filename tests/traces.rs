@@ -1,6 +1,7 @@
 //! The real PyTorch memory traces recorded on an H200, replayed through the
 //! simulated source and the real pipeline: only the leaking process may ever
 //! be flagged, and it must be flagged within the leak window.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -3,6 +3,7 @@
 //! headers, certificate rotation without restart, and the limits that keep
 //! idle, slow and oversized clients from holding the server. The daemon runs
 //! in-process through `gpumemd::run` with `[server] web_config_file` set.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
 // A root test file resolves `mod x;` beside itself; the tests live in

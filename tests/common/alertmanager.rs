@@ -1,6 +1,7 @@
 //! A real Alertmanager for tests (Debian package `prometheus-alertmanager`,
 //! which CI installs): start it on a loopback port, read its active alerts,
 //! wait on a condition over them with a deadline.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};

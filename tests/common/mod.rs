@@ -3,6 +3,8 @@
 //! tests need no HTTP client crate), and `wait_until` polls a condition
 //! against a deadline instead of sleeping.
 #![allow(dead_code)] // each test binary uses a different subset
+// Test helpers: a failed expectation is the test failing.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod alertmanager;
 
