@@ -13,6 +13,8 @@ mod common;
 mod devices;
 #[path = "nvml_fake/driver.rs"]
 mod driver;
+#[path = "nvml_fake/fields.rs"]
+mod fields;
 #[path = "nvml_fake/harness.rs"]
 mod harness;
 #[path = "nvml_fake/reclaim_e2e.rs"]

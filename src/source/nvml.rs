@@ -221,38 +221,30 @@ fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<Raw
     let device = nvml.device_by_index(index).map_err(|e| down(ctx, e))?;
     let uuid = device.uuid().map_err(|e| down(ctx, e))?;
     ctx.uuid_by_index.insert(index, uuid.clone());
-    let id = ctx
-        .identity
-        .entry(uuid.clone())
-        .or_insert_with(|| Identity {
-            name: device.name().unwrap_or_default(),
-            pci_bus_id: device.pci_info().map(|p| p.bus_id).unwrap_or_default(),
-        })
-        .clone();
+    let mut errors = Vec::new();
+    let id = identity(&device, &uuid, ctx, &mut errors);
     let mut gpu = RawDevice {
         uuid: uuid.clone(),
         index: Some(index),
-        name: id.name.clone(),
-        pci_bus_id: id.pci_bus_id.clone(),
+        name: id.name,
+        pci_bus_id: id.pci_bus_id,
         up: true,
+        errors,
         ..RawDevice::default()
     };
     read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
     let poll = ctx.poll;
     let memo = ctx.memo.entry(uuid.clone()).or_default();
-    let mig_on = match memo.mig {
-        Some((on, at)) if poll.saturating_sub(at) < MIG_RECHECK_POLLS => on,
-        _ => {
-            let on = device.mig_mode().map(|m| m.current == 1).unwrap_or(false);
-            memo.mig = Some((on, poll));
-            on
-        }
-    };
+    let mig_on = mig_mode(&device, memo, poll, &mut gpu.errors);
     let mut out = Vec::new();
     if mig_on {
         // Processes live on the instances; listing them on the parent as
         // well would count their memory twice.
-        for slot in 0..device.mig_device_count().unwrap_or(0) {
+        let count = device.mig_device_count().unwrap_or_else(|e| {
+            gpu.errors.push(format!("mig instance count: {}", describe(&e)));
+            0
+        });
+        for slot in 0..count {
             match device.mig_device_by_index(slot) {
                 Ok(mig) => out.push(read_mig(&mig, &gpu, ctx)),
                 Err(NvmlError::NotFound) => {}
@@ -267,21 +259,73 @@ fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<Raw
     Ok(out)
 }
 
+/// A GPU's name and PCI bus id, read once and kept while both were read;
+/// a field that failed is recorded in `errors` and read again next poll.
+fn identity(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>, errors: &mut Vec<String>) -> Identity {
+    if let Some(id) = ctx.identity.get(uuid) {
+        return id.clone();
+    }
+    let name = device
+        .name()
+        .map_err(|e| errors.push(format!("name: {}", describe(&e))));
+    let pci = device
+        .pci_info()
+        .map_err(|e| errors.push(format!("pci bus id: {}", describe(&e))));
+    let complete = name.is_ok() && pci.is_ok();
+    let id = Identity {
+        name: name.unwrap_or_default(),
+        pci_bus_id: pci.map(|p| p.bus_id).unwrap_or_default(),
+    };
+    if complete {
+        ctx.identity.insert(uuid.to_string(), id.clone());
+    }
+    id
+}
+
+/// Whether MIG is on, re-read every `MIG_RECHECK_POLLS`. NotSupported is an
+/// answer (no MIG on this GPU) and is remembered; any other error is
+/// recorded, keeps the last known mode for this poll and is retried next
+/// poll, never remembered as "off".
+fn mig_mode(device: &Device<'_>, memo: &mut Memo, poll: u64, errors: &mut Vec<String>) -> bool {
+    if let Some((on, at)) = memo.mig {
+        if poll.saturating_sub(at) < MIG_RECHECK_POLLS {
+            return on;
+        }
+    }
+    let on = match device.mig_mode() {
+        Ok(m) => m.current == 1,
+        Err(NvmlError::NotSupported) => false,
+        Err(e) => {
+            errors.push(format!("mig mode: {}", describe(&e)));
+            return memo.mig.is_some_and(|(on, _)| on);
+        }
+    };
+    memo.mig = Some((on, poll));
+    on
+}
+
 fn read_mig(mig: &Device<'_>, parent: &RawDevice, ctx: &mut PollCtx<'_>) -> RawDevice {
-    let name = mig.name().unwrap_or_default();
+    let mut errors = Vec::new();
+    let name = mig.name().unwrap_or_else(|e| {
+        errors.push(format!("name: {}", describe(&e)));
+        String::new()
+    });
+    let uuid = mig.uuid().unwrap_or_else(|e| {
+        errors.push(format!("mig instance uuid: {}", describe(&e)));
+        String::new()
+    });
     let mut dev = RawDevice {
-        uuid: mig.uuid().unwrap_or_default(),
+        up: !uuid.is_empty(),
+        uuid,
         index: None,
         mig_profile: mig_profile(&name),
         name,
         pci_bus_id: parent.pci_bus_id.clone(),
         parent_uuid: parent.uuid.clone(),
-        up: true,
+        errors,
         ..RawDevice::default()
     };
-    if dev.uuid.is_empty() {
-        dev.up = false;
-        dev.errors.push("mig instance: uuid unreadable".into());
+    if !dev.up {
         return dev;
     }
     let poll = ctx.poll;
