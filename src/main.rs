@@ -12,7 +12,7 @@ use gpumemd::cli::{Cli, Command, LogFormat, RunArgs, SourceArgs};
 use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH};
 use gpumemd::pipeline::Pipeline;
-use gpumemd::snapshot::{PollStats, Snapshot};
+use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::source::nvml::NvmlSource;
 use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
@@ -147,24 +147,21 @@ fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
         other => other.to_string(),
     })?;
     let source_seconds = started.elapsed().as_secs_f64();
-    let (driver, devices) = Pipeline::new(&cfg.processes).build(raw, now);
-    let snap = Snapshot {
+    let outcome = PollOutcome {
         seq: 1,
         timestamp: now,
-        demo: source.demo_name(),
-        nvml_up: true,
-        driver,
-        devices,
-        poll: PollStats {
-            polls_total: 1,
-            success: true,
-            duration_seconds: started.elapsed().as_secs_f64(),
-            source_seconds,
-            last_success_timestamp: Some(now),
-            ..PollStats::default()
-        },
-        ..Snapshot::default()
+        monotonic: 0.0,
+        nvml: Ok(Pipeline::new(&cfg.processes).build(raw, now)),
     };
+    let stats = PollStats {
+        polls_total: 1,
+        success: true,
+        duration_seconds: started.elapsed().as_secs_f64(),
+        source_seconds,
+        last_success_timestamp: Some(now),
+        ..PollStats::default()
+    };
+    let snap = Snapshot::of_poll(outcome, source.demo_name(), stats);
     if json {
         let text = serde_json::to_string_pretty(&snap).map_err(|e| format!("cannot print JSON: {e}"))?;
         println!("{text}");

@@ -16,7 +16,7 @@ use tokio::time::MissedTickBehavior;
 
 use crate::clock::{monotonic_now, unix_now};
 use crate::pipeline::Pipeline;
-use crate::snapshot::{Device, DriverInfo, PollStats, Snapshot};
+use crate::snapshot::{Device, DriverInfo, PollOutcome, PollStats, Snapshot};
 use crate::source::{GpuSource, SourceError};
 use crate::sysnotify::notify_systemd;
 
@@ -68,10 +68,7 @@ pub fn start(
         .name("gpumemd-poll".into())
         .spawn(move || worker(source, pipeline, req_rx))
         .map_err(PollerError::Spawn)?;
-    let placeholder = Snapshot {
-        demo: demo.clone(),
-        ..Snapshot::default()
-    };
+    let placeholder = Snapshot::placeholder(demo.clone());
     let (tx, rx) = watch::channel(Arc::new(placeholder));
     let sup = Supervisor {
         settings,
@@ -186,39 +183,28 @@ impl Supervisor {
                 self.stats.success = true;
                 self.stats.duration_seconds = took.as_secs_f64();
                 self.stats.last_success_timestamp = Some(now);
-                let snap = Snapshot {
-                    seq: self.stats.polls_total,
-                    timestamp: now,
-                    monotonic: mono,
-                    demo: self.demo.clone(),
-                    nvml_up: true,
-                    nvml_error: None,
-                    driver,
-                    devices,
-                    stale: false,
-                    poll: self.stats.clone(),
-                };
-                self.tx.send_replace(Arc::new(snap));
+                self.publish(now, mono, Ok((driver, devices)));
             }
             Err(SourceError::Unavailable(msg)) => {
                 self.note_nvml(false, Some(&msg));
                 *self.stats.errors_total.entry("nvml_unavailable".into()).or_default() += 1;
                 self.stats.success = false;
                 self.stats.duration_seconds = took.as_secs_f64();
-                let snap = Snapshot {
-                    seq: self.stats.polls_total,
-                    timestamp: now,
-                    monotonic: mono,
-                    demo: self.demo.clone(),
-                    nvml_up: false,
-                    nvml_error: Some(msg),
-                    poll: self.stats.clone(),
-                    ..Snapshot::default()
-                };
-                self.tx.send_replace(Arc::new(snap));
+                self.publish(now, mono, Err(msg));
             }
             Err(SourceError::Failed { reason, message }) => self.fail(reason, &message, took),
         }
+    }
+
+    fn publish(&mut self, timestamp: f64, monotonic: f64, nvml: Result<(Option<DriverInfo>, Vec<Device>), String>) {
+        let outcome = PollOutcome {
+            seq: self.stats.polls_total,
+            timestamp,
+            monotonic,
+            nvml,
+        };
+        let snap = Snapshot::of_poll(outcome, self.demo.clone(), self.stats.clone());
+        self.tx.send_replace(Arc::new(snap));
     }
 
     /// systemd's Type=notify: ready once the first poll has ended, whatever

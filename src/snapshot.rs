@@ -38,21 +38,39 @@ pub struct Holders {
     pub unattributed: u64,
 }
 
-/// The holder class of one process.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+impl Holders {
+    /// The bytes of one holder class.
+    pub fn get(&self, h: Holder) -> u64 {
+        match h {
+            Holder::Live => self.live,
+            Holder::Zombie => self.zombie,
+            Holder::Exited => self.exited,
+            Holder::Unattributed => self.unattributed,
+        }
+    }
+}
+
+/// A holder class: of a device's memory (all four), and of one process
+/// (never `Unattributed`, which is memory no listed process accounts for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Holder {
     Live,
     Zombie,
     Exited,
+    Unattributed,
 }
 
 impl Holder {
+    /// Every class, in the order the exposition and the table show them.
+    pub const ALL: [Holder; 4] = [Holder::Live, Holder::Zombie, Holder::Exited, Holder::Unattributed];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Holder::Live => "live",
             Holder::Zombie => "zombie",
             Holder::Exited => "exited",
+            Holder::Unattributed => "unattributed",
         }
     }
 }
@@ -224,9 +242,88 @@ pub struct Snapshot {
     pub poll: PollStats,
 }
 
+/// When a poll ran and what the source said: devices, or why NVML is down.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PollOutcome {
+    pub seq: u64,
+    /// Unix and monotonic seconds at the start of the poll.
+    pub timestamp: f64,
+    pub monotonic: f64,
+    pub nvml: Result<(Option<DriverInfo>, Vec<Device>), String>,
+}
+
 impl Snapshot {
+    /// What is published before the first poll ends.
+    pub fn placeholder(demo: Option<String>) -> Snapshot {
+        Snapshot {
+            demo,
+            ..Snapshot::default()
+        }
+    }
+
+    /// The one way a poll becomes a snapshot (the daemon's poller and the
+    /// one-shot `snapshot` command alike).
+    pub fn of_poll(outcome: PollOutcome, demo: Option<String>, poll: PollStats) -> Snapshot {
+        let (nvml_up, nvml_error, driver, devices) = match outcome.nvml {
+            Ok((driver, devices)) => (true, None, driver, devices),
+            Err(e) => (false, Some(e), None, Vec::new()),
+        };
+        Snapshot {
+            seq: outcome.seq,
+            timestamp: outcome.timestamp,
+            monotonic: outcome.monotonic,
+            demo,
+            nvml_up,
+            nvml_error,
+            driver,
+            devices,
+            stale: false,
+            poll,
+        }
+    }
+
     /// True once a real poll result (not the startup placeholder) exists.
     pub fn has_polled(&self) -> bool {
         self.seq > 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_poll_becomes_a_snapshot_one_way() {
+        let dev = Device {
+            uuid: "GPU-1".into(),
+            up: true,
+            ..Device::default()
+        };
+        let at = |nvml| PollOutcome {
+            seq: 7,
+            timestamp: 100.0,
+            monotonic: 3.0,
+            nvml,
+        };
+        let up = Snapshot::of_poll(at(Ok((None, vec![dev.clone()]))), None, PollStats::default());
+        assert!(up.nvml_up && up.has_polled() && !up.stale);
+        assert_eq!((up.seq, up.devices.len(), up.nvml_error), (7, 1, None));
+        let down = Snapshot::of_poll(at(Err("gone".into())), Some("demo".into()), PollStats::default());
+        assert!(!down.nvml_up && down.devices.is_empty());
+        assert_eq!(down.nvml_error.as_deref(), Some("gone"));
+        assert_eq!(down.demo.as_deref(), Some("demo"));
+        assert!(!Snapshot::placeholder(None).has_polled());
+    }
+
+    #[test]
+    fn holders_by_class() {
+        let h = Holders {
+            live: 1,
+            zombie: 2,
+            exited: 3,
+            unattributed: 4,
+        };
+        let got: Vec<u64> = Holder::ALL.iter().map(|&c| h.get(c)).collect();
+        assert_eq!(got, [1, 2, 3, 4]);
     }
 }

@@ -23,7 +23,8 @@ pub fn holder_split(used: u64, processes: &[Process]) -> Holders {
         match p.holder {
             Some(Holder::Zombie) => zombie += b,
             Some(Holder::Exited) => exited += b,
-            Some(Holder::Live) | None => live += b,
+            // A process is never `Unattributed`; unknown counts as live.
+            Some(Holder::Live | Holder::Unattributed) | None => live += b,
         }
     }
     let used128 = u128::from(used);

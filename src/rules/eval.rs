@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{HolderName, Matchers, Rule, RuleKind};
-use crate::snapshot::{Device, Process, Snapshot};
+use super::{Matchers, Rule, RuleKind};
+use crate::snapshot::{Device, Holder, Process, Snapshot};
 use crate::units::human;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -353,7 +353,7 @@ fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
     }
 }
 
-fn device_instance(kind: RuleKind, holder: Option<HolderName>, d: &Device) -> Option<Instance> {
+fn device_instance(kind: RuleKind, holder: Option<Holder>, d: &Device) -> Option<Instance> {
     let (value, holds) = if kind == RuleKind::DeviceLost {
         (f64::from(u8::from(!d.up)), Some(!d.up))
     } else {
@@ -363,15 +363,7 @@ fn device_instance(kind: RuleKind, holder: Option<HolderName>, d: &Device) -> Op
             RuleKind::DeviceUsedBytes => m.used_bytes as f64,
             RuleKind::DeviceFreeBytes => m.free_bytes as f64,
             RuleKind::DeviceUnattributedBytes => d.holders?.unattributed as f64,
-            RuleKind::DeviceHeldBytes => {
-                let h = d.holders?;
-                (match holder? {
-                    HolderName::Live => h.live,
-                    HolderName::Zombie => h.zombie,
-                    HolderName::Exited => h.exited,
-                    HolderName::Unattributed => h.unattributed,
-                }) as f64
-            }
+            RuleKind::DeviceHeldBytes => d.holders?.get(holder?) as f64,
             _ => return None,
         };
         (v, None)

@@ -12,7 +12,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::snapshot::GroupBy;
+use crate::snapshot::{GroupBy, Holder};
 use crate::units::{parse_duration, parse_size};
 use template::Template;
 
@@ -142,26 +142,6 @@ pub struct Matchers {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum HolderName {
-    Live,
-    Zombie,
-    Exited,
-    Unattributed,
-}
-
-impl HolderName {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            HolderName::Live => "live",
-            HolderName::Zombie => "zombie",
-            HolderName::Exited => "exited",
-            HolderName::Unattributed => "unattributed",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
 pub enum RuleAction {
     /// SIGTERM, then SIGKILL after `[reclaim] grace` (only with `[reclaim] enabled`).
     Terminate,
@@ -189,7 +169,7 @@ pub struct RuleConfig {
     pub matchers: Matchers,
     /// For `device_held_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub holder: Option<HolderName>,
+    pub holder: Option<Holder>,
     /// For `group_used_bytes`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group_by: Option<GroupBy>,
