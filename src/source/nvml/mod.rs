@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 
 use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
-use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::error::NvmlError;
-use nvml_wrapper::struct_wrappers::device::ProcessInfo;
 
-use super::{GpuSource, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
-use crate::snapshot::{DriverInfo, Memory};
+mod reads;
+
+use reads::{read_memory, read_processes, sample_util};
+
+use super::{GpuSource, RawDevice, RawPoll, SourceError, Utilization};
+use crate::snapshot::DriverInfo;
 
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -25,13 +27,6 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// as much as the compute process list, and the mode only changes with a
 /// GPU reset, which no process survives.
 const MIG_RECHECK_POLLS: u64 = 30;
-/// The graphics and MPS process lists (50 and 60 us on that H200) are empty
-/// on most compute nodes. Once one has been empty (or unsupported) for
-/// `QUIET_POLLS` polls in a row it is read every `SPARSE_EVERY` polls until
-/// it shows a process again; a process only in that list meanwhile counts
-/// as unattributed memory for at most that many polls.
-const QUIET_POLLS: u32 = 10;
-const SPARSE_EVERY: u64 = 5;
 
 /// Static facts about a device, read once per UUID because they cannot change
 /// while the GPU stays on the bus.
@@ -65,7 +60,7 @@ pub struct NvmlSource {
 
 /// What `read_device` remembers between polls to skip costly NVML calls.
 #[derive(Debug, Clone, Copy, Default)]
-struct Memo {
+pub(super) struct Memo {
     /// MIG mode and the poll it was read at.
     mig: Option<(bool, u64)>,
     /// Polls in a row the graphics and the MPS list had no process.
@@ -184,7 +179,7 @@ impl GpuSource for NvmlSource {
 }
 
 /// The per-poll state `read_device` updates.
-struct PollCtx<'a> {
+pub(super) struct PollCtx<'a> {
     uuid_by_index: &'a mut HashMap<u32, String>,
     identity: &'a mut HashMap<String, Identity>,
     util_seen: &'a mut HashMap<String, u64>,
@@ -347,151 +342,6 @@ fn mig_profile(name: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Memory v2, falling back to v1 (no `reserved`) on drivers without v2.
-/// Field-level failures are recorded; a lost GPU fails the device.
-fn read_memory(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlError> {
-    match device.memory_info() {
-        Ok(m) => {
-            dev.memory = Some(Memory {
-                total_bytes: m.total,
-                used_bytes: m.used,
-                free_bytes: m.free,
-                reserved_bytes: Some(m.reserved),
-            });
-            Ok(())
-        }
-        Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound | NvmlError::NotSupported) => {
-            match memory_v1(device) {
-                Ok(m) => {
-                    dev.memory = Some(m);
-                    Ok(())
-                }
-                Err(e) if is_device_fatal(&e) => Err(e),
-                Err(e) => {
-                    dev.errors.push(format!("memory: {}", describe(&e)));
-                    Ok(())
-                }
-            }
-        }
-        Err(e) if is_device_fatal(&e) => Err(e),
-        Err(e) => {
-            dev.errors.push(format!("memory: {}", describe(&e)));
-            Ok(())
-        }
-    }
-}
-
-fn memory_v1(device: &Device<'_>) -> Result<Memory, NvmlError> {
-    use nvml_wrapper_sys::bindings::nvmlMemory_t;
-    // SAFETY: `lib()` and `handle()` give the loaded library and a handle that
-    // is valid while `device` borrows the live `Nvml`; the symbol's signature
-    // comes from the bindings and the out-struct is plain data we zero first.
-    unsafe {
-        let sym = device
-            .nvml()
-            .lib()
-            .nvmlDeviceGetMemoryInfo
-            .as_ref()
-            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
-        let mut m: nvmlMemory_t = std::mem::zeroed();
-        nvml_wrapper::error::nvml_try(sym(device.handle(), &mut m))?;
-        Ok(Memory {
-            total_bytes: m.total,
-            used_bytes: m.used,
-            free_bytes: m.free,
-            reserved_bytes: None,
-        })
-    }
-}
-
-/// Merges the compute, graphics and MPS lists by PID: a process in several
-/// lists is one process (its memory is the same allocation reported twice).
-/// The graphics and MPS lists are read sparsely while quiet (see `Memo`).
-fn read_processes(device: &Device<'_>, dev: &mut RawDevice, memo: &mut Memo, poll: u64) -> Result<(), NvmlError> {
-    type ListFn = fn(&Device<'_>) -> Result<Vec<ProcessInfo>, NvmlError>;
-    let lists: [(&str, ListFn); 3] = [
-        ("compute", |d| d.running_compute_processes()),
-        ("graphics", |d| d.running_graphics_processes()),
-        ("mps", |d| d.mps_running_compute_processes()),
-    ];
-    let mut by_pid: Vec<RawProcess> = Vec::new();
-    for (i, (kind, read)) in lists.into_iter().enumerate() {
-        // Slot of this list in `memo.quiet`; the compute list is always read.
-        let quiet = i.checked_sub(1).and_then(|q| memo.quiet.get_mut(q));
-        if let Some(q) = &quiet
-            && **q >= QUIET_POLLS
-            && poll % SPARSE_EVERY != 0
-        {
-            continue;
-        }
-        let result = read(device);
-        if let Some(q) = quiet {
-            *q = match &result {
-                Ok(l) if !l.is_empty() => 0,
-                _ => q.saturating_add(1),
-            };
-        }
-        let list = match result {
-            Ok(l) => l,
-            Err(e) if is_device_fatal(&e) => return Err(e),
-            // Graphics and MPS lists are unsupported on many data-centre
-            // setups; that is normal, not an error worth reporting.
-            Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) if kind != "compute" => continue,
-            Err(e) => {
-                dev.errors.push(format!("processes ({kind}): {}", describe(&e)));
-                dev.processes_unreadable = true;
-                continue;
-            }
-        };
-        for p in list {
-            let used = match p.used_gpu_memory {
-                UsedGpuMemory::Used(b) => Some(b),
-                UsedGpuMemory::Unavailable => None,
-            };
-            let entry = match by_pid.iter_mut().position(|r| r.pid == p.pid) {
-                Some(i) => &mut by_pid[i],
-                None => {
-                    by_pid.push(RawProcess {
-                        pid: p.pid,
-                        used_bytes: used,
-                        ..RawProcess::default()
-                    });
-                    let last = by_pid.len() - 1;
-                    &mut by_pid[last]
-                }
-            };
-            entry.used_bytes = entry.used_bytes.max(used);
-            let k = &mut entry.kinds;
-            match kind {
-                "compute" => k.compute = true,
-                "graphics" => k.graphics = true,
-                _ => k.mps = true,
-            }
-        }
-    }
-    dev.processes = by_pid;
-    Ok(())
-}
-
-fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>) {
-    let Some(util) = ctx.utilization.as_deref_mut() else {
-        return;
-    };
-    let since = ctx.util_seen.get(uuid).copied().unwrap_or(0);
-    let samples = match device.process_utilization_stats(since) {
-        Ok(s) => s,
-        // NotFound means "no sample newer than `since`": an idle GPU.
-        Err(NvmlError::NotFound) => Vec::new(),
-        Err(_) => return,
-    };
-    let per_pid = util.entry(uuid.to_string()).or_default();
-    for s in samples {
-        ctx.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
-        let e = per_pid.entry(s.pid).or_insert(0);
-        *e = (*e).max(s.sm_util);
-    }
-}
-
 fn driver_info(nvml: &Nvml) -> DriverInfo {
     let cuda = nvml
         .sys_cuda_driver_version()
@@ -514,12 +364,12 @@ fn needs_reinit(e: &NvmlError) -> bool {
 }
 
 /// Errors that make the whole device unreadable this poll.
-fn is_device_fatal(e: &NvmlError) -> bool {
+pub(super) fn is_device_fatal(e: &NvmlError) -> bool {
     needs_reinit(e) || matches!(e, NvmlError::GpuLost | NvmlError::ResetRequired | NvmlError::Timeout)
 }
 
 /// A short operator-facing description of an NVML error.
-fn describe(e: &NvmlError) -> String {
+pub(super) fn describe(e: &NvmlError) -> String {
     match e {
         NvmlError::GpuLost => "GPU is lost (fell off the bus)".into(),
         NvmlError::NotSupported => "not supported by this GPU".into(),
