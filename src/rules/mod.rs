@@ -4,6 +4,7 @@
 //! processes or read clocks (time comes from the snapshot).
 
 pub mod eval;
+mod instances;
 pub mod template;
 
 use std::collections::BTreeMap;
