@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use crate::snapshot::{Device, Snapshot};
+use crate::snapshot::{Device, Holder, Process, Snapshot};
 pub use crate::units::human;
 
 /// Renders the whole table.
@@ -54,14 +54,11 @@ fn device(out: &mut String, d: &Device) {
         }
     }
     if let Some(h) = d.holders {
-        let _ = writeln!(
-            out,
-            "  holders: live {}  zombie {}  exited {}  unattributed {}",
-            human(h.live),
-            human(h.zombie),
-            human(h.exited),
-            human(h.unattributed)
-        );
+        let split: Vec<String> = Holder::ALL
+            .iter()
+            .map(|&c| format!("{} {}", c.as_str(), human(h.get(c))))
+            .collect();
+        let _ = writeln!(out, "  holders: {}", split.join("  "));
     }
     for u in &d.unreleased {
         let _ = writeln!(
@@ -76,7 +73,11 @@ fn device(out: &mut String, d: &Device) {
     for e in &d.errors {
         let _ = writeln!(out, "  note: {e}");
     }
-    if d.processes.is_empty() {
+    processes(out, &d.processes);
+}
+
+fn processes(out: &mut String, list: &[Process]) {
+    if list.is_empty() {
         return;
     }
     let _ = writeln!(
@@ -84,7 +85,7 @@ fn device(out: &mut String, d: &Device) {
         "  {:>8}  {:<16} {:<10} {:<8} {:>10}  {:>11}  {:<14} {:<18} {:<8}",
         "PID", "COMMAND", "USER", "HOLDER", "USED", "GROWTH/s", "CONTAINER/POD", "UNIT", "JOB"
     );
-    for p in &d.processes {
+    for p in list {
         let used = p.used_bytes.map(human).unwrap_or_else(|| "n/a".into());
         let growth = match p.growth_bytes_per_second {
             Some(g) => format!(
