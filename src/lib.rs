@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod diagnosis;
+pub mod history;
 pub mod http;
 pub mod metrics;
 pub mod notify;

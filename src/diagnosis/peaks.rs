@@ -1,0 +1,142 @@
+//! Peaks between scrapes: the largest value of each series (a device's used
+//! memory, a process's memory) over a sliding window (`[poll] peak_window`,
+//! default 60 s), so a two-second spike that caused an out-of-memory error is
+//! still in `_max_bytes` when Prometheus scrapes 15-60 s later.
+//!
+//! Owns: one fixed-size ring of slot maxima per series (`SLOTS` slots of
+//! window/`SLOTS` each), so memory per series is constant whatever the poll
+//! rate, and the window is covered to within one slot. Must not: read
+//! clocks (time comes from the caller), or keep a series not seen in a poll
+//! past the sweep that follows it.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+/// Slots per window: the reported peak covers between 11/12 and the whole window.
+pub const SLOTS: usize = 12;
+
+#[derive(Debug, Clone)]
+struct Series {
+    /// Per slot, 1 + the largest value seen in it; 0 = nothing seen.
+    slots: [u64; SLOTS],
+    /// The absolute slot number of the newest write.
+    newest: i64,
+    seen: bool,
+}
+
+/// Sliding-window maxima for many series.
+#[derive(Debug)]
+pub struct PeakTracker<K> {
+    slot_seconds: f64,
+    series: HashMap<K, Series>,
+}
+
+impl<K: Eq + Hash + Clone> PeakTracker<K> {
+    /// Peaks over `window_seconds` (at least a millisecond).
+    pub fn new(window_seconds: f64) -> Self {
+        PeakTracker {
+            slot_seconds: (window_seconds / SLOTS as f64).max(1e-3 / SLOTS as f64),
+            series: HashMap::new(),
+        }
+    }
+
+    /// Records `value` at Unix time `now` and returns the series' peak over
+    /// the window; `None` when no value was known in the window.
+    pub fn observe(&mut self, key: &K, now: f64, value: Option<u64>) -> Option<u64> {
+        let slot = (now / self.slot_seconds).floor() as i64;
+        let s = match self.series.get_mut(key) {
+            Some(s) => s,
+            None => self.series.entry(key.clone()).or_insert(Series {
+                slots: [0; SLOTS],
+                newest: slot,
+                seen: false,
+            }),
+        };
+        s.seen = true;
+        if slot > s.newest {
+            // Clear the slots that the window has moved past (all, after a gap).
+            let gap = (slot - s.newest).min(SLOTS as i64);
+            for k in 0..gap {
+                s.slots[index(slot - k)] = 0;
+            }
+            s.newest = slot;
+        }
+        // A clock that stepped back writes into the newest slot rather than
+        // into one the window has already left.
+        let at = index(slot.min(s.newest));
+        if let Some(v) = value {
+            s.slots[at] = s.slots[at].max(v.saturating_add(1));
+        }
+        s.slots.iter().max().copied().filter(|&m| m > 0).map(|m| m - 1)
+    }
+
+    /// Forgets series not observed since the previous sweep.
+    pub fn retain_seen(&mut self) {
+        self.series.retain(|_, s| std::mem::take(&mut s.seen));
+    }
+
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+}
+
+fn index(slot: i64) -> usize {
+    slot.rem_euclid(SLOTS as i64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_spike_stays_for_the_window_then_goes() {
+        let mut p = PeakTracker::new(60.0);
+        let mut seen = Vec::new();
+        for t in 0..80 {
+            let v = if (10..12).contains(&t) { 900 } else { 100 };
+            seen.push(p.observe(&"gpu", 1000.0 + f64::from(t), Some(v)));
+        }
+        assert_eq!(seen[9], Some(100));
+        assert!(seen[11..65].iter().all(|&v| v == Some(900)), "{seen:?}");
+        assert!(seen[75..].iter().all(|&v| v == Some(100)), "{seen:?}");
+    }
+
+    #[test]
+    fn unknown_values_are_absent_not_zero_and_zero_is_a_value() {
+        let mut p = PeakTracker::new(10.0);
+        assert_eq!(p.observe(&1, 0.0, None), None);
+        assert_eq!(p.observe(&1, 1.0, Some(0)), Some(0));
+        assert_eq!(p.observe(&1, 2.0, None), Some(0));
+        assert_eq!(p.observe(&1, 30.0, None), None, "the zero left the window");
+    }
+
+    #[test]
+    fn a_gap_longer_than_the_window_forgets_everything() {
+        let mut p = PeakTracker::new(12.0);
+        assert_eq!(p.observe(&1, 0.0, Some(50)), Some(50));
+        assert_eq!(p.observe(&1, 100.0, Some(5)), Some(5));
+    }
+
+    #[test]
+    fn a_clock_step_back_keeps_the_peak() {
+        let mut p = PeakTracker::new(12.0);
+        p.observe(&1, 100.0, Some(50));
+        assert_eq!(p.observe(&1, 90.0, Some(7)), Some(50));
+        assert_eq!(p.observe(&1, 101.0, Some(3)), Some(50));
+    }
+
+    #[test]
+    fn unseen_series_are_swept() {
+        let mut p = PeakTracker::new(10.0);
+        p.observe(&1, 0.0, Some(1));
+        p.observe(&2, 0.0, Some(1));
+        p.retain_seen();
+        p.observe(&1, 1.0, Some(1));
+        p.retain_seen();
+        assert_eq!(p.len(), 1);
+    }
+}

@@ -1,0 +1,260 @@
+//! The daemon's short memory: the last minutes (`[poll] history`, default 15)
+//! of each device's used memory and holder split, and of each exported
+//! process's memory, at poll resolution, for `GET /api/v1/history`, the status
+//! page's sparklines and out-of-memory events.
+//!
+//! Owns: the ring buffers and their bound. Every series shares one ring of
+//! poll times, so a point costs its value alone (8 bytes a device field,
+//! 4 a process: KiB in a u32, which NVML's MiB granularity never notices),
+//! and process series are capped in number whatever the fleet size.
+//! Must not: read hardware, clocks or config files (it records snapshots it
+//! is handed), or hold its lock across anything slow.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::snapshot::{Holder, Snapshot};
+
+/// Process series kept at most, across all devices (the largest holders of
+/// each device come first). 4096 x 900 points x 4 bytes is 14 MiB at worst.
+pub const MAX_PROCESS_SERIES: usize = 4096;
+
+/// What a missing point is stored as (the device or process was not seen).
+const ABSENT_U64: u64 = u64::MAX;
+const ABSENT_U32: u32 = u32::MAX;
+
+/// One device's series; the last element of each is the latest poll.
+#[derive(Debug, Default)]
+struct DeviceSeries {
+    used: VecDeque<u64>,
+    /// Live, zombie, exited, unattributed (in `Holder::ALL` order).
+    holders: [VecDeque<u64>; 4],
+}
+
+/// A process on a device, by identity across PID reuse.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct ProcId {
+    uuid: String,
+    pid: u32,
+    /// `start_time` bits; 0 when unknown.
+    start: u64,
+}
+
+#[derive(Debug)]
+struct ProcSeries {
+    comm: String,
+    start_time: Option<f64>,
+    kib: VecDeque<u32>,
+    /// Polls since the process was last seen; dropped once all its points are absent.
+    absent_for: usize,
+}
+
+/// The bounded history of recent polls.
+#[derive(Debug)]
+pub struct History {
+    capacity: usize,
+    top_n: usize,
+    last_seq: u64,
+    times: VecDeque<f64>,
+    devices: BTreeMap<String, DeviceSeries>,
+    processes: HashMap<ProcId, ProcSeries>,
+}
+
+/// `GET /api/v1/history`: every series aligned to `timestamps`; `null` where
+/// the device or process was not seen at that poll.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct HistoryView {
+    pub timestamps: Vec<f64>,
+    pub devices: Vec<DeviceHistory>,
+    pub processes: Vec<ProcessHistory>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct DeviceHistory {
+    pub uuid: String,
+    pub used_bytes: Vec<Option<u64>>,
+    pub held_bytes: BTreeMap<&'static str, Vec<Option<u64>>>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ProcessHistory {
+    pub uuid: String,
+    pub pid: u32,
+    pub start_time: Option<f64>,
+    pub comm: String,
+    pub used_bytes: Vec<Option<u64>>,
+}
+
+impl History {
+    /// Keeps `points` polls (at least 1), process series for the `top_n`
+    /// largest holders of each device.
+    pub fn new(points: usize, top_n: usize) -> Self {
+        History {
+            capacity: points.max(1),
+            top_n,
+            last_seq: 0,
+            times: VecDeque::new(),
+            devices: BTreeMap::new(),
+            processes: HashMap::new(),
+        }
+    }
+
+    /// How many points a `history` span holds at poll `interval`.
+    pub fn points_for(history: std::time::Duration, interval: std::time::Duration) -> usize {
+        let n = history.as_secs_f64() / interval.as_secs_f64().max(1e-3);
+        (n.ceil() as usize).clamp(1, 100_000)
+    }
+
+    /// Records one poll. The placeholder, stale re-publications and repeats
+    /// of a poll already recorded add nothing.
+    pub fn record(&mut self, snap: &Snapshot) {
+        if !snap.has_polled() || snap.stale || snap.seq <= self.last_seq {
+            return;
+        }
+        self.last_seq = snap.seq;
+        self.times.push_back(snap.timestamp);
+        for d in snap.devices.iter().filter(|d| d.up) {
+            let s = self.devices.entry(d.uuid.clone()).or_default();
+            pad_to(&mut s.used, self.times.len() - 1, ABSENT_U64);
+            for h in &mut s.holders {
+                pad_to(h, self.times.len() - 1, ABSENT_U64);
+            }
+            s.used.push_back(d.memory.map_or(ABSENT_U64, |m| m.used_bytes));
+            for (i, &class) in Holder::ALL.iter().enumerate() {
+                s.holders[i].push_back(d.holders.map_or(ABSENT_U64, |h| h.get(class)));
+            }
+            self.record_processes(d);
+        }
+        self.close_poll();
+    }
+
+    fn record_processes(&mut self, d: &crate::snapshot::Device) {
+        let len = self.times.len();
+        // `processes` is sorted largest first, as the exposition's top_n is.
+        for p in d.processes.iter().take(self.top_n) {
+            let id = ProcId {
+                uuid: d.uuid.clone(),
+                pid: p.pid,
+                start: p.start_time.map_or(0, f64::to_bits),
+            };
+            if !self.processes.contains_key(&id) && self.processes.len() >= MAX_PROCESS_SERIES {
+                continue;
+            }
+            let s = self.processes.entry(id).or_insert_with(|| ProcSeries {
+                comm: p.comm.clone(),
+                start_time: p.start_time,
+                kib: VecDeque::new(),
+                absent_for: 0,
+            });
+            pad_to(&mut s.kib, len - 1, ABSENT_U32);
+            let kib = p
+                .used_bytes
+                .map_or(ABSENT_U32, |b| (b / 1024).min(u64::from(ABSENT_U32 - 1)) as u32);
+            s.kib.push_back(kib);
+            s.absent_for = 0;
+        }
+    }
+
+    /// Pads series not seen this poll, trims everything to `capacity`, and
+    /// drops series with no point left in the window.
+    fn close_poll(&mut self) {
+        let len = self.times.len();
+        for s in self.devices.values_mut() {
+            pad_to(&mut s.used, len, ABSENT_U64);
+            for h in &mut s.holders {
+                pad_to(h, len, ABSENT_U64);
+            }
+        }
+        for s in self.processes.values_mut() {
+            if s.kib.len() < len {
+                s.absent_for += 1;
+                pad_to(&mut s.kib, len, ABSENT_U32);
+            }
+        }
+        if len > self.capacity {
+            self.times.pop_front();
+            for s in self.devices.values_mut() {
+                s.used.pop_front();
+                s.holders.iter_mut().for_each(|h| {
+                    h.pop_front();
+                });
+            }
+            self.processes.values_mut().for_each(|s| {
+                s.kib.pop_front();
+            });
+        }
+        let len = self.times.len();
+        self.devices.retain(|_, s| s.used.iter().any(|&v| v != ABSENT_U64));
+        self.processes.retain(|_, s| s.absent_for < len);
+    }
+
+    /// The points after Unix time `since` (all when `None`) of one device
+    /// (all when `None`) and its processes, largest latest value first.
+    pub fn view(&self, gpu: Option<&str>, since: Option<f64>) -> HistoryView {
+        let skip = since.map_or(0, |t| self.times.iter().take_while(|&&x| x <= t).count());
+        let tail64 = |v: &VecDeque<u64>| -> Vec<Option<u64>> {
+            v.iter().skip(skip).map(|&x| (x != ABSENT_U64).then_some(x)).collect()
+        };
+        let wanted = |uuid: &str| gpu.is_none_or(|g| g == uuid);
+        let devices = self
+            .devices
+            .iter()
+            .filter(|(u, _)| wanted(u))
+            .map(|(uuid, s)| DeviceHistory {
+                uuid: uuid.clone(),
+                used_bytes: tail64(&s.used),
+                held_bytes: Holder::ALL
+                    .iter()
+                    .zip(&s.holders)
+                    .map(|(c, h)| (c.as_str(), tail64(h)))
+                    .collect(),
+            })
+            .collect();
+        let mut processes: Vec<ProcessHistory> = self
+            .processes
+            .iter()
+            .filter(|(id, _)| wanted(&id.uuid))
+            .map(|(id, s)| ProcessHistory {
+                uuid: id.uuid.clone(),
+                pid: id.pid,
+                start_time: s.start_time,
+                comm: s.comm.clone(),
+                used_bytes: s
+                    .kib
+                    .iter()
+                    .skip(skip)
+                    .map(|&k| (k != ABSENT_U32).then_some(u64::from(k) * 1024))
+                    .collect(),
+            })
+            .collect();
+        let latest = |p: &ProcessHistory| p.used_bytes.last().copied().flatten().unwrap_or(0);
+        processes.sort_by(|a, b| {
+            latest(b)
+                .cmp(&latest(a))
+                .then(a.uuid.cmp(&b.uuid))
+                .then(a.pid.cmp(&b.pid))
+        });
+        HistoryView {
+            timestamps: self.times.iter().skip(skip).copied().collect(),
+            devices,
+            processes,
+        }
+    }
+
+    /// Series and points held now, for the soak's boundedness check.
+    pub fn sizes(&self) -> (usize, usize, usize) {
+        (self.times.len(), self.devices.len(), self.processes.len())
+    }
+}
+
+/// Appends `fill` until `v` has `len` elements (a series that missed polls).
+fn pad_to<T: Copy>(v: &mut VecDeque<T>, len: usize, fill: T) {
+    while v.len() < len {
+        v.push_back(fill);
+    }
+}
+
+#[cfg(test)]
+#[path = "history_tests.rs"]
+mod tests;
