@@ -2,7 +2,10 @@
 //! pending and firing alerts and recent transitions, and publishes a view
 //! for `/api/v1/alerts`, `gpumem_alerts` and the status page. Rule
 //! semantics live in `rules/`; delivery in `notify/`; this file only holds
-//! state between evaluations and survives reloads.
+//! state between evaluations and survives reloads; `actions.rs` turns its
+//! outcome into notification payloads and reclaim targets.
+
+mod actions;
 
 use std::collections::VecDeque;
 
@@ -11,6 +14,7 @@ use serde::Serialize;
 use crate::rules::Rule;
 use crate::rules::eval::{self, Alert, EvalState, State, Transition};
 use crate::snapshot::Snapshot;
+pub use actions::{changed_payloads, payload, reclaim_targets};
 
 /// What readers see: active alerts and the latest transitions.
 #[derive(Debug, Clone, Default, Serialize)]

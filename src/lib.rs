@@ -115,7 +115,7 @@ pub async fn run(
         config: cfg_rx.clone(),
         reload_status: status_rx,
         reload: reload_tx,
-        counters: Some(counter_source(reclaimer.clone(), notifiers.clone(), state_dir_writable)),
+        counters: metrics::Counters::new(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable),
         build: build_info(),
     };
     let hook = alert_hooks(reclaimer.clone(), notifiers);
@@ -185,59 +185,17 @@ fn start_notifiers(cfg: &Config, shutdown: watch::Receiver<bool>) -> Option<Arc<
 fn alert_hooks(reclaimer: Arc<reclaim::Reclaimer>, notifiers: Option<Arc<notify::Notifiers>>) -> OnAlerts {
     Box::new(move |transitions, engine| {
         if let Some(n) = &notifiers {
-            let changed: Vec<notify::AlertPayload> = transitions
-                .iter()
-                .filter(|t| t.to != rules::eval::State::Pending)
-                .map(|t| payload(&t.alert))
-                .collect();
-            let firing: Vec<notify::AlertPayload> = engine.firing().map(payload).collect();
+            let changed = alerts::changed_payloads(transitions);
+            let firing: Vec<notify::AlertPayload> = engine.firing().map(alerts::payload).collect();
             let n = n.clone();
             tokio::task::spawn_blocking(move || n.submit(&changed, &firing));
         }
-        let targets = reclaim_targets(transitions);
+        let targets = alerts::reclaim_targets(transitions);
         if !targets.is_empty() {
             let r = reclaimer.clone();
             tokio::task::spawn_blocking(move || r.request(targets));
         }
     })
-}
-
-fn payload(a: &rules::eval::Alert) -> notify::AlertPayload {
-    let resolved = a.state == rules::eval::State::Resolved;
-    notify::AlertPayload {
-        labels: a.labels.clone(),
-        annotations: a.annotations.clone(),
-        status: if resolved {
-            notify::AlertStatus::Resolved
-        } else {
-            notify::AlertStatus::Firing
-        },
-        starts_at: a.fired_at.unwrap_or(a.active_at),
-        ends_at: a.resolved_at,
-        value: Some(a.value),
-        generator_url: String::new(),
-    }
-}
-
-/// The processes of alerts that just fired with `action = "terminate"`.
-fn reclaim_targets(transitions: &[rules::eval::Transition]) -> Vec<reclaim::Target> {
-    transitions
-        .iter()
-        .filter(|t| t.to == rules::eval::State::Firing && t.alert.action == Some(rules::RuleAction::Terminate))
-        .flat_map(|t| {
-            t.alert.targets.iter().map(|p| reclaim::Target {
-                pid: p.pid,
-                start_time: p.start_time,
-                start_ticks: p.start_ticks,
-                uid: p.uid,
-                user: p.user.clone(),
-                comm: p.comm.clone(),
-                rule: t.alert.rule.clone(),
-                gpu_uuid: p.uuid.clone(),
-                used_bytes: p.used_bytes,
-            })
-        })
-        .collect()
 }
 
 /// Applies `[reclaim]` changes from reloads; a config the reclaimer refuses
@@ -275,35 +233,6 @@ fn state_dir_writable(dir: &std::path::Path) -> bool {
         .is_ok();
     let _ = std::fs::remove_file(&probe);
     ok
-}
-
-/// Reads the reclaimer's and the notifiers' counters at scrape time.
-fn counter_source(
-    reclaimer: Arc<reclaim::Reclaimer>,
-    notifiers: Option<Arc<notify::Notifiers>>,
-    state_dir_writable: Option<bool>,
-) -> http::CounterSource {
-    Arc::new(move || {
-        let mut c = http::Counters {
-            state_dir_writable,
-            reclaim: reclaimer
-                .stats()
-                .entries()
-                .into_iter()
-                .map(|(a, r, n)| (a.to_string(), r.to_string(), n))
-                .collect(),
-            ..http::Counters::default()
-        };
-        for s in notifiers.iter().flat_map(|n| n.stats()) {
-            let name = s.notifier.to_string();
-            for (result, v) in [("success", s.sent_ok), ("failure", s.failed), ("dropped", s.dropped)] {
-                c.notifications.push((name.clone(), result.to_string(), v));
-            }
-            c.queues.push((name.clone(), s.queue_length));
-            c.outbox_write_errors.push((name, s.persist_errors));
-        }
-        c
-    })
 }
 
 /// Pings systemd's watchdog at half its period. It proves the runtime is

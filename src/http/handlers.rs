@@ -19,15 +19,10 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response
     let snap = st.snapshots.borrow().clone();
     let alerts = st.alerts.borrow().clone();
     let cfg = st.config.borrow().clone();
-    let counters = st.counters.as_ref().map(|f| f()).unwrap_or_default();
     let daemon = metrics::DaemonState {
         alerts: Some(&alerts),
         reload: Some(*st.reload_status.borrow()),
-        notifications: counters.notifications,
-        queues: counters.queues,
-        outbox_write_errors: counters.outbox_write_errors,
-        reclaim: counters.reclaim,
-        state_dir_writable: counters.state_dir_writable,
+        counters: Some(&st.counters),
     };
     let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
     (

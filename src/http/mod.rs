@@ -19,24 +19,9 @@ use tokio::sync::{mpsc, watch};
 
 use crate::alerts::AlertsView;
 use crate::config::Config;
-use crate::metrics::BuildInfo;
+use crate::metrics::{BuildInfo, Counters};
 use crate::poller::Snapshots;
 use crate::reload::{ReloadRequest, ReloadStatus};
-
-/// Counters kept by the notifiers and the reclaimer, read at scrape time.
-pub type CounterSource = Arc<dyn Fn() -> Counters + Send + Sync>;
-
-/// (name, result, count) triples and queue lengths for the metrics.
-#[derive(Debug, Clone, Default)]
-pub struct Counters {
-    pub notifications: Vec<(String, String, u64)>,
-    pub queues: Vec<(String, u64)>,
-    pub outbox_write_errors: Vec<(String, u64)>,
-    pub reclaim: Vec<(String, String, u64)>,
-    /// Whether the state dir was writable at start; `None` when nothing
-    /// configured needs it.
-    pub state_dir_writable: Option<bool>,
-}
 
 /// What every handler may read.
 #[derive(Clone)]
@@ -46,7 +31,8 @@ pub struct AppState {
     pub config: watch::Receiver<Arc<Config>>,
     pub reload_status: watch::Receiver<ReloadStatus>,
     pub reload: mpsc::Sender<ReloadRequest>,
-    pub counters: Option<CounterSource>,
+    /// The notifiers' and the reclaimer's counters, for `/metrics`.
+    pub counters: Counters,
     pub build: BuildInfo,
 }
 

@@ -1,16 +1,17 @@
 //! Renders the Prometheus exposition from one snapshot at scrape time, so a
 //! GPU or process that disappears leaves no stale series. Owns metric names,
 //! help texts, labels and cardinality limits (top-N, min bytes, label length).
-//! It must not read anything but the snapshot and config it is given.
+//! It must not read anything but the snapshot, config and daemon state it is
+//! given, nor change the state of what it reads.
 
+mod daemon;
 mod text;
 
 use std::collections::BTreeMap;
 
-use crate::alerts::AlertsView;
 use crate::config::{GroupBy, ProcessMode, Processes};
-use crate::reload::ReloadStatus;
 use crate::snapshot::{Device, Process, Snapshot};
+pub use daemon::{Counters, DaemonState};
 pub use text::Format;
 use text::{Digits, Kind, Writer};
 
@@ -23,24 +24,6 @@ pub const POLL_ERROR_REASONS: &[&str] = &["timeout", "nvml_unavailable", "failed
 pub struct BuildInfo {
     pub version: &'static str,
     pub revision: &'static str,
-}
-
-/// Daemon state beyond the snapshot: alerts, reloads, deliveries, reclaim.
-#[derive(Debug, Clone, Default)]
-pub struct DaemonState<'a> {
-    pub alerts: Option<&'a AlertsView>,
-    pub reload: Option<ReloadStatus>,
-    /// (notifier, result, count) for `gpumem_notifications_total`.
-    pub notifications: Vec<(String, String, u64)>,
-    /// (notifier, length) for `gpumem_notification_queue_length`.
-    pub queues: Vec<(String, u64)>,
-    /// (notifier, count) for `gpumem_notification_outbox_write_errors_total`.
-    pub outbox_write_errors: Vec<(String, u64)>,
-    /// (action, result, count) for `gpumem_reclaim_actions_total`.
-    pub reclaim: Vec<(String, String, u64)>,
-    /// `gpumem_state_dir_writable`; `None` when nothing configured needs
-    /// the state dir (no notifications), and the series is left out.
-    pub state_dir_writable: Option<bool>,
 }
 
 /// Renders the whole exposition in `format`.
@@ -59,7 +42,7 @@ pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build:
         groups(&mut w, snap, cfg);
     }
     self_metrics(&mut w, snap, build);
-    daemon_state(&mut w, daemon);
+    daemon::render(&mut w, daemon);
     w.finish()
 }
 
@@ -391,89 +374,6 @@ fn self_metrics(w: &mut Writer, snap: &Snapshot, build: &BuildInfo) {
         &[("version", build.version), ("revision", build.revision)],
         1u64,
     );
-}
-
-fn daemon_state(w: &mut Writer, d: &DaemonState<'_>) {
-    if let Some(view) = d.alerts {
-        w.family(
-            "gpumem_alerts",
-            Kind::Gauge,
-            "Pending and firing alerts of gpumemd's own rules, like Prometheus' ALERTS.",
-        );
-        for a in &view.alerts {
-            // `instance` would clash with the scrape target's label.
-            let mut labels: Vec<(&str, &str)> = vec![("alertname", &a.rule), ("alertstate", a.state.as_str())];
-            labels.extend(
-                a.labels
-                    .iter()
-                    .filter(|(k, _)| !matches!(k.as_str(), "alertname" | "instance"))
-                    .map(|(k, v)| (k.as_str(), v.as_str())),
-            );
-            w.sample("gpumem_alerts", &labels, 1u64);
-        }
-    }
-    if let Some(r) = d.reload {
-        w.family(
-            "gpumem_config_last_reload_successful",
-            Kind::Gauge,
-            "1 if the latest config (re)load succeeded.",
-        );
-        w.sample("gpumem_config_last_reload_successful", &[], u64::from(r.successful));
-        w.family(
-            "gpumem_config_last_reload_success_timestamp_seconds",
-            Kind::Gauge,
-            "Unix time of the latest successful config load.",
-        );
-        w.sample(
-            "gpumem_config_last_reload_success_timestamp_seconds",
-            &[],
-            r.last_success,
-        );
-    }
-    if !d.notifications.is_empty() {
-        w.family(
-            "gpumem_notifications_total",
-            Kind::Counter,
-            "Alert notifications by notifier and result.",
-        );
-        for (n, r, v) in &d.notifications {
-            w.sample("gpumem_notifications_total", &[("notifier", n), ("result", r)], *v);
-        }
-        w.family(
-            "gpumem_notification_queue_length",
-            Kind::Gauge,
-            "Notifications waiting in the outbox, by notifier.",
-        );
-        for (n, v) in &d.queues {
-            w.sample("gpumem_notification_queue_length", &[("notifier", n)], *v);
-        }
-        w.family(
-            "gpumem_notification_outbox_write_errors_total",
-            Kind::Counter,
-            "Outbox writes that failed (state dir unwritable or full); the notification was still attempted from memory.",
-        );
-        for (n, v) in &d.outbox_write_errors {
-            w.sample("gpumem_notification_outbox_write_errors_total", &[("notifier", n)], *v);
-        }
-    }
-    if let Some(ok) = d.state_dir_writable {
-        w.family(
-            "gpumem_state_dir_writable",
-            Kind::Gauge,
-            "1 if the state dir could be written at start; 0 means alert notifications are disabled (see the log).",
-        );
-        w.sample("gpumem_state_dir_writable", &[], u64::from(ok));
-    }
-    if !d.reclaim.is_empty() {
-        w.family(
-            "gpumem_reclaim_actions_total",
-            Kind::Counter,
-            "Reclaim actions by action and result.",
-        );
-        for (a, r, v) in &d.reclaim {
-            w.sample("gpumem_reclaim_actions_total", &[("action", a), ("result", r)], *v);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,175 @@
+//! The daemon's own families beyond the snapshot: alerts, reloads, and the
+//! counters the notifiers and the reclaimer keep. Owns [`Counters`], the one
+//! handle through which those counters reach a scrape: it reads each
+//! producer's own stats type at render time, with no copies in between. It
+//! must not change any producer's state.
+
+use std::sync::Arc;
+
+use super::text::{Kind, Writer};
+use crate::alerts::AlertsView;
+use crate::notify::{NotifierStats, Notifiers};
+use crate::reclaim::{ReclaimStats, Reclaimer};
+use crate::reload::ReloadStatus;
+
+/// Where the counters of the notifiers and the reclaimer live; read only
+/// when a scrape renders them. Cloning shares the producers.
+#[derive(Clone, Default)]
+pub struct Counters {
+    reclaimer: Option<Arc<Reclaimer>>,
+    notifiers: Option<Arc<Notifiers>>,
+    state_dir_writable: Option<bool>,
+}
+
+impl Counters {
+    /// `state_dir_writable` is `None` when nothing configured needs the
+    /// state dir (no notifications): the series is then left out.
+    pub fn new(
+        reclaimer: Option<Arc<Reclaimer>>,
+        notifiers: Option<Arc<Notifiers>>,
+        state_dir_writable: Option<bool>,
+    ) -> Self {
+        Self {
+            reclaimer,
+            notifiers,
+            state_dir_writable,
+        }
+    }
+}
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counters")
+            .field("reclaimer", &self.reclaimer.is_some())
+            .field("notifiers", &self.notifiers.is_some())
+            .field("state_dir_writable", &self.state_dir_writable)
+            .finish()
+    }
+}
+
+/// Daemon state beyond the snapshot: alerts, reloads, deliveries, reclaim.
+#[derive(Debug, Clone, Default)]
+pub struct DaemonState<'a> {
+    pub alerts: Option<&'a AlertsView>,
+    pub reload: Option<ReloadStatus>,
+    pub counters: Option<&'a Counters>,
+}
+
+/// Labels `gpumem_alerts` sets itself; a rule label of the same name is
+/// left out (config refuses them; this keeps the output valid anyway).
+/// `instance` would clash with the scrape target's own label.
+const ALERT_OWN_LABELS: [&str; 3] = ["alertname", "alertstate", "instance"];
+
+pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
+    if let Some(view) = d.alerts {
+        alerts(w, view);
+    }
+    if let Some(r) = d.reload {
+        w.family(
+            "gpumem_config_last_reload_successful",
+            Kind::Gauge,
+            "1 if the latest config (re)load succeeded.",
+        );
+        w.sample("gpumem_config_last_reload_successful", &[], u64::from(r.successful));
+        w.family(
+            "gpumem_config_last_reload_success_timestamp_seconds",
+            Kind::Gauge,
+            "Unix time of the latest successful config load.",
+        );
+        w.sample(
+            "gpumem_config_last_reload_success_timestamp_seconds",
+            &[],
+            r.last_success,
+        );
+    }
+    let Some(c) = d.counters else { return };
+    if let Some(n) = &c.notifiers {
+        notifications(w, &n.stats());
+    }
+    if let Some(ok) = c.state_dir_writable {
+        w.family(
+            "gpumem_state_dir_writable",
+            Kind::Gauge,
+            "1 if the state dir could be written at start; 0 means alert notifications are disabled (see the log).",
+        );
+        w.sample("gpumem_state_dir_writable", &[], u64::from(ok));
+    }
+    if let Some(r) = &c.reclaimer {
+        reclaim(w, &r.stats());
+    }
+}
+
+fn alerts(w: &mut Writer, view: &AlertsView) {
+    w.family(
+        "gpumem_alerts",
+        Kind::Gauge,
+        "Pending and firing alerts of gpumemd's own rules, like Prometheus' ALERTS.",
+    );
+    for a in &view.alerts {
+        let mut labels: Vec<(&str, &str)> = vec![("alertname", &a.rule), ("alertstate", a.state.as_str())];
+        for (k, v) in &a.labels {
+            // Rule labels come from the config: whatever it lets through,
+            // a label name appears at most once per series.
+            if !ALERT_OWN_LABELS.contains(&k.as_str()) && !labels.iter().any(|(n, _)| n == k) {
+                labels.push((k, v));
+            }
+        }
+        w.sample("gpumem_alerts", &labels, 1u64);
+    }
+}
+
+/// The notifier families; none when no notifier is configured.
+pub(super) fn notifications(w: &mut Writer, stats: &[NotifierStats]) {
+    if stats.is_empty() {
+        return;
+    }
+    w.family(
+        "gpumem_notifications_total",
+        Kind::Counter,
+        "Alert notifications by notifier and result.",
+    );
+    for s in stats {
+        for (result, v) in [("success", s.sent_ok), ("failure", s.failed), ("dropped", s.dropped)] {
+            w.sample(
+                "gpumem_notifications_total",
+                &[("notifier", s.notifier), ("result", result)],
+                v,
+            );
+        }
+    }
+    w.family(
+        "gpumem_notification_queue_length",
+        Kind::Gauge,
+        "Notifications waiting in the outbox, by notifier.",
+    );
+    for s in stats {
+        w.sample(
+            "gpumem_notification_queue_length",
+            &[("notifier", s.notifier)],
+            s.queue_length,
+        );
+    }
+    w.family(
+        "gpumem_notification_outbox_write_errors_total",
+        Kind::Counter,
+        "Outbox writes that failed (state dir unwritable or full); the notification was still attempted from memory.",
+    );
+    for s in stats {
+        w.sample(
+            "gpumem_notification_outbox_write_errors_total",
+            &[("notifier", s.notifier)],
+            s.persist_errors,
+        );
+    }
+}
+
+pub(super) fn reclaim(w: &mut Writer, stats: &ReclaimStats) {
+    w.family(
+        "gpumem_reclaim_actions_total",
+        Kind::Counter,
+        "Reclaim actions by action and result.",
+    );
+    for (a, r, v) in stats.entries() {
+        w.sample("gpumem_reclaim_actions_total", &[("action", a), ("result", r)], v);
+    }
+}
