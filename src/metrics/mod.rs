@@ -5,6 +5,7 @@
 //! given, nor change the state of what it reads.
 
 mod daemon;
+mod format;
 mod text;
 
 use std::collections::BTreeMap;
@@ -12,7 +13,7 @@ use std::collections::BTreeMap;
 use crate::config::{GroupBy, ProcessMode, Processes};
 use crate::snapshot::{Device, Process, Snapshot};
 pub use daemon::{Counters, DaemonState};
-pub use text::Format;
+pub use format::Format;
 use text::{Digits, Kind, Writer};
 
 /// Reasons `gpumem_poll_errors_total` always exposes (0 until seen), so

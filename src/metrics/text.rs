@@ -5,30 +5,7 @@
 
 use std::fmt::Write as _;
 
-/// Which exposition format a scrape asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Prometheus,
-    OpenMetrics,
-}
-
-impl Format {
-    /// Picks OpenMetrics when the `Accept` header asks for it, as Prometheus
-    /// does when it prefers it; the classic text format otherwise.
-    pub fn from_accept(accept: Option<&str>) -> Format {
-        match accept {
-            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
-            _ => Format::Prometheus,
-        }
-    }
-
-    pub fn content_type(self) -> &'static str {
-        match self {
-            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
-            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        }
-    }
-}
+pub use super::format::Format;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -287,11 +264,5 @@ mod tests {
         w.sample("c_total", &[], 3u64);
         let s = w.finish();
         assert_eq!(s, "# HELP c h\n# TYPE c counter\nc_total 3\n# EOF\n");
-        assert_eq!(
-            Format::from_accept(Some("application/openmetrics-text;version=1.0.0")),
-            Format::OpenMetrics
-        );
-        assert_eq!(Format::from_accept(Some("text/plain")), Format::Prometheus);
-        assert_eq!(Format::from_accept(None), Format::Prometheus);
     }
 }
