@@ -1,0 +1,161 @@
+//! The per-process and per-group families. Owns the cardinality limits
+//! (`top_n`, `min_bytes`, and `gpumem_processes_not_exported` counting what
+//! they leave out) and the group sums, which count every process, exported
+//! or not. Reads only the snapshot and the `[processes]` config.
+
+use std::collections::BTreeMap;
+
+use super::group_value;
+use super::text::{Digits, Kind, Writer};
+use crate::config::Processes;
+use crate::snapshot::{Device, Process, Snapshot};
+
+/// The processes of `d` that get series: above `min_bytes`, largest first,
+/// at most `top_n`. Processes with unavailable memory rank last but count.
+pub(super) fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
+    let eligible: Vec<&Process> = d
+        .processes
+        .iter()
+        .filter(|p| p.used_bytes.is_none_or(|b| b >= cfg.min_bytes.0))
+        .collect();
+    let keep = eligible.len().min(cfg.top_n);
+    let left_out = d.processes.len() - keep;
+    (eligible.into_iter().take(keep).collect(), left_out)
+}
+
+/// One exported process: its device, itself, and where its escaped
+/// `uuid="..",pid=".."` labels lie in the shared prefix buffer.
+type Exported<'a> = (&'a Device, &'a Process, std::ops::Range<usize>);
+
+pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
+    let mut per_dev: Vec<(&Device, usize)> = Vec::new();
+    let mut rows: Vec<Exported<'_>> = Vec::new();
+    // Every per-process family starts with uuid and pid: escape them once
+    // per process into one buffer instead of once per series.
+    let mut prefixes = String::new();
+    for d in snap.devices.iter().filter(|d| d.up) {
+        let (ps, left) = exported(d, cfg);
+        per_dev.push((d, left));
+        for p in ps {
+            let pid = Digits::new(u64::from(p.pid));
+            let start = prefixes.len();
+            w.labels(&mut prefixes, &[("uuid", &d.uuid), ("pid", pid.as_str())]);
+            rows.push((d, p, start..prefixes.len()));
+        }
+    }
+    let prefix = |r: &std::ops::Range<usize>| prefixes.get(r.clone()).unwrap_or_default();
+    w.family(
+        "gpumem_process_memory_used_bytes",
+        Kind::Gauge,
+        "Device memory used by a process, in bytes; absent when NVML reports it unavailable.",
+    );
+    for (_, p, r) in &rows {
+        if let Some(b) = p.used_bytes {
+            let labels = [
+                ("comm", p.comm.as_str()),
+                ("user", &p.user),
+                ("container", &p.placement.container),
+                ("pod_uid", &p.placement.pod_uid),
+                ("unit", &p.placement.unit),
+                // `job` would collide with the scrape target's own label.
+                ("slurm_job", &p.placement.job),
+            ];
+            w.sample_after("gpumem_process_memory_used_bytes", prefix(r), &labels, b);
+        }
+    }
+    w.family(
+        "gpumem_process_info",
+        Kind::Gauge,
+        "Process identity and state; value is always 1.",
+    );
+    for (_, p, r) in &rows {
+        // An array, not a Vec: no allocation per process.
+        let cmdline = p.cmdline.as_deref().filter(|_| cfg.cmdline);
+        let labels = [
+            ("comm", p.comm.as_str()),
+            ("user", &p.user),
+            ("state", &p.state),
+            ("type", &p.kind),
+            ("container_runtime", &p.placement.container_runtime),
+            ("cmdline", cmdline.unwrap_or_default()),
+        ];
+        let n = if cmdline.is_some() {
+            labels.len()
+        } else {
+            labels.len() - 1
+        };
+        w.sample_after("gpumem_process_info", prefix(r), &labels[..n], 1u64);
+    }
+    per_process_gauges(w, &rows, &prefixes);
+    w.family(
+        "gpumem_processes_not_exported",
+        Kind::Gauge,
+        "Processes left out of per-process series by top_n or min_bytes; their memory still counts in holders and groups.",
+    );
+    for (d, left) in per_dev.iter().filter(|(d, _)| !d.processes_unreadable) {
+        w.sample("gpumem_processes_not_exported", &[("uuid", &d.uuid)], *left as u64);
+    }
+}
+
+fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
+    type Get = fn(&Process) -> Option<f64>;
+    let gauges: [(&str, &str, Get); 4] = [
+        (
+            "gpumem_process_start_time_seconds",
+            "Process start time, Unix seconds; with pid it identifies a process across PID reuse.",
+            |p| p.start_time,
+        ),
+        (
+            "gpumem_process_memory_growth_bytes_per_second",
+            "Robust trend of the process's memory over the leak window, bytes per second.",
+            |p| p.growth_bytes_per_second,
+        ),
+        (
+            "gpumem_process_leak_suspected",
+            "1 if the process's memory grows steadily over the leak window.",
+            |p| {
+                p.growth_bytes_per_second
+                    .map(|_| if p.leak_suspected { 1.0 } else { 0.0 })
+            },
+        ),
+        (
+            "gpumem_process_idle_seconds",
+            "Seconds the process has held memory with no SM activity (absent where utilisation is not sampled).",
+            |p| p.idle_seconds,
+        ),
+    ];
+    for (name, help, get) in gauges {
+        w.family(name, Kind::Gauge, help);
+        for (_, p, r) in rows {
+            if let Some(v) = get(p) {
+                w.sample_after(name, prefixes.get(r.clone()).unwrap_or_default(), &[], v);
+            }
+        }
+    }
+}
+
+pub(super) fn groups(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
+    w.family(
+        "gpumem_group_memory_used_bytes",
+        Kind::Gauge,
+        "Device memory used by all processes of a group (user, container, pod, unit, job), in bytes.",
+    );
+    for d in snap.devices.iter().filter(|d| d.up) {
+        for &by in &cfg.group_by {
+            let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
+            for p in &d.processes {
+                let g = group_value(p, by);
+                if !g.is_empty() {
+                    *sums.entry(g).or_default() += p.used_bytes.unwrap_or(0);
+                }
+            }
+            for (g, v) in sums {
+                w.sample(
+                    "gpumem_group_memory_used_bytes",
+                    &[("uuid", &d.uuid), ("group_by", by.as_str()), ("group", g)],
+                    v,
+                );
+            }
+        }
+    }
+}
