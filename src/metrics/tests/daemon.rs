@@ -1,0 +1,133 @@
+//! Unit tests of the daemon families: alert labels, producers' counters,
+//! and the table rule that every family name ends in its unit.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::*;
+use crate::alerts::AlertsView;
+use crate::notify::NotifierStats;
+use crate::reclaim::{ReclaimConfig, Reclaimer};
+use crate::rules::eval::{Alert, State};
+
+fn alert(labels: &[(&str, &str)]) -> Alert {
+    Alert {
+        rule: "R".into(),
+        labels: labels.iter().map(|&(k, v)| (k.into(), v.into())).collect(),
+        annotations: BTreeMap::new(),
+        state: State::Firing,
+        active_at: 0.0,
+        fired_at: Some(0.0),
+        resolved_at: None,
+        value: 1.0,
+        since_mono: 0.0,
+        targets: Vec::new(),
+        action: None,
+    }
+}
+
+/// Label names of every sample line, in order.
+fn label_names(line: &str) -> Vec<&str> {
+    let Some(inner) = line.split_once('{').and_then(|(_, r)| r.rsplit_once('}')) else {
+        return Vec::new();
+    };
+    // Values here hold no `",`, so this split is exact for these tests.
+    inner
+        .0
+        .split("\",")
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, _)| k)
+        .collect()
+}
+
+#[test]
+fn no_series_repeats_a_label_name_whatever_rule_labels_say() {
+    let view = AlertsView {
+        alerts: vec![alert(&[
+            ("alertname", "Other"),
+            ("alertstate", "inactive"),
+            ("instance", "h"),
+            ("severity", "page"),
+        ])],
+        ..AlertsView::default()
+    };
+    let s = snap(vec![dev("GPU-a", vec![proc(1, Some(1), "u")])]);
+    let d = DaemonState {
+        alerts: Some(&view),
+        ..DaemonState::default()
+    };
+    let out = render_with(&s, &d, &cfg());
+    let alerts = samples(&out, "gpumem_alerts");
+    assert_eq!(
+        alerts,
+        [r#"gpumem_alerts{alertname="R",alertstate="firing",severity="page"} 1"#]
+    );
+    for line in out.lines().filter(|l| !l.starts_with('#')) {
+        let names = label_names(line);
+        let unique: BTreeSet<&str> = names.iter().copied().collect();
+        assert_eq!(unique.len(), names.len(), "{line}");
+    }
+}
+
+#[test]
+fn family_names_end_in_their_unit() {
+    let names = device::DEVICE.iter().map(|f| (f.name, f.unit));
+    let names = names.chain(device::POLL.iter().map(|f| (f.name, f.unit)));
+    for (name, unit) in names.chain([(device::BUILD.name, device::BUILD.unit)]) {
+        let base = name.trim_end_matches("_total");
+        let suffix = ["bytes", "seconds"]
+            .into_iter()
+            .find(|u| base.ends_with(&format!("_{u}")));
+        assert_eq!(suffix.unwrap_or(""), unit, "{name}");
+    }
+}
+
+#[test]
+fn daemon_counters_come_from_their_producers_at_render_time() {
+    let tmp = std::env::temp_dir();
+    let reclaimer = Reclaimer::new(ReclaimConfig::default(), "/proc".into(), &tmp);
+    let reclaimer = Arc::new(reclaimer.unwrap_or_else(|e| panic!("{e}")));
+    let counters = Counters::new(Some(reclaimer), None, Some(false));
+    let d = DaemonState {
+        counters: Some(&counters),
+        ..DaemonState::default()
+    };
+    let out = render_with(&snap(Vec::new()), &d, &cfg());
+    assert_eq!(
+        samples(&out, "gpumem_reclaim_actions_total").len(),
+        crate::reclaim::SERIES.len()
+    );
+    assert_eq!(value(&out, "gpumem_state_dir_writable", ""), Some(0));
+    // No notifier configured: no notifier families.
+    assert!(!announced(&out, "gpumem_notifications_total"));
+    let empty = render(&snap(Vec::new()), &cfg());
+    assert!(!announced(&empty, "gpumem_reclaim_actions_total"));
+    assert!(!announced(&empty, "gpumem_state_dir_writable"));
+}
+
+#[test]
+fn notifier_families_have_one_series_per_notifier_and_result() {
+    let stats = [NotifierStats {
+        notifier: "webhook",
+        sent_ok: 3,
+        failed: 2,
+        dropped: 1,
+        queue_length: 4,
+        persist_errors: 5,
+    }];
+    let mut w = Writer::new(Format::Prometheus, 256, 64);
+    crate::metrics::daemon::notifications(&mut w, &stats);
+    let out = w.finish();
+    let n = "gpumem_notifications_total";
+    assert_eq!(value(&out, n, r#"result="success""#), Some(3));
+    assert_eq!(value(&out, n, r#"result="failure""#), Some(2));
+    assert_eq!(value(&out, n, r#"result="dropped""#), Some(1));
+    assert_eq!(value(&out, "gpumem_notification_queue_length", "webhook"), Some(4));
+    assert_eq!(
+        value(&out, "gpumem_notification_outbox_write_errors_total", "webhook"),
+        Some(5)
+    );
+    let mut w = Writer::new(Format::Prometheus, 256, 64);
+    crate::metrics::daemon::notifications(&mut w, &[]);
+    assert_eq!(w.finish(), "");
+}
