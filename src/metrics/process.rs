@@ -12,7 +12,7 @@ use crate::snapshot::{Device, Process, Snapshot};
 
 /// The processes of `d` that get series: above `min_bytes`, largest first,
 /// at most `top_n`. Processes with unavailable memory rank last but count.
-pub(super) fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
+fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
     let eligible: Vec<&Process> = d
         .processes
         .iter()
