@@ -11,8 +11,8 @@ mod format;
 mod process;
 mod text;
 
-use crate::config::{GroupBy, ProcessMode, Processes};
-use crate::snapshot::{Process, Snapshot};
+use crate::config::{ProcessMode, Processes};
+use crate::snapshot::Snapshot;
 pub use daemon::{Counters, DaemonState};
 pub use format::Format;
 use text::Writer;
@@ -47,11 +47,6 @@ pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build:
     device::BUILD.write(&mut w, [build]);
     daemon::render(&mut w, daemon);
     w.finish()
-}
-
-/// The group a process belongs to under `by` (empty when it has none).
-pub fn group_value(p: &Process, by: GroupBy) -> &str {
-    p.group(by)
 }
 
 #[cfg(test)]

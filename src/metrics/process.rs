@@ -5,7 +5,6 @@
 
 use std::collections::BTreeMap;
 
-use super::group_value;
 use super::text::{Digits, Kind, Writer};
 use crate::config::Processes;
 use crate::snapshot::{Device, Process, Snapshot};
@@ -144,7 +143,7 @@ pub(super) fn groups(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
         for &by in &cfg.group_by {
             let mut sums: BTreeMap<&str, u64> = BTreeMap::new();
             for p in &d.processes {
-                let g = group_value(p, by);
+                let g = p.group(by);
                 if !g.is_empty() {
                     *sums.entry(g).or_default() += p.used_bytes.unwrap_or(0);
                 }

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::config::Config;
-use crate::snapshot::{Device, DriverInfo, Holders, Memory, PollStats, Unreleased};
+use crate::snapshot::{Device, DriverInfo, Holders, Memory, PollStats, Process, Unreleased};
 
 fn proc(pid: u32, bytes: Option<u64>, user: &str) -> Process {
     Process {
