@@ -42,13 +42,28 @@ pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
             rows.push((d, p, start..prefixes.len()));
         }
     }
+    identity_families(w, &rows, &prefixes, cfg);
+    per_process_gauges(w, &rows, &prefixes);
+    w.family(
+        "gpumem_processes_not_exported",
+        Kind::Gauge,
+        "Processes left out of per-process series by top_n or min_bytes; their memory still counts in holders and groups.",
+    );
+    for (d, left) in per_dev.iter().filter(|(d, _)| !d.processes_unreadable) {
+        w.sample("gpumem_processes_not_exported", &[("uuid", &d.uuid)], *left as u64);
+    }
+}
+
+/// `gpumem_process_memory_used_bytes` and `gpumem_process_info`: the
+/// families that carry a process's identity labels after uuid and pid.
+fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg: &Processes) {
     let prefix = |r: &std::ops::Range<usize>| prefixes.get(r.clone()).unwrap_or_default();
     w.family(
         "gpumem_process_memory_used_bytes",
         Kind::Gauge,
         "Device memory used by a process, in bytes; absent when NVML reports it unavailable.",
     );
-    for (_, p, r) in &rows {
+    for (_, p, r) in rows {
         if let Some(b) = p.used_bytes {
             let labels = [
                 ("comm", p.comm.as_str()),
@@ -67,7 +82,7 @@ pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
         Kind::Gauge,
         "Process identity and state; value is always 1.",
     );
-    for (_, p, r) in &rows {
+    for (_, p, r) in rows {
         // An array, not a Vec: no allocation per process.
         let cmdline = p.cmdline.as_deref().filter(|_| cfg.cmdline);
         let labels = [
@@ -84,15 +99,6 @@ pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
             labels.len() - 1
         };
         w.sample_after("gpumem_process_info", prefix(r), &labels[..n], 1u64);
-    }
-    per_process_gauges(w, &rows, &prefixes);
-    w.family(
-        "gpumem_processes_not_exported",
-        Kind::Gauge,
-        "Processes left out of per-process series by top_n or min_bytes; their memory still counts in holders and groups.",
-    );
-    for (d, left) in per_dev.iter().filter(|(d, _)| !d.processes_unreadable) {
-        w.sample("gpumem_processes_not_exported", &[("uuid", &d.uuid)], *left as u64);
     }
 }
 
