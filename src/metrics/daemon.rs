@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::family::{Emit, Family, write_table};
 use super::text::{Kind, Writer};
 use crate::alerts::AlertsView;
 use crate::notify::{NotifierStats, Notifiers};
@@ -65,39 +66,101 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
         alerts(w, view);
     }
     if let Some(r) = d.reload {
-        w.family(
-            "gpumem_config_last_reload_successful",
-            Kind::Gauge,
-            "1 if the latest config (re)load succeeded.",
-        );
-        w.sample("gpumem_config_last_reload_successful", &[], u64::from(r.successful));
-        w.family(
-            "gpumem_config_last_reload_success_timestamp_seconds",
-            Kind::Gauge,
-            "Unix time of the latest successful config load.",
-        );
-        w.sample(
-            "gpumem_config_last_reload_success_timestamp_seconds",
-            &[],
-            r.last_success,
-        );
+        write_table(w, RELOAD, &[r]);
     }
     let Some(c) = d.counters else { return };
     if let Some(n) = &c.notifiers {
         notifications(w, &n.stats());
     }
     if let Some(ok) = c.state_dir_writable {
-        w.family(
-            "gpumem_state_dir_writable",
-            Kind::Gauge,
-            "1 if the state dir could be written at start; 0 means alert notifications are disabled (see the log).",
-        );
-        w.sample("gpumem_state_dir_writable", &[], u64::from(ok));
+        STATE_DIR.write(w, [&ok]);
     }
     if let Some(r) = &c.reclaimer {
-        reclaim(w, &r.stats());
+        RECLAIM.write(w, [&r.stats()]);
     }
 }
+
+const fn family<T>(
+    name: &'static str,
+    kind: Kind,
+    unit: &'static str,
+    help: &'static str,
+    samples: fn(&T, &mut Emit<'_>),
+) -> Family<T> {
+    Family {
+        name,
+        kind,
+        help,
+        unit,
+        optional: false,
+        samples,
+    }
+}
+
+pub(super) const RELOAD: &[Family<ReloadStatus>] = &[
+    family(
+        "gpumem_config_last_reload_successful",
+        Kind::Gauge,
+        "",
+        "1 if the latest config (re)load succeeded.",
+        |r, e| e(&[], r.successful.into()),
+    ),
+    family(
+        "gpumem_config_last_reload_success_timestamp_seconds",
+        Kind::Gauge,
+        "seconds",
+        "Unix time of the latest successful config load.",
+        |r, e| e(&[], r.last_success.into()),
+    ),
+];
+
+pub(super) const NOTIFIER: &[Family<NotifierStats>] = &[
+    family(
+        "gpumem_notifications_total",
+        Kind::Counter,
+        "",
+        "Alert notifications by notifier and result.",
+        |s, e| {
+            for (result, v) in [("success", s.sent_ok), ("failure", s.failed), ("dropped", s.dropped)] {
+                e(&[("notifier", s.notifier), ("result", result)], v.into());
+            }
+        },
+    ),
+    family(
+        "gpumem_notification_queue_length",
+        Kind::Gauge,
+        "",
+        "Notifications waiting in the outbox, by notifier.",
+        |s, e| e(&[("notifier", s.notifier)], s.queue_length.into()),
+    ),
+    family(
+        "gpumem_notification_outbox_write_errors_total",
+        Kind::Counter,
+        "",
+        "Outbox writes that failed (state dir unwritable or full); the notification was still attempted from memory.",
+        |s, e| e(&[("notifier", s.notifier)], s.persist_errors.into()),
+    ),
+];
+
+pub(super) const STATE_DIR: Family<bool> = family(
+    "gpumem_state_dir_writable",
+    Kind::Gauge,
+    "",
+    "1 if the state dir could be written at start; 0 means alert notifications are disabled (see the log).",
+    |ok, e| e(&[], (*ok).into()),
+);
+
+pub(super) const RECLAIM: Family<ReclaimStats> = family(
+    "gpumem_reclaim_actions_total",
+    Kind::Counter,
+    "",
+    "Reclaim actions by action and result.",
+    |r, e| {
+        for (a, res, v) in r.entries() {
+            e(&[("action", a), ("result", res)], v.into());
+        }
+    },
+);
 
 fn alerts(w: &mut Writer, view: &AlertsView) {
     w.family(
@@ -120,56 +183,7 @@ fn alerts(w: &mut Writer, view: &AlertsView) {
 
 /// The notifier families; none when no notifier is configured.
 pub(super) fn notifications(w: &mut Writer, stats: &[NotifierStats]) {
-    if stats.is_empty() {
-        return;
-    }
-    w.family(
-        "gpumem_notifications_total",
-        Kind::Counter,
-        "Alert notifications by notifier and result.",
-    );
-    for s in stats {
-        for (result, v) in [("success", s.sent_ok), ("failure", s.failed), ("dropped", s.dropped)] {
-            w.sample(
-                "gpumem_notifications_total",
-                &[("notifier", s.notifier), ("result", result)],
-                v,
-            );
-        }
-    }
-    w.family(
-        "gpumem_notification_queue_length",
-        Kind::Gauge,
-        "Notifications waiting in the outbox, by notifier.",
-    );
-    for s in stats {
-        w.sample(
-            "gpumem_notification_queue_length",
-            &[("notifier", s.notifier)],
-            s.queue_length,
-        );
-    }
-    w.family(
-        "gpumem_notification_outbox_write_errors_total",
-        Kind::Counter,
-        "Outbox writes that failed (state dir unwritable or full); the notification was still attempted from memory.",
-    );
-    for s in stats {
-        w.sample(
-            "gpumem_notification_outbox_write_errors_total",
-            &[("notifier", s.notifier)],
-            s.persist_errors,
-        );
-    }
-}
-
-pub(super) fn reclaim(w: &mut Writer, stats: &ReclaimStats) {
-    w.family(
-        "gpumem_reclaim_actions_total",
-        Kind::Counter,
-        "Reclaim actions by action and result.",
-    );
-    for (a, r, v) in stats.entries() {
-        w.sample("gpumem_reclaim_actions_total", &[("action", a), ("result", r)], v);
+    if !stats.is_empty() {
+        write_table(w, NOTIFIER, stats);
     }
 }

@@ -73,7 +73,15 @@ fn no_series_repeats_a_label_name_whatever_rule_labels_say() {
 fn family_names_end_in_their_unit() {
     let names = device::DEVICE.iter().map(|f| (f.name, f.unit));
     let names = names.chain(device::POLL.iter().map(|f| (f.name, f.unit)));
-    for (name, unit) in names.chain([(device::BUILD.name, device::BUILD.unit)]) {
+    use crate::metrics::daemon::{NOTIFIER, RECLAIM, RELOAD, STATE_DIR};
+    let names = names.chain(RELOAD.iter().map(|f| (f.name, f.unit)));
+    let names = names.chain(NOTIFIER.iter().map(|f| (f.name, f.unit)));
+    let single = [
+        (device::BUILD.name, device::BUILD.unit),
+        (STATE_DIR.name, STATE_DIR.unit),
+        (RECLAIM.name, RECLAIM.unit),
+    ];
+    for (name, unit) in names.chain(single) {
         let base = name.trim_end_matches("_total");
         let suffix = ["bytes", "seconds"]
             .into_iter()
