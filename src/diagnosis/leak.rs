@@ -13,16 +13,20 @@
 //! folded into `buckets` fixed time buckets per window, keeping only their
 //! minimum; the judged window is cut into `segments` equal parts whose floor
 //! (lowest bucket minimum) is the memory the process did not give back during
-//! that part. A leak is a floor that rises steadily: Theil–Sen slope of the
-//! floors at or above the threshold, most floor-to-floor steps (the latest
-//! included) close to that slope, the latest half still growing, the floors
-//! close to a straight line and never falling back by much. Warm-ups (rise,
-//! then flat), periodic allocate/free (flat floor), single steps and floors
-//! that only jitter fail at least one of these.
+//! that part. The growth is the Theil–Sen slope of the floors. A leak is
+//! *kept* memory (the lowest floor from a point until now) that rose in every
+//! third of the window and in the latest segment, at or above the threshold
+//! (`leak_judge.rs`). Once raised, the flag holds until the growth falls
+//! below a fraction of the threshold or the latest half of the window kept
+//! nothing more: hysteresis, so an estimate at the threshold cannot flap.
+//! Warm-ups (rise, then flat), periodic allocate/free (flat kept floor),
+//! single steps and floors that only jitter fail the spread.
 //!
 //! Cost: memory per key is one 8-byte minimum and one bit per bucket in a
 //! fixed ring (60 buckets by default: 488 bytes) plus about 300 bytes of
-//! fixed and map state, whatever the poll rate (785 bytes measured). A sample
+//! fixed and map state, whatever the poll rate (785 bytes measured before
+//! the hysteresis; its flag, start count and the larger cached `Trend` add
+//! 24 bytes: `Series` is 152 bytes, was 128). A sample
 //! that stays in the open bucket is O(1); the verdict is recomputed only
 //! when a bucket closes, in O(buckets + segments²); `assess` is a lookup.
 
@@ -50,28 +54,31 @@ pub struct LeakConfig {
     pub buckets: usize,
     /// Segments the covered window is cut into for the floor. Periodic
     /// allocate/free with a period up to one segment (window / segments at
-    /// full coverage) leaves a flat floor. Default 6, clamped to 3..=32.
+    /// full coverage) leaves a flat floor, and the kept floor (the lowest
+    /// floor from a segment on) stays flat for periods up to a third of the
+    /// window. Default 7 (each third of the window is two segments), clamped
+    /// to 3..=32.
     pub segments: usize,
-    /// Share of floor-to-floor steps that must be steady (see
-    /// `steady_ratio`), the latest one included. Default 0.6.
-    pub min_steady_steps: f64,
-    /// A floor-to-floor step is steady when it rises between `steady_ratio`
-    /// and `1 / steady_ratio` times what the estimated growth adds over it:
-    /// jitter is too small, a warm-up or start-up step too big. The latest
-    /// half of the floors must also grow at least `steady_ratio` times the
-    /// whole window's growth (a warm-up that levelled off does not).
-    /// Default 0.5.
-    pub steady_ratio: f64,
-    /// Median distance of a floor from the straight line through its two
-    /// neighbours, as a share of what one segment of the estimated growth
-    /// adds. A leak's floor is close to a line; a floor that only looks like
-    /// it is rising because it jitters (a process that rarely returns to its
-    /// floor) is not. Default 0.2.
-    pub max_floor_jitter: f64,
-    /// The floor may fall back below an earlier floor by at most this share
-    /// of what one segment of the estimated growth adds (memory given back
-    /// is not a leak). Default 0.25.
-    pub max_drawdown_fraction: f64,
+    /// To raise the flag, the kept floor must rise in each third of the
+    /// window, and over the latest segment, by at least this share of what
+    /// the estimated growth predicts there. Default 0.5.
+    pub spread_ratio: f64,
+    /// Hysteresis: a raised flag stays raised while the growth is at least
+    /// this share of `min_growth_bytes_per_second` and the kept floor of
+    /// the latest half of the window rose at `spread_ratio` times that
+    /// pace. Default 0.5.
+    pub off_fraction: f64,
+    /// To raise the flag, the floors may sit above the kept floor (memory
+    /// given back later) by at most this share of a segment's growth, median
+    /// over the floors. Default 0.5.
+    pub max_given_back: f64,
+    /// To raise the flag, the start conditions must have held at every
+    /// verdict over this share of the window (a verdict per bucket; the
+    /// count may begin before `min_window_fraction` is reached, so a clear
+    /// leak is still flagged one window after it appeared). Floors that
+    /// jitter line up by chance for a verdict or two, a leak for good.
+    /// Default 0.1 (6 verdicts at 60 buckets).
+    pub start_persistence: f64,
 }
 
 impl Default for LeakConfig {
@@ -81,11 +88,11 @@ impl Default for LeakConfig {
             min_growth_bytes_per_second: 1_048_576.0,
             min_window_fraction: 1.0,
             buckets: 60,
-            segments: 6,
-            min_steady_steps: 0.6,
-            steady_ratio: 0.5,
-            max_floor_jitter: 0.2,
-            max_drawdown_fraction: 0.25,
+            segments: 7,
+            spread_ratio: 0.5,
+            off_fraction: 0.5,
+            max_given_back: 0.5,
+            start_persistence: 0.1,
         }
     }
 }
@@ -124,10 +131,10 @@ impl LeakConfig {
             min_window_fraction: fraction(self.min_window_fraction, d.min_window_fraction),
             buckets,
             segments: self.segments.clamp(3, buckets.min(32)),
-            min_steady_steps: fraction(self.min_steady_steps, d.min_steady_steps),
-            steady_ratio: fraction(self.steady_ratio, d.steady_ratio),
-            max_floor_jitter: fraction(self.max_floor_jitter, d.max_floor_jitter),
-            max_drawdown_fraction: fraction(self.max_drawdown_fraction, d.max_drawdown_fraction),
+            spread_ratio: fraction(self.spread_ratio, d.spread_ratio),
+            off_fraction: fraction(self.off_fraction, d.off_fraction),
+            max_given_back: fraction(self.max_given_back, d.max_given_back),
+            start_persistence: fraction(self.start_persistence, d.start_persistence),
         }
     }
 }
@@ -138,14 +145,21 @@ pub struct Trend {
     /// Theil–Sen slope of the segment floors over the window (bytes/s; may
     /// be negative). Exported as `gpumem_process_memory_growth_bytes_per_second`.
     pub growth_bytes_per_second: f64,
-    /// All leak conditions hold. Exported as `gpumem_process_leak_suspected`.
+    /// A leak is suspected: the flag, with its hysteresis. Exported as
+    /// `gpumem_process_leak_suspected`.
     pub suspected: bool,
     /// Theil–Sen slope of the latest half of the floors (bytes/s).
     pub recent_growth_bytes_per_second: f64,
-    /// Share of floor-to-floor steps that were steady (0..=1).
-    pub steady_steps: f64,
+    /// Least rise of the kept floor over a third of the window, as a share
+    /// of what the growth predicts there (0 when it did not rise).
+    pub spread: f64,
+    /// Median height of a floor above the kept floor (bytes): memory given
+    /// back later.
+    pub given_back_bytes: f64,
     /// Latest floor minus first floor in the window (bytes; may be negative).
     pub floor_rise_bytes: f64,
+    /// Rise of the kept floor over the window (bytes; never negative).
+    pub kept_rise_bytes: f64,
     /// Share of the window the process has been seen for (0..=1).
     pub window_covered: f64,
 }
@@ -162,6 +176,14 @@ pub struct LeakTracker<K> {
     /// Sweep counter for [`LeakTracker::retain_seen`].
     generation: u64,
 }
+
+#[path = "leak_judge.rs"]
+mod judge;
+#[path = "leak_ring.rs"]
+mod ring;
+
+use judge::{Buffers, judge};
+use ring::Ring;
 
 /// One downsampling bucket: the lowest value seen in it. The minimum is all
 /// the method needs (a leak is memory that is never given back).
@@ -188,6 +210,11 @@ struct Series {
     first_idx: Option<i64>,
     last_t: f64,
     trend: Option<Trend>,
+    /// The flag behind `trend.suspected`, kept across verdicts for its
+    /// hysteresis.
+    flagged: bool,
+    /// Consecutive verdicts whose start conditions held (saturating).
+    starting: u16,
     /// The tracker's generation when the key was last seen.
     seen: u64,
 }
@@ -198,7 +225,7 @@ struct Scratch {
     floors: Vec<Option<(u64, i64)>>,
     /// Non-empty segment floors as (seconds since window start, bytes).
     points: Vec<(f64, f64)>,
-    slopes: Vec<f64>,
+    judge: Buffers,
 }
 
 impl<K: Hash + Eq + Clone> LeakTracker<K> {
@@ -287,66 +314,6 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
     }
 }
 
-/// Fixed storage for the closed buckets of one key: `len` minima, then a
-/// bitmap of the slots that hold one.
-#[derive(Debug)]
-struct Ring {
-    words: Box<[u64]>,
-    len: usize,
-}
-
-impl Ring {
-    fn new(len: usize) -> Self {
-        Self {
-            words: vec![0; len + len.div_ceil(64)].into_boxed_slice(),
-            len,
-        }
-    }
-
-    fn slot(&self, idx: i64) -> usize {
-        // rem_euclid of a positive modulus is in 0..len.
-        usize::try_from(idx.rem_euclid(self.len as i64)).unwrap_or(0)
-    }
-
-    fn get_slot(&self, s: usize) -> Option<u64> {
-        let filled = ((self.words[self.len + s / 64] >> (s % 64)) & 1) == 1;
-        filled.then(|| self.words[s])
-    }
-
-    fn set(&mut self, idx: i64, min: u64) {
-        let s = self.slot(idx);
-        self.words[s] = min;
-        self.words[self.len + s / 64] |= 1 << (s % 64);
-    }
-
-    fn clear(&mut self, idx: i64) {
-        let s = self.slot(idx);
-        self.words[self.len + s / 64] &= !(1 << (s % 64));
-    }
-
-    fn clear_all(&mut self) {
-        self.words[self.len..].fill(0);
-    }
-
-    /// The closed buckets with an index in `lo..hi` (at most `len` apart),
-    /// oldest first. The slot advances with the index (one modulo in all:
-    /// this runs for every key each time a bucket closes).
-    fn iter(&self, lo: i64, hi: i64) -> impl Iterator<Item = Bucket> + '_ {
-        let mut slot = self.slot(lo);
-        (lo..hi).filter_map(move |idx| {
-            let s = slot;
-            slot = if slot + 1 == self.len { 0 } else { slot + 1 };
-            self.get_slot(s).map(|min| Bucket { idx, min })
-        })
-    }
-
-    /// How many slots hold a bucket.
-    #[cfg(test)]
-    fn filled(&self) -> usize {
-        self.words[self.len..].iter().map(|w| w.count_ones() as usize).sum()
-    }
-}
-
 impl Series {
     fn new(buckets: usize, seen: u64) -> Self {
         Self {
@@ -355,6 +322,8 @@ impl Series {
             first_idx: None,
             last_t: f64::NEG_INFINITY,
             trend: None,
+            flagged: false,
+            starting: 0,
             seen,
         }
     }
@@ -391,13 +360,34 @@ impl Series {
         }
         // The judged span: the last window, or the whole history if shorter.
         let start = oldest.max(first_idx);
-        self.trend = evaluate(&self.closed, start, idx, cfg, scratch);
+        let judged = evaluate(&self.closed, start, idx, cfg, scratch);
+        // No verdict (too short a history, a gap) lowers the flag: the next
+        // one starts afresh.
+        self.starting = match judged {
+            Some(j) if j.starts => self.starting.saturating_add(1),
+            _ => 0,
+        };
+        // Verdicts before `min_window_fraction` only count towards the start.
+        let judged = judged.filter(|j| j.trend.window_covered + 1e-9 >= cfg.min_window_fraction);
+        let need = start_verdicts(cfg);
+        self.flagged = judged.is_some_and(|j| if self.flagged { j.holds } else { self.starting >= need });
+        self.trend = judged.map(|j| Trend {
+            suspected: self.flagged,
+            ..j.trend
+        });
     }
+}
+
+/// Consecutive verdicts (one per bucket) the start conditions must hold for.
+fn start_verdicts(cfg: &LeakConfig) -> u16 {
+    let n = (cfg.start_persistence * cfg.buckets as f64).ceil();
+    // `buckets` is at most 4096, so the count fits.
+    u16::try_from(n as u64).unwrap_or(u16::MAX).max(1)
 }
 
 /// Builds the segment floors of the closed buckets in the bucket slots
 /// `start..end` and judges them.
-fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut Scratch) -> Option<Trend> {
+fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut Scratch) -> Option<judge::Judged> {
     // Coverage is how long the process has been seen, not how many buckets
     // hold samples: a poll slower than a bucket must not hide the verdict.
     let slots = end
@@ -405,7 +395,8 @@ fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut
         .and_then(|s| u64::try_from(s).ok())
         .filter(|&s| s > 0)?;
     let covered = (slots as f64 / cfg.buckets as f64).min(1.0);
-    if covered + 1e-9 < cfg.min_window_fraction {
+    let early = f64::from(start_verdicts(cfg) - 1) / cfg.buckets as f64;
+    if covered + 1e-9 < cfg.min_window_fraction - early {
         return None;
     }
     let segments = cfg.segments.min(usize::try_from(slots).unwrap_or(usize::MAX));
@@ -431,7 +422,6 @@ fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut
         }
     }
     let width = cfg.window / cfg.buckets as f64;
-    let seg_slots = slots as f64 / segments as f64;
     scratch.points.clear();
     scratch
         .points
@@ -441,104 +431,7 @@ fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut
             // lies on the leak's line wherever it falls in the segment.
             ((idx.abs_diff(start) as f64 + 0.5) * width, min as f64)
         }));
-    judge(&scratch.points, seg_slots * width, covered, cfg, &mut scratch.slopes)
-}
-
-/// Applies the leak conditions to segment floors (time-ordered points,
-/// segments `seg_secs` long).
-fn judge(points: &[(f64, f64)], seg_secs: f64, covered: f64, cfg: &LeakConfig, slopes: &mut Vec<f64>) -> Option<Trend> {
-    // Three floors are the least that can show a rise spread over time.
-    if points.len() < 3 {
-        return None;
-    }
-    let (first, last) = (points.first()?.1, points.last()?.1);
-    let growth = theil_sen(points, slopes)?;
-    let recent = theil_sen(&points[(points.len() - 1) / 2..], slopes)?;
-    let ratio = cfg.steady_ratio;
-    // Steady: the floor rose about as much as the estimated growth predicts
-    // over this step. Jitter of a flat floor is far below, the start-up or
-    // warm-up step of a caching allocator far above.
-    let steady = |w: &[(f64, f64)]| {
-        let (rise, expected) = (w[1].1 - w[0].1, growth * (w[1].0 - w[0].0));
-        rise > 0.0 && rise >= ratio * expected && rise * ratio <= expected
-    };
-    let steady_steps = points.windows(2).filter(|w| steady(w)).count() as f64 / (points.len() - 1) as f64;
-    let rise = last - first;
-    let suspected = growth > 0.0
-        && growth >= cfg.min_growth_bytes_per_second
-        && recent >= ratio * growth
-        && steady_steps + 1e-9 >= cfg.min_steady_steps
-        && points.windows(2).last().is_some_and(steady)
-        && rise > 0.0
-        // Memory given back is not leaked: the floor may dip by jitter, not
-        // by a share of what one segment of this growth adds.
-        && max_drawdown(points) <= cfg.max_drawdown_fraction * growth * seg_secs
-        && floor_jitter(points, slopes) <= cfg.max_floor_jitter * growth * seg_secs;
-    Some(Trend {
-        growth_bytes_per_second: growth,
-        suspected,
-        recent_growth_bytes_per_second: recent,
-        steady_steps,
-        floor_rise_bytes: rise,
-        window_covered: covered,
-    })
-}
-
-/// Median distance (bytes) of each inner floor from the line through its
-/// neighbours: about zero for a steady rise, the floor's own noise otherwise.
-fn floor_jitter(points: &[(f64, f64)], buf: &mut Vec<f64>) -> f64 {
-    buf.clear();
-    buf.extend(points.windows(3).map(|w| {
-        let (a, b, c) = (w[0], w[1], w[2]);
-        let span = c.0 - a.0;
-        let line = if span > 0.0 {
-            a.1 + (c.1 - a.1) * (b.0 - a.0) / span
-        } else {
-            a.1
-        };
-        (b.1 - line).abs()
-    }));
-    median(buf).unwrap_or(0.0)
-}
-
-/// Largest fall of a floor below an earlier, higher floor (bytes).
-fn max_drawdown(points: &[(f64, f64)]) -> f64 {
-    let mut peak = f64::NEG_INFINITY;
-    let mut worst = 0.0_f64;
-    for &(_, v) in points {
-        peak = peak.max(v);
-        worst = worst.max(peak - v);
-    }
-    worst
-}
-
-/// Median of the pairwise slopes (Theil–Sen): a single step or outlier
-/// moves it far less than it moves a least-squares fit. `None` with fewer
-/// than two distinct times.
-fn theil_sen(points: &[(f64, f64)], slopes: &mut Vec<f64>) -> Option<f64> {
-    slopes.clear();
-    for (i, a) in points.iter().enumerate() {
-        for b in &points[i + 1..] {
-            let dt = b.0 - a.0;
-            if dt > 0.0 {
-                slopes.push((b.1 - a.1) / dt);
-            }
-        }
-    }
-    median(slopes)
-}
-
-/// Median (mean of the middle two for an even count); `None` when empty or
-/// not finite. Sorts `values`.
-fn median(values: &mut [f64]) -> Option<f64> {
-    values.sort_unstable_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    let m = if values.len() % 2 == 1 {
-        *values.get(mid)?
-    } else {
-        (*values.get(mid.checked_sub(1)?)? + *values.get(mid)?) / 2.0
-    };
-    m.is_finite().then_some(m)
+    judge(&scratch.points, covered, cfg, &mut scratch.judge)
 }
 
 #[cfg(test)]

@@ -426,10 +426,10 @@ fn bad_times_and_extreme_values_do_not_panic() {
         min_window_fraction: f64::NAN,
         buckets: 0,
         segments: usize::MAX,
-        min_steady_steps: -1.0,
-        steady_ratio: 7.0,
-        max_floor_jitter: f64::NAN,
-        max_drawdown_fraction: f64::NAN,
+        spread_ratio: 7.0,
+        off_fraction: f64::NAN,
+        max_given_back: -3.0,
+        start_persistence: f64::INFINITY,
     };
     let mut tr = LeakTracker::new(bad);
     assert!(tr.config().window > 0.0 && tr.config().buckets >= 3);

@@ -1,0 +1,142 @@
+//! The leak conditions applied to one key's segment floors.
+//!
+//! Owns: the growth estimate (Theil–Sen slope of the floors), the *kept
+//! floor* (memory not given back from a floor until now), and the two
+//! verdicts the tracker's hysteresis chooses between: whether a leak
+//! *starts* being suspected, and whether a suspected one *holds*.
+//! Must not: keep state between calls (the flag itself lives in `leak.rs`),
+//! read clocks, or allocate outside the caller's scratch buffers.
+
+use super::{LeakConfig, Trend};
+
+/// A trend and both verdicts; `leak.rs` keeps the one its flag asks for.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Judged {
+    /// `suspected` is left false: the tracker fills it from its flag.
+    pub(super) trend: Trend,
+    /// All conditions for raising the flag hold.
+    pub(super) starts: bool,
+    /// The conditions for keeping a raised flag hold.
+    pub(super) holds: bool,
+}
+
+/// Scratch buffers, reused so a verdict does not allocate.
+#[derive(Debug, Default)]
+pub(super) struct Buffers {
+    pub(super) slopes: Vec<f64>,
+    /// Kept floor at each point: the lowest floor from it to the latest.
+    pub(super) kept: Vec<f64>,
+}
+
+/// Judges time-ordered segment floors `points` (seconds since the window
+/// start, bytes) covering `covered` of the window.
+pub(super) fn judge(points: &[(f64, f64)], covered: f64, cfg: &LeakConfig, buf: &mut Buffers) -> Option<Judged> {
+    // Three floors are the least that can show a rise spread over time.
+    if points.len() < 3 {
+        return None;
+    }
+    let (first, last) = (points.first()?.1, points.last()?.1);
+    let growth = theil_sen(points, &mut buf.slopes)?;
+    let recent = theil_sen(&points[(points.len() - 1) / 2..], &mut buf.slopes)?;
+    // The kept floor is monotone: memory handed back later lowers every
+    // earlier point, so a sawtooth's ramp, a released allocation or a floor
+    // that only jitters upward do not count as kept. Under a caching
+    // allocator a leak's kept floor is a staircase (one step per chunk the
+    // allocator reserves, or per sawtooth trough), a warm-up's rises and
+    // then stays flat, a periodic process's stays flat.
+    buf.kept.clear();
+    buf.kept.extend(points.iter().rev().scan(f64::INFINITY, |m, p| {
+        *m = m.min(p.1);
+        Some(*m)
+    }));
+    buf.kept.reverse();
+    let kept = &buf.kept;
+    let n = points.len() - 1;
+    let rate = cfg.min_growth_bytes_per_second;
+    // Rise of the kept floor from point `a` to point `b`, as a share of what
+    // `per_s` predicts over the same time.
+    let rise_share = |a: usize, b: usize, per_s: f64| {
+        let expected = per_s * (points[b].0 - points[a].0);
+        let rise = kept[b] - kept[a];
+        if expected > 0.0 { rise / expected } else { 0.0 }
+    };
+    // Spread: the kept floor rose in each third of the window. A staircase
+    // with 3 or more steps per window has a step in every stretch longer
+    // than a third; a warm-up (rise, then flat), one big step or a flat
+    // floor do not.
+    let thirds = [0, (n + 1) / 3, (2 * n + 1) / 3, n];
+    let shares = thirds.windows(2).map(|w| {
+        if w[1] > w[0] {
+            rise_share(w[0], w[1], growth)
+        } else {
+            0.0
+        }
+    });
+    let spread = shares.fold(f64::INFINITY, f64::min);
+    let spread = if spread.is_finite() { spread } else { 0.0 };
+    // Given back: how far a floor sits above the kept floor, median over the
+    // points, against a segment's growth. A leak's floors (under a sawtooth,
+    // its troughs) are their own kept floor; floors that only jitter (a
+    // process that rarely returns to its floor) mostly sit above it, and the
+    // spread of their kept floor is the end effect of a shrinking minimum.
+    buf.slopes.clear();
+    buf.slopes.extend(points.iter().zip(kept.iter()).map(|(p, k)| p.1 - k));
+    let given_back = median(&mut buf.slopes).unwrap_or(0.0);
+    let seg_growth = growth * (points[n].0 - points[0].0) / n as f64;
+    let starts = points.len() >= 4
+        && given_back <= cfg.max_given_back * seg_growth
+        && growth > 0.0
+        && growth >= rate
+        && spread >= cfg.spread_ratio
+        // Still growing now: the latest floor is above the one before by a
+        // share of a segment's growth (a plateau's floors are not, whatever
+        // their noise).
+        && rise_share(n - 1, n, growth) >= cfg.spread_ratio;
+    // Once raised, the flag holds while the growth stays above a fraction
+    // of the threshold and the latest half of the window still kept memory
+    // at that pace: an estimate wandering around the threshold does not
+    // flip it, a leak that stopped clears once its last rise is older than
+    // half a window.
+    let off = cfg.off_fraction;
+    let holds = growth > 0.0 && growth >= off * rate && rise_share(n / 2, n, off * rate) >= cfg.spread_ratio;
+    let trend = Trend {
+        growth_bytes_per_second: growth,
+        suspected: false,
+        recent_growth_bytes_per_second: recent,
+        spread,
+        given_back_bytes: given_back,
+        floor_rise_bytes: last - first,
+        kept_rise_bytes: kept[n] - kept[0],
+        window_covered: covered,
+    };
+    Some(Judged { trend, starts, holds })
+}
+
+/// Median of the pairwise slopes (Theil–Sen): a single step or outlier
+/// moves it far less than it moves a least-squares fit. `None` with fewer
+/// than two distinct times.
+fn theil_sen(points: &[(f64, f64)], slopes: &mut Vec<f64>) -> Option<f64> {
+    slopes.clear();
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            let dt = b.0 - a.0;
+            if dt > 0.0 {
+                slopes.push((b.1 - a.1) / dt);
+            }
+        }
+    }
+    median(slopes)
+}
+
+/// Median (mean of the middle two for an even count); `None` when empty or
+/// not finite. Sorts `values`.
+fn median(values: &mut [f64]) -> Option<f64> {
+    values.sort_unstable_by(f64::total_cmp);
+    let mid = values.len() / 2;
+    let m = if values.len() % 2 == 1 {
+        *values.get(mid)?
+    } else {
+        (*values.get(mid.checked_sub(1)?)? + *values.get(mid)?) / 2.0
+    };
+    m.is_finite().then_some(m)
+}
