@@ -72,13 +72,18 @@ pub struct LeakConfig {
     /// given back later) by at most this share of a segment's growth, median
     /// over the floors. Default 0.5.
     pub max_given_back: f64,
-    /// To raise the flag, the start conditions must have held at every
-    /// verdict over this share of the window (a verdict per bucket; the
-    /// count may begin before `min_window_fraction` is reached, so a clear
-    /// leak is still flagged one window after it appeared). Floors that
-    /// jitter line up by chance for a verdict or two, a leak for good.
-    /// Default 0.1 (6 verdicts at 60 buckets).
-    pub start_persistence: f64,
+    /// The flag is raised only once every verdict over this share of the
+    /// window called for it, and lowered once every verdict over twice this
+    /// share did not (a verdict per bucket that received
+    /// a sample; a start may begin before `min_window_fraction` is reached,
+    /// so a clear leak is still flagged one window after it appeared).
+    /// Floors that jitter line up by chance for a verdict or two, and noise
+    /// hides a leak's latest rise as briefly. Default 0.1 (6 buckets of 60).
+    pub persistence: f64,
+    /// To raise the flag, the kept floor must rise over the window by at
+    /// least this many times the floors' scatter (median distance of a
+    /// floor from the line through its neighbours). Default 2.
+    pub min_rise_over_scatter: f64,
 }
 
 impl Default for LeakConfig {
@@ -92,7 +97,8 @@ impl Default for LeakConfig {
             spread_ratio: 0.5,
             off_fraction: 0.5,
             max_given_back: 0.5,
-            start_persistence: 0.1,
+            persistence: 0.1,
+            min_rise_over_scatter: 2.0,
         }
     }
 }
@@ -134,7 +140,12 @@ impl LeakConfig {
             spread_ratio: fraction(self.spread_ratio, d.spread_ratio),
             off_fraction: fraction(self.off_fraction, d.off_fraction),
             max_given_back: fraction(self.max_given_back, d.max_given_back),
-            start_persistence: fraction(self.start_persistence, d.start_persistence),
+            persistence: fraction(self.persistence, d.persistence),
+            min_rise_over_scatter: if self.min_rise_over_scatter.is_finite() {
+                self.min_rise_over_scatter.max(0.0)
+            } else {
+                d.min_rise_over_scatter
+            },
         }
     }
 }
@@ -213,8 +224,9 @@ struct Series {
     /// The flag behind `trend.suspected`, kept across verdicts for its
     /// hysteresis.
     flagged: bool,
-    /// Consecutive verdicts whose start conditions held (saturating).
-    starting: u16,
+    /// Bucket at whose opening the verdicts began to disagree with the
+    /// flag (and have at every verdict since); `i64::MAX` while they agree.
+    since: i64,
     /// The tracker's generation when the key was last seen.
     seen: u64,
 }
@@ -323,7 +335,7 @@ impl Series {
             last_t: f64::NEG_INFINITY,
             trend: None,
             flagged: false,
-            starting: 0,
+            since: i64::MAX,
             seen,
         }
     }
@@ -360,17 +372,26 @@ impl Series {
         }
         // The judged span: the last window, or the whole history if shorter.
         let start = oldest.max(first_idx);
-        let judged = evaluate(&self.closed, start, idx, cfg, scratch);
         // No verdict (too short a history, a gap) lowers the flag: the next
         // one starts afresh.
-        self.starting = match judged {
-            Some(j) if j.starts => self.starting.saturating_add(1),
-            _ => 0,
+        let flagged = self.flagged;
+        let judged = evaluate(&self.closed, start, idx, flagged, cfg, scratch);
+        // The flag flips only once the verdicts have disagreed with it for
+        // `persistence` of the window: floors that jitter line up by
+        // chance for a verdict or two, and noise can hide a leak's rise as
+        // briefly.
+        self.since = match judged {
+            Some(j) if j.verdict != flagged => self.since.min(idx),
+            _ => i64::MAX,
         };
-        // Verdicts before `min_window_fraction` only count towards the start.
+        // Verdicts before `min_window_fraction` only count towards a start.
         let judged = judged.filter(|j| j.trend.window_covered + 1e-9 >= cfg.min_window_fraction);
-        let need = start_verdicts(cfg);
-        self.flagged = judged.is_some_and(|j| if self.flagged { j.holds } else { self.starting >= need });
+        if judged.is_none() {
+            self.flagged = false;
+        } else if idx.saturating_sub(self.since) >= persistence_buckets(cfg, flagged) {
+            self.flagged = !flagged;
+            self.since = i64::MAX;
+        }
         self.trend = judged.map(|j| Trend {
             suspected: self.flagged,
             ..j.trend
@@ -378,16 +399,31 @@ impl Series {
     }
 }
 
-/// Consecutive verdicts (one per bucket) the start conditions must hold for.
-fn start_verdicts(cfg: &LeakConfig) -> u16 {
-    let n = (cfg.start_persistence * cfg.buckets as f64).ceil();
-    // `buckets` is at most 4096, so the count fits.
-    u16::try_from(n as u64).unwrap_or(u16::MAX).max(1)
+/// Buckets over which the verdicts must have disagreed with the flag before
+/// it flips (0: at the first verdict that disagrees). Lowering takes twice
+/// as long as raising: noise hides a slow leak's latest rise for longer
+/// than it fakes a start, and a leak that stopped still clears within a
+/// window (its kept floor is flat over the latest half after 0.6 window).
+fn persistence_buckets(cfg: &LeakConfig, lowering: bool) -> i64 {
+    let share = if lowering {
+        2.0 * cfg.persistence
+    } else {
+        cfg.persistence
+    };
+    // At most 2 * `buckets` (8192): the cast cannot overflow.
+    ((share * cfg.buckets as f64).ceil() as i64 - 1).max(0)
 }
 
 /// Builds the segment floors of the closed buckets in the bucket slots
 /// `start..end` and judges them.
-fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut Scratch) -> Option<judge::Judged> {
+fn evaluate(
+    closed: &Ring,
+    start: i64,
+    end: i64,
+    flagged: bool,
+    cfg: &LeakConfig,
+    scratch: &mut Scratch,
+) -> Option<judge::Judged> {
     // Coverage is how long the process has been seen, not how many buckets
     // hold samples: a poll slower than a bucket must not hide the verdict.
     let slots = end
@@ -395,7 +431,7 @@ fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut
         .and_then(|s| u64::try_from(s).ok())
         .filter(|&s| s > 0)?;
     let covered = (slots as f64 / cfg.buckets as f64).min(1.0);
-    let early = f64::from(start_verdicts(cfg) - 1) / cfg.buckets as f64;
+    let early = persistence_buckets(cfg, false) as f64 / cfg.buckets as f64;
     if covered + 1e-9 < cfg.min_window_fraction - early {
         return None;
     }
@@ -431,7 +467,7 @@ fn evaluate(closed: &Ring, start: i64, end: i64, cfg: &LeakConfig, scratch: &mut
             // lies on the leak's line wherever it falls in the segment.
             ((idx.abs_diff(start) as f64 + 0.5) * width, min as f64)
         }));
-    judge(&scratch.points, covered, cfg, &mut scratch.judge)
+    judge(&scratch.points, covered, flagged, cfg, &mut scratch.judge)
 }
 
 #[cfg(test)]

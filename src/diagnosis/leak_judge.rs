@@ -9,15 +9,14 @@
 
 use super::{LeakConfig, Trend};
 
-/// A trend and both verdicts; `leak.rs` keeps the one its flag asks for.
+/// A trend and the verdict the flag asked for.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Judged {
     /// `suspected` is left false: the tracker fills it from its flag.
     pub(super) trend: Trend,
-    /// All conditions for raising the flag hold.
-    pub(super) starts: bool,
-    /// The conditions for keeping a raised flag hold.
-    pub(super) holds: bool,
+    /// Lowered flag: all conditions for raising it hold. Raised flag: the
+    /// conditions for keeping it hold.
+    pub(super) verdict: bool,
 }
 
 /// Scratch buffers, reused so a verdict does not allocate.
@@ -26,11 +25,20 @@ pub(super) struct Buffers {
     pub(super) slopes: Vec<f64>,
     /// Kept floor at each point: the lowest floor from it to the latest.
     pub(super) kept: Vec<f64>,
+    /// The kept floor as (time, bytes) points, for its trend.
+    pub(super) kept_points: Vec<(f64, f64)>,
 }
 
 /// Judges time-ordered segment floors `points` (seconds since the window
-/// start, bytes) covering `covered` of the window.
-pub(super) fn judge(points: &[(f64, f64)], covered: f64, cfg: &LeakConfig, buf: &mut Buffers) -> Option<Judged> {
+/// start, bytes) covering `covered` of the window, for a flag that is
+/// `flagged` now.
+pub(super) fn judge(
+    points: &[(f64, f64)],
+    covered: f64,
+    flagged: bool,
+    cfg: &LeakConfig,
+    buf: &mut Buffers,
+) -> Option<Judged> {
     // Three floors are the least that can show a rise spread over time.
     if points.len() < 3 {
         return None;
@@ -65,15 +73,19 @@ pub(super) fn judge(points: &[(f64, f64)], covered: f64, cfg: &LeakConfig, buf: 
     // than a third; a warm-up (rise, then flat), one big step or a flat
     // floor do not.
     let thirds = [0, (n + 1) / 3, (2 * n + 1) / 3, n];
-    let shares = thirds.windows(2).map(|w| {
+    let mut shares = [0.0; 3];
+    for (share, w) in shares.iter_mut().zip(thirds.windows(2)) {
         if w[1] > w[0] {
-            rise_share(w[0], w[1], growth)
-        } else {
-            0.0
+            *share = rise_share(w[0], w[1], growth);
         }
-    });
-    let spread = shares.fold(f64::INFINITY, f64::min);
-    let spread = if spread.is_finite() { spread } else { 0.0 };
+    }
+    let spread = shares.iter().copied().fold(f64::INFINITY, f64::min);
+    // Significance: the kept floor rose by more than the floors scatter
+    // around the line through their neighbours. A staircase scatters by
+    // half a step and rises by several; floors that only jitter rise by
+    // about their own scatter (the end effect of a shrinking minimum).
+    let scatter = floor_jitter(points, &mut buf.slopes);
+    let significant = kept[n] - kept[0] >= cfg.min_rise_over_scatter * scatter;
     // Given back: how far a floor sits above the kept floor, median over the
     // points, against a segment's growth. A leak's floors (under a sawtooth,
     // its troughs) are their own kept floor; floors that only jitter (a
@@ -83,22 +95,32 @@ pub(super) fn judge(points: &[(f64, f64)], covered: f64, cfg: &LeakConfig, buf: 
     buf.slopes.extend(points.iter().zip(kept.iter()).map(|(p, k)| p.1 - k));
     let given_back = median(&mut buf.slopes).unwrap_or(0.0);
     let seg_growth = growth * (points[n].0 - points[0].0) / n as f64;
-    let starts = points.len() >= 4
-        && given_back <= cfg.max_given_back * seg_growth
-        && growth > 0.0
-        && growth >= rate
-        && spread >= cfg.spread_ratio
-        // Still growing now: the latest floor is above the one before by a
-        // share of a segment's growth (a plateau's floors are not, whatever
-        // their noise).
-        && rise_share(n - 1, n, growth) >= cfg.spread_ratio;
-    // Once raised, the flag holds while the growth stays above a fraction
-    // of the threshold and the latest half of the window still kept memory
-    // at that pace: an estimate wandering around the threshold does not
-    // flip it, a leak that stopped clears once its last rise is older than
-    // half a window.
-    let off = cfg.off_fraction;
-    let holds = growth > 0.0 && growth >= off * rate && rise_share(n / 2, n, off * rate) >= cfg.spread_ratio;
+    let verdict = if flagged {
+        // Once raised, the flag holds while the kept floor grows at a
+        // fraction of the threshold and its latest half still rose at that
+        // pace: an estimate wandering around the threshold does not flip
+        // it, a leak that stopped clears once its last rise is older than
+        // half a window. The kept floor's own trend, not the floors': under
+        // a sawtooth longer than a segment the floors of segments without a
+        // trough sit on the ramp and make the floors' trend wander.
+        buf.kept_points.clear();
+        buf.kept_points
+            .extend(points.iter().zip(kept.iter()).map(|(p, k)| (p.0, *k)));
+        let off = cfg.off_fraction * rate;
+        theil_sen(&buf.kept_points, &mut buf.slopes).is_some_and(|g| g > 0.0 && g >= off)
+            && rise_share(n / 2, n, off) >= cfg.spread_ratio
+    } else {
+        points.len() >= 4
+            && given_back <= cfg.max_given_back * seg_growth
+            && growth > 0.0
+            && growth >= rate
+            && spread >= cfg.spread_ratio
+            && significant
+            // Still growing now: the latest floor is above the one before by
+            // a share of a segment's growth (a plateau's floors are not,
+            // whatever their noise).
+            && rise_share(n - 1, n, growth) >= cfg.spread_ratio
+    };
     let trend = Trend {
         growth_bytes_per_second: growth,
         suspected: false,
@@ -109,7 +131,25 @@ pub(super) fn judge(points: &[(f64, f64)], covered: f64, cfg: &LeakConfig, buf: 
         kept_rise_bytes: kept[n] - kept[0],
         window_covered: covered,
     };
-    Some(Judged { trend, starts, holds })
+    Some(Judged { trend, verdict })
+}
+
+/// Median distance (bytes) of each inner floor from the line through its
+/// neighbours: about zero for a steady rise, half a step for a staircase
+/// with fewer steps than segments, the floor's own noise otherwise.
+fn floor_jitter(points: &[(f64, f64)], buf: &mut Vec<f64>) -> f64 {
+    buf.clear();
+    buf.extend(points.windows(3).map(|w| {
+        let (a, b, c) = (w[0], w[1], w[2]);
+        let span = c.0 - a.0;
+        let line = if span > 0.0 {
+            a.1 + (c.1 - a.1) * (b.0 - a.0) / span
+        } else {
+            a.1
+        };
+        (b.1 - line).abs()
+    }));
+    median(buf).unwrap_or(0.0)
 }
 
 /// Median of the pairwise slopes (Theil–Sen): a single step or outlier
