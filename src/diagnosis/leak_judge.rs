@@ -58,80 +58,102 @@ pub(super) fn judge(
         Some(*m)
     }));
     buf.kept.reverse();
-    let kept = &buf.kept;
-    let n = points.len() - 1;
-    let rate = cfg.min_growth_bytes_per_second;
-    // Rise of the kept floor from point `a` to point `b`, as a share of what
-    // `per_s` predicts over the same time.
-    let rise_share = |a: usize, b: usize, per_s: f64| {
-        let expected = per_s * (points[b].0 - points[a].0);
-        let rise = kept[b] - kept[a];
-        if expected > 0.0 { rise / expected } else { 0.0 }
+    let kept = Kept {
+        points,
+        kept: &buf.kept,
     };
+    let n = points.len() - 1;
     // Spread: the kept floor rose in each third of the window. A staircase
     // with 3 or more steps per window has a step in every stretch longer
     // than a third; a warm-up (rise, then flat), one big step or a flat
     // floor do not.
     let thirds = [0, (n + 1) / 3, (2 * n + 1) / 3, n];
-    let mut shares = [0.0; 3];
-    for (share, w) in shares.iter_mut().zip(thirds.windows(2)) {
-        if w[1] > w[0] {
-            *share = rise_share(w[0], w[1], growth);
-        }
-    }
-    let spread = shares.iter().copied().fold(f64::INFINITY, f64::min);
-    // Significance: the kept floor rose by more than the floors scatter
-    // around the line through their neighbours. A staircase scatters by
-    // half a step and rises by several; floors that only jitter rise by
-    // about their own scatter (the end effect of a shrinking minimum).
-    let scatter = floor_jitter(points, &mut buf.slopes);
-    let significant = kept[n] - kept[0] >= cfg.min_rise_over_scatter * scatter;
-    // Given back: how far a floor sits above the kept floor, median over the
-    // points, against a segment's growth. A leak's floors (under a sawtooth,
-    // its troughs) are their own kept floor; floors that only jitter (a
-    // process that rarely returns to its floor) mostly sit above it, and the
-    // spread of their kept floor is the end effect of a shrinking minimum.
-    buf.slopes.clear();
-    buf.slopes.extend(points.iter().zip(kept.iter()).map(|(p, k)| p.1 - k));
-    let given_back = median(&mut buf.slopes).unwrap_or(0.0);
-    let seg_growth = growth * (points[n].0 - points[0].0) / n as f64;
+    let spread = thirds
+        .windows(2)
+        .map(|w| {
+            if w[1] > w[0] {
+                kept.rise_share(w[0], w[1], growth)
+            } else {
+                0.0
+            }
+        })
+        .fold(f64::INFINITY, f64::min);
     let verdict = if flagged {
-        // Once raised, the flag holds while the kept floor grows at a
-        // fraction of the threshold and its latest half still rose at that
-        // pace: an estimate wandering around the threshold does not flip
-        // it, a leak that stopped clears once its last rise is older than
-        // half a window. The kept floor's own trend, not the floors': under
-        // a sawtooth longer than a segment the floors of segments without a
-        // trough sit on the ramp and make the floors' trend wander.
-        buf.kept_points.clear();
-        buf.kept_points
-            .extend(points.iter().zip(kept.iter()).map(|(p, k)| (p.0, *k)));
-        let off = cfg.off_fraction * rate;
-        theil_sen(&buf.kept_points, &mut buf.slopes).is_some_and(|g| g > 0.0 && g >= off)
-            && rise_share(n / 2, n, off) >= cfg.spread_ratio
+        holds(&kept, cfg, &mut buf.kept_points, &mut buf.slopes)
     } else {
-        points.len() >= 4
-            && given_back <= cfg.max_given_back * seg_growth
-            && growth > 0.0
-            && growth >= rate
-            && spread >= cfg.spread_ratio
-            && significant
-            // Still growing now: the latest floor is above the one before by
-            // a share of a segment's growth (a plateau's floors are not,
-            // whatever their noise).
-            && rise_share(n - 1, n, growth) >= cfg.spread_ratio
+        spread >= cfg.spread_ratio && starts(&kept, growth, cfg, &mut buf.slopes)
     };
     let trend = Trend {
         growth_bytes_per_second: growth,
         suspected: false,
         recent_growth_bytes_per_second: recent,
         spread,
-        given_back_bytes: given_back,
         floor_rise_bytes: last - first,
-        kept_rise_bytes: kept[n] - kept[0],
+        kept_rise_bytes: kept.kept[n] - kept.kept[0],
         window_covered: covered,
     };
     Some(Judged { trend, verdict })
+}
+
+/// The floors and their kept floor, point by point.
+struct Kept<'a> {
+    points: &'a [(f64, f64)],
+    kept: &'a [f64],
+}
+
+impl Kept<'_> {
+    /// Rise of the kept floor from point `a` to point `b`, as a share of
+    /// what `per_s` predicts over the same time (0 when it predicts none).
+    fn rise_share(&self, a: usize, b: usize, per_s: f64) -> f64 {
+        let expected = per_s * (self.points[b].0 - self.points[a].0);
+        let rise = self.kept[b] - self.kept[a];
+        if expected > 0.0 { rise / expected } else { 0.0 }
+    }
+}
+
+/// The conditions to raise the flag, besides the spread.
+fn starts(k: &Kept, growth: f64, cfg: &LeakConfig, buf: &mut Vec<f64>) -> bool {
+    let (points, kept) = (k.points, k.kept);
+    let n = points.len() - 1;
+    if n < 3 || !(growth > 0.0 && growth >= cfg.min_growth_bytes_per_second) {
+        return false;
+    }
+    // Still growing now: the latest floor is above the one before by a
+    // share of a segment's growth (a plateau's floors are not, whatever
+    // their noise).
+    if k.rise_share(n - 1, n, growth) < cfg.spread_ratio {
+        return false;
+    }
+    // Significance: the kept floor rose by more than the floors scatter
+    // around the line through their neighbours. A staircase scatters by
+    // half a step and rises by several; floors that only jitter rise by
+    // about their own scatter (the end effect of a shrinking minimum).
+    if kept[n] - kept[0] < cfg.min_rise_over_scatter * floor_jitter(points, buf) {
+        return false;
+    }
+    // Given back: how far a floor sits above the kept floor, median over
+    // the points, against a segment's growth. A leak's floors (under a
+    // sawtooth, its troughs) are their own kept floor; floors that only
+    // jitter mostly sit above it.
+    buf.clear();
+    buf.extend(points.iter().zip(kept).map(|(p, k)| p.1 - k));
+    let given_back = median(buf).unwrap_or(0.0);
+    given_back <= cfg.max_given_back * growth * (points[n].0 - points[0].0) / n as f64
+}
+
+/// The conditions to keep a raised flag: the kept floor grows at a fraction
+/// of the threshold and its latest half still rose at that pace. An
+/// estimate wandering around the threshold does not flip it; a leak that
+/// stopped clears once its last rise is older than half a window. The kept
+/// floor's own trend, not the floors': under a sawtooth longer than a
+/// segment the floors of segments without a trough sit on the ramp and make
+/// the floors' trend wander.
+fn holds(k: &Kept, cfg: &LeakConfig, kept_points: &mut Vec<(f64, f64)>, buf: &mut Vec<f64>) -> bool {
+    let n = k.points.len() - 1;
+    let off = cfg.off_fraction * cfg.min_growth_bytes_per_second;
+    kept_points.clear();
+    kept_points.extend(k.points.iter().zip(k.kept).map(|(p, v)| (p.0, *v)));
+    theil_sen(kept_points, buf).is_some_and(|g| g > 0.0 && g >= off) && k.rise_share(n / 2, n, off) >= cfg.spread_ratio
 }
 
 /// Median distance (bytes) of each inner floor from the line through its
