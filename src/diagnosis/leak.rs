@@ -47,8 +47,6 @@ pub struct Trend {
     /// A leak is suspected: the flag, with its hysteresis. Exported as
     /// `gpumem_process_leak_suspected`.
     pub suspected: bool,
-    /// Theil–Sen slope of the latest half of the floors (bytes/s).
-    pub recent_growth_bytes_per_second: f64,
     /// Least rise of the kept floor over a third of the window, as a share
     /// of what the growth predicts there (0 when it did not rise).
     pub spread: f64,

@@ -45,7 +45,6 @@ pub(super) fn judge(
     }
     let (first, last) = (points.first()?.1, points.last()?.1);
     let growth = theil_sen(points, &mut buf.slopes)?;
-    let recent = theil_sen(&points[(points.len() - 1) / 2..], &mut buf.slopes)?;
     // The kept floor is monotone: memory handed back later lowers every
     // earlier point, so a sawtooth's ramp, a released allocation or a floor
     // that only jitters upward do not count as kept. Under a caching
@@ -86,7 +85,6 @@ pub(super) fn judge(
     let trend = Trend {
         growth_bytes_per_second: growth,
         suspected: false,
-        recent_growth_bytes_per_second: recent,
         spread,
         floor_rise_bytes: last - first,
         kept_rise_bytes: kept.kept[n] - kept.kept[0],
@@ -191,14 +189,20 @@ fn theil_sen(points: &[(f64, f64)], slopes: &mut Vec<f64>) -> Option<f64> {
 }
 
 /// Median (mean of the middle two for an even count); `None` when empty or
-/// not finite. Sorts `values`.
+/// not finite. Reorders `values` (a selection, not a sort: this runs for
+/// every process each time a bucket closes).
 fn median(values: &mut [f64]) -> Option<f64> {
-    values.sort_unstable_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    let m = if values.len() % 2 == 1 {
-        *values.get(mid)?
+    let len = values.len();
+    let mid = len / 2;
+    if len == 0 {
+        return None;
+    }
+    let (below, m, _) = values.select_nth_unstable_by(mid, f64::total_cmp);
+    let m = if len % 2 == 1 {
+        *m
     } else {
-        (*values.get(mid.checked_sub(1)?)? + *values.get(mid)?) / 2.0
+        // The largest of the lower half is the other middle value.
+        (below.iter().copied().fold(f64::NEG_INFINITY, f64::max) + *m) / 2.0
     };
     m.is_finite().then_some(m)
 }
