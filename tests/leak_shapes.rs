@@ -5,6 +5,8 @@
 //! flagged or not, time to flag, the flag staying on, a stopped leak
 //! clearing within one window, and no flapping (on/off transitions).
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
+
 #[path = "../examples/leak_shapes/shapes.rs"]
 #[allow(dead_code)]
 mod shapes;
