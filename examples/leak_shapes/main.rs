@@ -6,7 +6,12 @@
 //!
 //! ```sh
 //! cargo run --release --example leak_shapes -- [--seeds N]
+//! cargo run --release --example leak_shapes -- --cost
 //! ```
+//!
+//! `--cost` instead times the tracker alone at 64 GPUs x 1000 processes
+//! (64 000 keys, one in ten leaking, 1 s polls, 10 min window, 1800 polls);
+//! compare its CPU time (`/usr/bin/time`) before and after a change.
 //!
 //! Owns only the table; the shapes and the scoring are in `shapes.rs`,
 //! which `tests/leak_shapes.rs` asserts on. Must not read clocks or files.
@@ -14,13 +19,19 @@
 #[path = "shapes.rs"]
 mod shapes;
 
+use gpumemd::diagnosis::leak::{LeakConfig, LeakTracker};
 use shapes::{Expect, Outcome};
+use std::time::Instant;
 
 const WINDOWS: [f64; 3] = [30.0, 40.0, 600.0];
 
 fn main() {
     let mut seeds = 10u64;
-    let mut args = std::env::args().skip(1);
+    let mut args = std::env::args().skip(1).peekable();
+    if args.peek().is_some_and(|a| a == "--cost") {
+        cost();
+        return;
+    }
     while let Some(a) = args.next() {
         match (a.as_str(), args.next().and_then(|v| v.parse().ok())) {
             ("--seeds", Some(n)) => seeds = n,
@@ -77,6 +88,34 @@ fn cell(row: usize, w: f64, seeds: u64) -> String {
         pct(total.false_pos, total.neg_polls),
         pct(total.false_neg, total.pos_polls)
     )
+}
+
+/// Times `observe_and_assess` for 64 000 keys over 1800 one-second polls.
+fn cost() {
+    let mut tr = LeakTracker::new(LeakConfig::with_window(600.0));
+    let mut rng = shapes::Rng::new(1);
+    let (mut times, mut flagged) = (Vec::new(), 0);
+    for poll in 0..1800u32 {
+        let t = f64::from(poll);
+        let start = Instant::now();
+        flagged = 0;
+        for k in 0..64_000u32 {
+            let leak = if k % 10 == 0 { u64::from(poll) << 21 } else { 0 };
+            let v = (1u64 << 30) + (rng.range(0.0, 64.0) * shapes::MIB) as u64 + leak;
+            let trend = tr.observe_and_assess(&(k / 1000, k, 0u64), t, Some(v));
+            flagged += u32::from(trend.is_some_and(|x| x.suspected));
+        }
+        tr.retain_seen();
+        times.push(start.elapsed().as_secs_f64() * 1e3);
+    }
+    // After the first window: every key has a verdict.
+    let tail = &times[600..];
+    let closing: Vec<f64> = tail.iter().step_by(10).copied().collect();
+    println!(
+        "64000 keys: {:.2} ms per poll on average, {:.2} ms on the polls that close a bucket; {flagged} flagged at the end",
+        tail.iter().sum::<f64>() / tail.len() as f64,
+        closing.iter().sum::<f64>() / closing.len() as f64
+    );
 }
 
 fn kind(e: Expect) -> &'static str {
