@@ -16,17 +16,18 @@
 //! that part. The growth is the Theil–Sen slope of the floors. A leak is
 //! *kept* memory (the lowest floor from a point until now) that rose in every
 //! third of the window and in the latest segment, at or above the threshold
-//! (`leak_judge.rs`). Once raised, the flag holds until the growth falls
-//! below a fraction of the threshold or the latest half of the window kept
-//! nothing more: hysteresis, so an estimate at the threshold cannot flap.
+//! (`leak_judge.rs`), at every verdict over 10% of a window. Once raised,
+//! the flag holds until, over 20% of a window, the kept floor's growth stays
+//! below a fraction of the threshold or its latest half kept nothing more:
+//! hysteresis, so an estimate at the threshold cannot flap.
 //! Warm-ups (rise, then flat), periodic allocate/free (flat kept floor),
 //! single steps and floors that only jitter fail the spread.
 //!
 //! Cost: memory per key is one 8-byte minimum and one bit per bucket in a
 //! fixed ring (60 buckets by default: 488 bytes) plus about 300 bytes of
 //! fixed and map state, whatever the poll rate (785 bytes measured before
-//! the hysteresis; its flag, start count and the larger cached `Trend` add
-//! 24 bytes: `Series` is 152 bytes, was 128). A sample
+//! the hysteresis; its flag, the bucket a pending flip began in and the
+//! cached `Trend` add at most 24 bytes to a 128-byte `Series`). A sample
 //! that stays in the open bucket is O(1); the verdict is recomputed only
 //! when a bucket closes, in O(buckets + segments²); `assess` is a lookup.
 
