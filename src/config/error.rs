@@ -12,11 +12,11 @@ use thiserror::Error;
 pub enum ConfigError {
     #[error("config file {path} does not exist")]
     NotFound { path: PathBuf },
-    #[error("cannot read config file {path}: {source}")]
+    #[error("config file {path} {source}")]
     Read {
         path: PathBuf,
         #[source]
-        source: std::io::Error,
+        source: super::read::ReadError,
     },
     // Key and message can quote the file (a value's "\n", a stray carriage
     // return): escaped, so the error stays one log line.

@@ -4,6 +4,7 @@
 //! must not start anything or touch the network.
 
 mod error;
+pub mod read;
 pub use crate::units;
 
 use std::path::{Path, PathBuf};
@@ -252,8 +253,21 @@ impl Config {
     /// # Errors
     /// `NotFound`/`Read` when the file cannot be read, else as `from_toml`.
     pub fn load(path: &Path, demo: bool) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| {
-            if source.kind() == std::io::ErrorKind::NotFound {
+        Config::load_within(path, demo, None)
+    }
+
+    /// [`Config::load`] with the read given up after `deadline` (reload: a
+    /// FIFO or a hung mount must not hold the daemon).
+    ///
+    /// # Errors
+    /// As `load`, plus `Read` when the deadline passed.
+    pub fn load_within(path: &Path, demo: bool, deadline: Option<Duration>) -> Result<Config, ConfigError> {
+        let text = match deadline {
+            Some(d) => read::read_text_within(path, read::MAX_CONFIG_BYTES, d),
+            None => read::read_text(path, read::MAX_CONFIG_BYTES),
+        }
+        .map_err(|source| {
+            if source.is_not_found() {
                 ConfigError::NotFound {
                     path: path.to_path_buf(),
                 }

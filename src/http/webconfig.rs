@@ -85,6 +85,13 @@ pub struct Limits {
 
 /// hyper refuses a read buffer below 8 KiB (it panics), so neither may we.
 const MIN_HEADER_BYTES: usize = 8192;
+/// hyper reserves room for `max_headers` entries on every request: a huge
+/// value (100,000,000 took 3.2 GB per request) is a typo, not a need.
+const MAX_HEADERS: usize = 1024;
+/// Far above any legitimate request's headers; bounds per-connection buffers.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+/// Timeouts beyond this are typos that would disable the protection.
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
 impl Default for Limits {
     fn default() -> Self {
@@ -116,7 +123,8 @@ pub struct WebConfig {
 /// # Errors
 /// The first problem found, as one line naming the file.
 pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|e| error(path, format!("cannot read: {e}")))?;
+    let text = crate::config::read::read_text(path, crate::config::read::MAX_CONFIG_BYTES)
+        .map_err(|e| error(path, format!("cannot read: {e}")))?;
     parse(&text, path)
 }
 
@@ -239,6 +247,7 @@ fn limits(l: &LimitsFile) -> Result<Limits, String> {
             None => Ok(default),
             Some(s) => match duration(s, key)? {
                 z if z.is_zero() => Err(format!("{key} must be above 0")),
+                long if long > MAX_TIMEOUT => Err(format!("{key}: {s:?} is more than the maximum of 1h")),
                 ok => Ok(ok),
             },
         }
@@ -265,11 +274,17 @@ fn limits(l: &LimitsFile) -> Result<Limits, String> {
             out.max_connections
         ));
     }
-    if out.max_header_bytes < MIN_HEADER_BYTES {
-        return Err(format!("limits.max_header_bytes must be at least {MIN_HEADER_BYTES}"));
+    if !(MIN_HEADER_BYTES..=MAX_HEADER_BYTES).contains(&out.max_header_bytes) {
+        return Err(format!(
+            "limits.max_header_bytes must be at least {MIN_HEADER_BYTES} and at most {MAX_HEADER_BYTES}, not {}",
+            out.max_header_bytes
+        ));
     }
-    if out.max_headers == 0 {
-        return Err("limits.max_headers must be at least 1".into());
+    if !(1..=MAX_HEADERS).contains(&out.max_headers) {
+        return Err(format!(
+            "limits.max_headers: {} is not between 1 and {MAX_HEADERS}",
+            out.max_headers
+        ));
     }
     Ok(out)
 }

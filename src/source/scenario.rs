@@ -200,9 +200,11 @@ impl Scenario {
     /// # Errors
     /// See [`Scenario::resolve`].
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Read {
-            path: path.to_path_buf(),
-            source,
+        let text = crate::config::read::read_text(path, crate::config::read::MAX_SCENARIO_BYTES).map_err(|e| {
+            ScenarioError::Read {
+                path: path.to_path_buf(),
+                source: e.into(),
+            }
         })?;
         Scenario::parse(&text, &path.display().to_string(), path.parent())
     }
@@ -287,7 +289,8 @@ impl Scenario {
 /// Reads `t_seconds,pid,used_bytes` rows, keeping one PID (the given one, or
 /// the first seen) and making time relative to its first row.
 fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("trace {}: {e}", path.display()))?;
+    let text = crate::config::read::read_text(path, crate::config::read::MAX_TRACE_BYTES)
+        .map_err(|e| format!("trace {}: {e}", path.display()))?;
     let mut rows = Vec::new();
     let mut pid = want_pid;
     for (i, line) in text.lines().enumerate().skip(1) {

@@ -66,6 +66,16 @@ fn bad_cases() -> Vec<(String, &'static str)> {
         ("rate_limit:\n  interval: 1s\n".into(), "rate_limit.burst"),
         ("limits:\n  max_header_bytes: 100\n".into(), "at least 8192"),
         ("limits:\n  request_timeout: soon\n".into(), "limits.request_timeout"),
+        // hyper reserves room per request for every allowed header.
+        (
+            "limits:\n  max_headers: 100000000\n".into(),
+            "limits.max_headers: 100000000 is not between 1 and 1024",
+        ),
+        ("limits:\n  max_header_bytes: 4294967296\n".into(), "at most 1048576"),
+        (
+            "limits:\n  request_timeout: 9999999999h\n".into(),
+            "limits.request_timeout: \"9999999999h\" is more than the maximum of 1h",
+        ),
     ]
 }
 
@@ -122,4 +132,14 @@ fn a_bad_web_config_file_stops_the_binary_with_one_line() {
     );
     assert!(err.starts_with(&want), "got: {err}\nwant: {want}");
     assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// `/dev/zero` (or any device) as the web config is refused at once, not
+/// read until memory runs out.
+#[test]
+fn a_device_as_web_config_is_refused() {
+    let e = gpumemd::http::webconfig::load(Path::new("/dev/zero"))
+        .expect_err("a device is no web config")
+        .to_string();
+    assert!(e.contains("character device, not a regular file"), "{e}");
 }
