@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use gpumemd::cli::{Cli, Command, LogFormat, RunArgs, SourceArgs};
 use gpumemd::clock::unix_now;
-use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH};
+use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
 use gpumemd::pipeline::Pipeline;
 use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::source::nvml::NvmlSource;
@@ -48,20 +48,34 @@ fn init_logging(format: LogFormat, default_level: &str) {
 }
 
 /// The config: `--config` (must exist), else the default path if present,
-/// else built-in defaults; then command-line overrides.
-fn load_config(src: &SourceArgs) -> Result<Config, String> {
+/// else built-in defaults; then command-line overrides (kept on the config,
+/// so reloads apply them too). The read has a deadline: a FIFO nobody writes
+/// must not hold the start forever.
+fn load_config(src: &SourceArgs, overrides: &Overrides) -> Result<Config, String> {
     let demo = src.demo.is_some();
+    let deadline = Some(gpumemd::reload::RELOAD_DEADLINE);
     let mut cfg = match &src.config {
-        Some(p) => Config::load(p, demo).map_err(|e| e.to_string())?,
+        Some(p) => Config::load_within(p, demo, deadline).map_err(|e| e.to_string())?,
         None if Path::new(DEFAULT_CONFIG_PATH).exists() => {
-            Config::load(Path::new(DEFAULT_CONFIG_PATH), demo).map_err(|e| e.to_string())?
+            Config::load_within(Path::new(DEFAULT_CONFIG_PATH), demo, deadline).map_err(|e| e.to_string())?
         }
         None => Config::defaults(demo),
     };
-    if let Some(lib) = &src.nvml_lib {
-        cfg.nvml.library = lib.clone();
-    }
+    overrides.apply(&mut cfg);
     Ok(cfg)
+}
+
+/// The command-line settings that win over the file.
+fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, String> {
+    let listen = run.and_then(|r| r.listen.clone());
+    if let Some(l) = &listen {
+        config::parse_listen(l).map_err(|e| format!("--web.listen-address: {e}"))?;
+    }
+    Ok(Overrides {
+        nvml_lib: src.nvml_lib.clone(),
+        listen,
+        web_config_file: run.and_then(|r| r.web_config.clone()),
+    })
 }
 
 fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, String> {
@@ -75,15 +89,21 @@ fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, S
 }
 
 fn run(args: RunArgs) -> Result<(), String> {
+    // First of all: signal handlers. Until they are installed a SIGHUP (a
+    // reload sent right after start) or SIGTERM takes the default action and
+    // kills the daemon.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("gpumemd-http")
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let shutdown = {
+        let _in_runtime = rt.enter();
+        gpumemd::shutdown::install_early()
+    };
     init_logging(args.log_format, "info");
-    let mut cfg = load_config(&args.source)?;
-    if let Some(l) = &args.listen {
-        config::parse_listen(l).map_err(|e| format!("--web.listen-address: {e}"))?;
-        cfg.server.listen = l.clone();
-    }
-    if let Some(f) = &args.web_config {
-        cfg.server.web_config_file = Some(f.clone());
-    }
+    let cfg = load_config(&args.source, &overrides(&args.source, Some(&args))?)?;
     // Checked before binding, so a bad file is one line and exit 1, not a
     // server that starts and then fails.
     if let Some(f) = &cfg.server.web_config_file {
@@ -93,14 +113,7 @@ fn run(args: RunArgs) -> Result<(), String> {
     if let Some(name) = source.demo_name() {
         tracing::info!(scenario = %name, "DEMO MODE: serving a simulated GPU fleet, not real GPUs");
     }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("gpumemd-http")
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
     rt.block_on(async move {
-        let shutdown = gpumemd::shutdown::shutdown_signal();
         let listener = bind(&cfg.server.listen).await?;
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!(address = %addr, version = env!("CARGO_PKG_VERSION"), "listening");
@@ -109,6 +122,9 @@ fn run(args: RunArgs) -> Result<(), String> {
             .map_err(|e| e.to_string())
     })?;
     tracing::info!("stopped");
+    // A reload thread stuck on a FIFO or a hung mount must not keep the
+    // process alive: returning from main ends it whatever threads remain.
+    rt.shutdown_background();
     Ok(())
 }
 
@@ -138,7 +154,7 @@ fn check_config(file: &Path, demo: bool) -> Result<(), String> {
 
 fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
     init_logging(LogFormat::Text, "warn");
-    let cfg = load_config(src)?;
+    let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
     let now = unix_now();
     let started = std::time::Instant::now();

@@ -10,14 +10,19 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-/// A strictly positive duration written as a humantime string ("1s", "10m", "250ms").
+/// A strictly positive duration of at most [`MAX_DURATION`], written as a
+/// humantime string ("1s", "10m", "250ms").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PositiveDuration(Duration);
 
+/// The longest duration any setting accepts. Longer values are typos, and
+/// the bound keeps every `Instant + duration` far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(30 * 24 * 3600);
+
 impl PositiveDuration {
-    /// Builds a value from a non-zero duration; `None` for zero.
+    /// Builds a value from a non-zero duration of at most `MAX_DURATION`.
     pub fn new(d: Duration) -> Option<Self> {
-        (!d.is_zero()).then_some(Self(d))
+        (!d.is_zero() && d <= MAX_DURATION).then_some(Self(d))
     }
 
     pub fn get(self) -> Duration {
@@ -46,7 +51,10 @@ pub fn parse_duration(text: &str) -> Result<PositiveDuration, String> {
     }
     let d = humantime::parse_duration(t)
         .map_err(|e| format!("`{t}` is not a duration ({e}); use e.g. \"1s\", \"250ms\", \"10m\""))?;
-    PositiveDuration::new(d).ok_or_else(|| format!("`{t}` is zero; use a positive duration such as \"1s\""))
+    if d.is_zero() {
+        return Err(format!("`{t}` is zero; use a positive duration such as \"1s\""));
+    }
+    PositiveDuration::new(d).ok_or_else(|| format!("`{t}` is more than the maximum of 30 days"))
 }
 
 impl<'de> Deserialize<'de> for PositiveDuration {
@@ -258,6 +266,10 @@ mod tests {
         assert!(parse_duration("0s").unwrap_err().contains("zero"));
         assert!(parse_duration("-1s").unwrap_err().contains("negative"));
         assert!(parse_duration("soon").unwrap_err().contains("not a duration"));
+        assert_eq!(parse_duration("30d").map(|d| d.get()), Ok(MAX_DURATION));
+        assert!(parse_duration("30d 1s").unwrap_err().contains("maximum of 30 days"));
+        // The value that made the daemon never poll again.
+        assert!(parse_duration("9999999999999h").is_err());
     }
 
     #[test]

@@ -1,10 +1,13 @@
-//! The config boundary's error type and the helpers that turn a parser
-//! position into "file, line, key". Owns the wording of config errors; it
-//! must not decide what is valid (that is `mod.rs` and `units.rs`).
+//! The config boundary's error type: every way loading a config fails, as
+//! one line that names the file, line and key (found by `locate.rs` from
+//! toml's spans). Owns the wording of config errors; it must not decide
+//! what is valid (that is `mod.rs` and `units.rs`).
 
 use std::path::PathBuf;
 
 use thiserror::Error;
+
+use super::locate::{KeyPath, Located, line_at};
 
 /// Everything that can go wrong loading a config. Each variant prints as one
 /// line that names the file, the line and the key where known.
@@ -30,12 +33,13 @@ pub enum ConfigError {
 }
 
 impl ConfigError {
-    /// Maps a TOML parse or type error to a one-line error at its position.
+    /// Maps a TOML parse or type error to a one-line error at its position,
+    /// naming the key toml's span points into.
     pub(crate) fn from_toml(origin: &str, text: &str, e: &toml::de::Error) -> ConfigError {
         let (line, key) = match e.span() {
             Some(span) => {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                (Some(line), key_at(text, line))
+                let key = Located::parse(text).path_at(span.start).to_string();
+                (Some(line_at(text, span.start)), key)
             }
             None => (None, String::new()),
         };
@@ -46,6 +50,16 @@ impl ConfigError {
             origin: origin.to_string(),
             line,
             key,
+            message,
+        }
+    }
+
+    /// An invalid value at `path` of `doc`, found by its span.
+    pub(crate) fn at(origin: &str, doc: &Located<'_>, path: &KeyPath, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            origin: origin.to_string(),
+            line: doc.line_of(path),
+            key: path.to_string(),
             message,
         }
     }
@@ -64,93 +78,8 @@ pub(crate) fn one_line(s: &str) -> String {
         .collect()
 }
 
-/// The dotted key defined on `line` (1-based): the table header above it plus
-/// the key left of `=`; the header itself when the line is one.
-fn key_at(text: &str, line: usize) -> String {
-    let mut section = String::new();
-    for (i, l) in text.lines().enumerate() {
-        let t = l.trim();
-        if let Some(h) = header(t) {
-            section = h.to_string();
-        }
-        if i + 1 == line {
-            if header(t).is_some() {
-                return section;
-            }
-            // A comment names no key (the error is about a stray byte in it).
-            let key = if t.starts_with('#') {
-                ""
-            } else {
-                t.split('=').next().unwrap_or("").trim().trim_matches('"')
-            };
-            return match (section.is_empty(), key.is_empty()) {
-                (_, true) => section,
-                (true, false) => key.to_string(),
-                (false, false) => format!("{section}.{key}"),
-            };
-        }
-    }
-    section
-}
-
-fn header(t: &str) -> Option<&str> {
-    let inner = t.strip_prefix('[')?.split(']').next()?;
-    Some(inner.trim_start_matches('[').trim())
-}
-
-/// The 1-based line where `key` is set inside `[section]`, if the text sets it.
-pub(crate) fn find_key_line(text: &str, section: &str, key: &str) -> Option<usize> {
-    let mut current = String::new();
-    for (i, l) in text.lines().enumerate() {
-        let t = l.trim();
-        if let Some(h) = header(t) {
-            current = h.to_string();
-            continue;
-        }
-        let k = t.split('=').next().unwrap_or("").trim();
-        if current == section && k == key && t.contains('=') {
-            return Some(i + 1);
-        }
-    }
-    None
-}
-
-/// The line of `name = "<name>"` inside a `[[rule]]` table.
-pub(crate) fn find_rule_line(text: &str, name: &str) -> Option<usize> {
-    let mut in_rule = false;
-    for (i, l) in text.lines().enumerate() {
-        let t = l.trim();
-        if let Some(h) = header(t) {
-            in_rule = h == "rule";
-            continue;
-        }
-        let (k, v) = t.split_once('=').unwrap_or(("", ""));
-        if in_rule && k.trim() == "name" && v.trim().trim_matches('"') == name {
-            return Some(i + 1);
-        }
-    }
-    None
-}
-
-/// A listen address is `[host]:port`; an empty host means all interfaces.
-pub(crate) fn check_listen(s: &str) -> Result<(), String> {
-    crate::config::parse_listen(s).map(|_| ())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    #[test]
-    fn key_positions() {
-        let text = "[server]\nlisten = \":1\"\n\n[poll]\ninterval = \"1s\"\n";
-        assert_eq!(key_at(text, 2), "server.listen");
-        assert_eq!(key_at(text, 4), "poll");
-        assert_eq!(find_key_line(text, "poll", "interval"), Some(5));
-        assert_eq!(find_key_line(text, "poll", "timeout"), None);
-        assert_eq!(key_at("[poll]\n# a comment\n", 2), "poll");
-    }
-
     #[test]
     fn errors_are_one_line_whatever_the_file_quotes() {
         let text = "[server]\nlisten = \"a\\nb\"\n# stray \r here\n";

@@ -4,7 +4,10 @@
 //! must not start anything or touch the network.
 
 mod error;
+mod locate;
+mod overrides;
 pub mod read;
+mod restart;
 pub use crate::units;
 
 use std::path::{Path, PathBuf};
@@ -15,6 +18,9 @@ use serde::{Deserialize, Serialize};
 pub use crate::snapshot::GroupBy;
 pub use error::ConfigError;
 pub(crate) use error::one_line;
+use locate::{KeyPath, Located};
+pub use overrides::Overrides;
+pub use restart::{RestartOnly, needs_restart};
 pub use units::{ByteSize, PositiveDuration, Ratio};
 
 /// Where the daemon looks when `--config` is not given.
@@ -42,6 +48,9 @@ pub struct Config {
     /// Whether it was layered over the demo defaults (not a config key).
     #[serde(skip)]
     pub demo: bool,
+    /// Command-line settings applied over the file, again at each reload.
+    #[serde(skip)]
+    pub overrides: Overrides,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -305,20 +314,25 @@ impl Config {
             .collect()
     }
 
-    /// Cross-field checks that a single field's parser cannot make.
+    /// Cross-field checks that a single field's parser cannot make; errors
+    /// are located in `text` by toml's spans.
     fn validate(mut self, origin: &str, text: &str) -> Result<Config, ConfigError> {
-        let invalid = |section: &str, key: &str, message: String| ConfigError::Invalid {
-            origin: origin.to_string(),
-            line: error::find_key_line(text, section, key),
-            key: format!("{section}.{key}"),
-            message,
-        };
+        let doc = Located::parse(text);
+        let invalid = |keys: &[&str], message: String| ConfigError::at(origin, &doc, &KeyPath::keys(keys), message);
         let interval = self.poll.interval.get();
         let timeout = self.poll.effective_timeout();
+        if interval > MAX_POLL_INTERVAL {
+            return Err(invalid(
+                &["poll", "interval"],
+                format!(
+                    "{} is more than the maximum of 1h; a monitor must poll at least hourly",
+                    humantime::format_duration(interval)
+                ),
+            ));
+        }
         if timeout >= interval {
             return Err(invalid(
-                "poll",
-                "timeout",
+                &["poll", "timeout"],
                 format!(
                     "{} is not below poll.interval ({}); a poll must end before the next one is due",
                     humantime::format_duration(timeout),
@@ -328,35 +342,22 @@ impl Config {
         }
         if self.processes.top_n == 0 && self.processes.mode == ProcessMode::PerProcess {
             return Err(invalid(
-                "processes",
-                "top_n",
+                &["processes", "top_n"],
                 "0 exports no process at all; use mode = \"off\" for that, or a positive number".into(),
             ));
         }
         if self.processes.label_max_bytes < 8 {
-            return Err(invalid("processes", "label_max_bytes", "must be at least 8".into()));
+            return Err(invalid(&["processes", "label_max_bytes"], "must be at least 8".into()));
         }
-        if let Err(message) = error::check_listen(&self.server.listen) {
-            return Err(invalid("server", "listen", message));
+        if let Err(message) = parse_listen(&self.server.listen) {
+            return Err(invalid(&["server", "listen"], message));
         }
-        self.check_rules(origin, text)?;
+        self.check_rules(origin, &doc)?;
         if let Err(message) = self.notify.validate() {
-            return Err(keyed_error(origin, text, &message));
+            return Err(keyed_error(origin, &doc, &message));
         }
-        if let Err(message) = self.reclaim.validate() {
-            // The message starts with the key it is about (reclaim.…).
-            let key = message.split(':').next().unwrap_or("reclaim").trim().to_string();
-            let field = key.strip_prefix("reclaim.").unwrap_or("enabled");
-            return Err(ConfigError::Invalid {
-                origin: origin.to_string(),
-                line: error::find_key_line(text, "reclaim", field),
-                key: key.clone(),
-                message: message
-                    .strip_prefix(&format!("{key}:"))
-                    .unwrap_or(&message)
-                    .trim()
-                    .to_string(),
-            });
+        if let Err(e) = self.reclaim.check() {
+            return Err(invalid(&["reclaim", e.key], e.message));
         }
         self.processes.group_by.sort();
         self.processes.group_by.dedup();
@@ -365,6 +366,13 @@ impl Config {
         Ok(self)
     }
 }
+
+/// A poll interval above this is a typo (the daemon would look dead).
+pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// Rule label names that would clash with the labels `gpumem_alerts` sets
+/// itself, or that Prometheus reserves (`__` prefix).
+const RESERVED_LABELS: &[&str] = &["alertname", "alertstate"];
 
 /// A parsed `[host]:port`; `host` is `None` for all interfaces.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -395,33 +403,60 @@ pub fn parse_listen(s: &str) -> Result<ListenAddr, String> {
 
 impl Config {
     /// Validates every `[[rule]]`; errors name the rule and its line.
-    fn check_rules(&self, origin: &str, text: &str) -> Result<(), ConfigError> {
+    fn check_rules(&self, origin: &str, doc: &Located<'_>) -> Result<(), ConfigError> {
         let mut seen = std::collections::HashSet::new();
-        for r in &self.rules {
-            let fail = |message: String| ConfigError::Invalid {
+        for (i, r) in self.rules.iter().enumerate() {
+            let at = KeyPath::keys(&["rule"]).index(i);
+            let fail = |path: KeyPath, message: String| ConfigError::Invalid {
                 origin: origin.to_string(),
-                line: error::find_rule_line(text, &r.name),
+                line: doc.line_of(&path).or_else(|| doc.line_of(&at)),
                 key: format!("rule {:?}", r.name),
                 message,
             };
             if !seen.insert(r.name.as_str()) {
-                return Err(fail("a rule with this name is already defined".into()));
+                return Err(fail(
+                    at.clone().key("name"),
+                    "a rule with this name is already defined".into(),
+                ));
             }
-            crate::rules::Rule::new(r.clone()).map_err(fail)?;
+            if let Some(k) = r
+                .labels
+                .keys()
+                .find(|k| RESERVED_LABELS.contains(&k.as_str()) || k.starts_with("__"))
+            {
+                return Err(fail(
+                    at.clone().key("labels").key(k),
+                    format!(
+                        "labels.{k}: `{k}` is reserved (gpumemd sets alertname and alertstate itself, and names \
+                         starting with __ are Prometheus' own); choose another label name"
+                    ),
+                ));
+            }
+            crate::rules::Rule::new(r.clone()).map_err(|m| fail(at.clone().key("name"), m))?;
         }
         Ok(())
     }
 }
 
-/// An error from a section's own `validate()`, whose message starts with
+/// An error from `[notify]`'s own `validate()`, whose message starts with
 /// the dotted key it is about ("notify.alertmanager.urls[1]: ...").
-fn keyed_error(origin: &str, text: &str, message: &str) -> ConfigError {
-    let (key, rest) = message.split_once(": ").unwrap_or(("config", message));
-    let (section, field) = key.rsplit_once('.').unwrap_or((key, ""));
-    let field = field.split('[').next().unwrap_or(field);
+fn keyed_error(origin: &str, doc: &Located<'_>, message: &str) -> ConfigError {
+    let (key, rest) = message.split_once(": ").unwrap_or(("notify", message));
+    let mut path = KeyPath::default();
+    for part in key.split('.') {
+        match part.split_once('[') {
+            Some((k, i)) => {
+                path = path.key(k);
+                if let Ok(i) = i.trim_end_matches(']').parse() {
+                    path = path.index(i);
+                }
+            }
+            None => path = path.key(part),
+        }
+    }
     ConfigError::Invalid {
         origin: origin.to_string(),
-        line: error::find_key_line(text, section, field),
+        line: doc.line_of(&path),
         key: key.to_string(),
         message: rest.to_string(),
     }

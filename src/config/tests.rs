@@ -73,7 +73,7 @@ fn bad_inputs_name_file_line_and_key() {
         ),
         (
             "[processes]\ngroup_by = [\"planet\"]",
-            "t.toml:2: processes.group_by: unknown variant `planet`",
+            "t.toml:2: processes.group_by[0]: unknown variant `planet`",
         ),
         (
             "[server]\nlisten = \"9947\"",
@@ -84,12 +84,66 @@ fn bad_inputs_name_file_line_and_key() {
             "t.toml:2: server.listen: `http` in `:http` is not a port",
         ),
         ("[bogus]\nx = 1", "t.toml:1: bogus: unknown field `bogus`"),
-        ("[poll\ninterval = 1", "t.toml:1: poll"),
+        // Upper bounds: the interval that made the daemon never poll again.
+        (
+            "[poll]\ninterval = \"9999999999999h\"",
+            "t.toml:2: poll.interval: `9999999999999h`",
+        ),
+        (
+            "[poll]\ninterval = \"31d\"",
+            "t.toml:2: poll.interval: `31d` is more than the maximum of 30 days",
+        ),
+        (
+            "[poll]\ninterval = \"2h\"",
+            "t.toml:2: poll.interval: 2h is more than the maximum of 1h",
+        ),
+        // Reserved rule labels, in a table, an inline table and a dotted key.
+        (
+            "[[rule]]\nname = \"A\"\nkind = \"process_used_bytes\"\nabove = \"8GiB\"\nseverity = \"page\"\n\
+             [rule.labels]\nalertstate = \"x\"",
+            "t.toml:7: rule \"A\": labels.alertstate: `alertstate` is reserved",
+        ),
+        (
+            "[[rule]]\nname = \"A\"\nkind = \"process_used_bytes\"\nabove = \"8GiB\"\nseverity = \"page\"\n\
+             labels = { team = \"t\",\n  alertname = \"x\" }",
+            "t.toml:7: rule \"A\": labels.alertname: `alertname` is reserved",
+        ),
+        (
+            "[[rule]]\nname = \"A\"\nkind = \"process_used_bytes\"\nabove = \"8GiB\"\nseverity = \"page\"\n\
+             labels.__name__ = \"x\"",
+            "t.toml:6: rule \"A\": labels.__name__: `__name__` is reserved",
+        ),
+        // Section validators: typed errors, located through dotted keys
+        // and inline tables, each part printed once.
+        (
+            "[reclaim]\ngrace = \"0s\"",
+            "t.toml:2: reclaim.grace: \"0s\" is out of range; use a duration above 0",
+        ),
+        (
+            "[reclaim]\nenabled = true",
+            "t.toml:2: reclaim.enabled: true but allow_users is empty",
+        ),
+        (
+            "notify.alertmanager.urls = [\"http://a:9093\", \"ftp://x\"]",
+            "t.toml:1: notify.alertmanager.urls[1]: `ftp://x` is not an http(s) URL",
+        ),
+        (
+            "[notify]\nwebhook = { url = \"\" }",
+            "t.toml:2: notify.webhook.url: must not be empty",
+        ),
+        // A syntax error has no key yet: the line and toml's message say it.
+        (
+            "[poll\ninterval = 1",
+            "t.toml:1: (document): unclosed table, expected `]`",
+        ),
     ];
     for (text, want) in cases {
         let got = err(text);
         assert!(got.starts_with(want), "for {text:?}\n got: {got}\nwant: {want}…");
         assert!(!got.contains('\n'), "error must be one line: {got:?}");
+        // The key is named once: `[reclaim]` errors used to print twice.
+        let message = got.splitn(3, ": ").nth(2).unwrap_or_default();
+        assert!(!got.contains(&format!("{message}: {message}")), "twice: {got}");
     }
 }
 

@@ -100,32 +100,51 @@ impl ReclaimConfig {
     /// Rejects values that are malformed, contradictory, or (when enabled)
     /// can never allow anything. The message names the key and what is valid.
     pub fn validate(&self) -> Result<(), String> {
+        self.check().map_err(|e| e.to_string())
+    }
+
+    /// [`ReclaimConfig::validate`] as a typed error naming the key, for the
+    /// config loader to locate in the file.
+    ///
+    /// # Errors
+    /// The first invalid setting.
+    pub fn check(&self) -> Result<(), InvalidSetting> {
+        let bad = |key: &'static str, message: String| Err(InvalidSetting { key, message });
         if self.grace.is_zero() || self.grace > MAX_GRACE {
-            return Err(format!(
-                "reclaim.grace = \"{}\" is out of range; use a duration above 0 and at most 1h, e.g. \"30s\"",
-                humantime::format_duration(self.grace)
-            ));
+            return bad(
+                "grace",
+                format!(
+                    "\"{}\" is out of range; use a duration above 0 and at most 1h, e.g. \"30s\"",
+                    humantime::format_duration(self.grace)
+                ),
+            );
         }
-        check_names("reclaim.allow_users", &self.allow_users)?;
-        check_names("reclaim.deny_users", &self.deny_users)?;
-        check_names("reclaim.deny_commands", &self.deny_commands)?;
-        if let Some(bad) = self.deny_commands.iter().find(|c| c.contains('/')) {
-            return Err(format!(
-                "reclaim.deny_commands: `{bad}` contains '/'; list command names (comm or the basename of argv[0])"
-            ));
+        check_names("allow_users", &self.allow_users)?;
+        check_names("deny_users", &self.deny_users)?;
+        check_names("deny_commands", &self.deny_commands)?;
+        if let Some(cmd) = self.deny_commands.iter().find(|c| c.contains('/')) {
+            return bad(
+                "deny_commands",
+                format!("`{cmd}` contains '/'; list command names (comm or the basename of argv[0])"),
+            );
         }
         if self.allow_all_users && !self.allow_users.is_empty() {
-            return Err("reclaim: set either allow_users or allow_all_users = true, not both".into());
+            return bad(
+                "allow_all_users",
+                "set either allow_users or allow_all_users = true, not both".into(),
+            );
         }
         if let Some(both) = self.allow_users.iter().find(|u| self.deny_users.contains(u)) {
-            return Err(format!(
-                "reclaim: user `{both}` is in both allow_users and deny_users; remove it from one"
-            ));
+            return bad(
+                "deny_users",
+                format!("user `{both}` is in both allow_users and deny_users; remove it from one"),
+            );
         }
         if self.enabled && !self.allow_all_users && self.allow_users.is_empty() {
-            return Err(
-                "reclaim.enabled = true but allow_users is empty, so nothing could ever be reclaimed; \
-                        list the users (names or uids) whose processes may be terminated, or set allow_all_users = true"
+            return bad(
+                "enabled",
+                "true but allow_users is empty, so nothing could ever be reclaimed; list the users (names or \
+                 uids) whose processes may be terminated, or set allow_all_users = true"
                     .into(),
             );
         }
@@ -152,14 +171,24 @@ fn command_matches(entry: &str, command: &str) -> bool {
         || (command.len() == COMM_MAX && entry.len() > COMM_MAX && entry.as_bytes().starts_with(command.as_bytes()))
 }
 
-fn check_names(key: &str, names: &[String]) -> Result<(), String> {
+/// One invalid `[reclaim]` setting: its key inside the section and what is
+/// wrong with it, each printed once.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("reclaim.{key}: {message}")]
+pub struct InvalidSetting {
+    pub key: &'static str,
+    pub message: String,
+}
+
+fn check_names(key: &'static str, names: &[String]) -> Result<(), InvalidSetting> {
     match names
         .iter()
         .find(|n| n.is_empty() || n.chars().any(|c| c.is_whitespace() || c.is_control()))
     {
-        Some(bad) => Err(format!(
-            "{key}: {bad:?} is not a valid name; use a non-empty name without spaces"
-        )),
+        Some(bad) => Err(InvalidSetting {
+            key,
+            message: format!("{bad:?} is not a valid name; use a non-empty name without spaces"),
+        }),
         None => Ok(()),
     }
 }

@@ -1,0 +1,54 @@
+//! Command-line settings that win over the config file (`--nvml-lib`,
+//! `--web.listen-address`, `--web.config.file`). Kept as one typed value on
+//! the `Config` so that every load, at start and at each reload, applies the
+//! same overrides. It must not parse the command line (that is `cli.rs`).
+
+use std::path::PathBuf;
+
+use super::Config;
+
+/// What the command line set; `None` leaves the file's (or default) value.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    pub nvml_lib: Option<String>,
+    pub listen: Option<String>,
+    pub web_config_file: Option<PathBuf>,
+}
+
+impl Overrides {
+    /// Sets the overridden fields on `cfg` and remembers the overrides there,
+    /// so a reload of `cfg` applies them again.
+    pub fn apply(&self, cfg: &mut Config) {
+        if let Some(lib) = &self.nvml_lib {
+            cfg.nvml.library = lib.clone();
+        }
+        if let Some(listen) = &self.listen {
+            cfg.server.listen = listen.clone();
+        }
+        if let Some(f) = &self.web_config_file {
+            cfg.server.web_config_file = Some(f.clone());
+        }
+        cfg.overrides = self.clone();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overrides_win_over_the_file_and_stay_on_the_config() {
+        let mut cfg =
+            Config::from_toml("[server]\nlisten = \":1\"\n[nvml]\nlibrary = \"file.so\"\n", "t", false).expect("valid");
+        let o = Overrides {
+            nvml_lib: Some("/cli/libnvml.so".into()),
+            listen: Some("127.0.0.1:2".into()),
+            web_config_file: None,
+        };
+        o.apply(&mut cfg);
+        assert_eq!(cfg.nvml.library, "/cli/libnvml.so");
+        assert_eq!(cfg.server.listen, "127.0.0.1:2");
+        assert_eq!(cfg.server.web_config_file, None, "not overridden: the file's value");
+        assert_eq!(cfg.overrides, o);
+    }
+}

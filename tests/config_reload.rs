@@ -1,0 +1,227 @@
+//! Reload and signal handling of the running daemon: a config file that
+//! cannot be read (a FIFO nobody writes, as a hung mount behaves) fails the
+//! reload within its deadline while the daemon keeps serving and can still
+//! stop; reloads keep the command-line overrides; a SIGHUP that arrives
+//! while the daemon is still starting does not kill it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
+
+mod common;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{Lines, get, request, sample, spawn_app, wait_true};
+use gpumemd::config::Config;
+use gpumemd::reload::RELOAD_DEADLINE;
+use gpumemd::source::scenario::Scenario;
+use gpumemd::source::simulated::SimulatedSource;
+use rustix::process::{Pid, Signal, kill_process};
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
+const WAIT: Duration = Duration::from_secs(20);
+
+fn config_text(state: &Path) -> String {
+    format!(
+        "[poll]\ninterval = \"100ms\"\n[server]\nenable_lifecycle = true\n[alerting]\ndefault_rules = false\n\
+         [state]\ndir = \"{}\"\n",
+        state.display()
+    )
+}
+
+fn mkfifo(path: &Path) {
+    let _ = std::fs::remove_file(path);
+    let made = Command::new("mkfifo").arg(path).status().expect("mkfifo runs");
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// Opening the FIFO for writing releases a reader blocked in open(2). Only
+/// for a reader that is there: with none, the open would block the test.
+fn unblock(fifo: &Path, text: &str) {
+    if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(fifo) {
+        let _ = f.write_all(text.as_bytes());
+    }
+}
+
+fn signal(child: &Child, sig: Signal) {
+    let pid = Pid::from_raw(child.id() as i32).expect("a child has a positive pid");
+    kill_process(pid, sig).expect("signal the child");
+}
+
+/// Waits for the child to exit (on a thread, so the wait has a deadline);
+/// kills it and fails when it does not exit in time.
+fn wait_exit(child: Child, timeout: Duration) -> std::process::ExitStatus {
+    let pid = Pid::from_raw(child.id() as i32).expect("a child has a positive pid");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut child = child;
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    match rx.recv_timeout(timeout) {
+        Ok(status) => status.expect("wait for gpumemd"),
+        Err(_) => {
+            let _ = kill_process(pid, Signal::KILL);
+            panic!("gpumemd did not exit within {timeout:?}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_config_fails_the_reload_in_time_while_the_daemon_serves_and_stops() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    std::fs::write(&path, config_text(dir.path())).expect("write config");
+    let cfg = Config::load(&path, false).expect("config");
+    let source = SimulatedSource::new(
+        Scenario::resolve("default").expect("scenario"),
+        Duration::from_millis(100),
+        1.7e9,
+    );
+    let app = spawn_app(cfg, Box::new(source)).await;
+    mkfifo(&path);
+
+    let addr = app.addr;
+    let started = Instant::now();
+    let reload = tokio::spawn(async move { request(addr, "POST", "/-/reload", &[]).await });
+    // While the reload is stuck on the FIFO, HTTP keeps answering.
+    while !reload.is_finished() {
+        assert_eq!(app.get("/-/healthy").await.status, 200);
+        assert!(started.elapsed() < RELOAD_DEADLINE + WAIT, "the reload never answered");
+        tokio::task::yield_now().await;
+    }
+    let r = reload.await.expect("reload task");
+    let took = started.elapsed();
+    assert_eq!(r.status, 400, "{}", r.body);
+    assert!(r.body.contains("was not loaded within 5s"), "{}", r.body);
+    assert!(
+        took >= RELOAD_DEADLINE && took < RELOAD_DEADLINE + WAIT,
+        "answered after {took:?}"
+    );
+    let m = app.get("/metrics").await.body;
+    assert_eq!(sample(&m, "gpumem_config_last_reload_successful", &[]), Some(0.0));
+
+    // The first read is still stuck: a second reload fails at once rather
+    // than leave one more thread behind.
+    let r = request(app.addr, "POST", "/-/reload", &[]).await;
+    assert!(r.body.contains("still stuck"), "{}", r.body);
+
+    app.stop().await.expect("shutdown completes with a reload thread stuck");
+    // The reader thread is still blocked in open(2), so this returns at once.
+    unblock(&path, "");
+}
+
+/// The binary with a stuck reload still stops on SIGTERM, promptly.
+#[test]
+fn sigterm_ends_the_daemon_while_a_reload_is_stuck() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    std::fs::write(&path, config_text(dir.path())).expect("write config");
+    let mut child = Command::new(BIN)
+        .args(["--demo", "--web.listen-address", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpumemd");
+    let mut log = Lines::new(child.stderr.take().expect("stderr"));
+    log.wait_for("listening", WAIT);
+    mkfifo(&path);
+    signal(&child, Signal::HUP);
+    log.wait_for("SIGHUP received", WAIT);
+    signal(&child, Signal::TERM);
+    let status = wait_exit(child, WAIT);
+    assert!(status.success(), "{status:?}\n{}", log.seen.join("\n"));
+}
+
+/// Started with --nvml-lib and --web.listen-address, a SIGHUP reload keeps
+/// both and reports no setting as needing a restart.
+#[test]
+fn sighup_reload_keeps_the_command_line_and_reports_no_false_restart() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    std::fs::write(&path, config_text(dir.path())).expect("write config");
+    let mut child = Command::new(BIN)
+        .args(["--demo", "--nvml-lib", "/nonexistent/libnvidia-ml.so"])
+        .args(["--web.listen-address", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpumemd");
+    let mut log = Lines::new(child.stderr.take().expect("stderr"));
+    log.wait_for("listening", WAIT);
+    std::fs::write(&path, config_text(dir.path()) + "[processes]\ntop_n = 3\n").expect("rewrite");
+    signal(&child, Signal::HUP);
+    log.wait_for("config reloaded", WAIT);
+    signal(&child, Signal::TERM);
+    log.wait_for("stopped", WAIT);
+    let status = wait_exit(child, WAIT);
+    assert!(status.success(), "{status:?}");
+    let restart: Vec<&String> = log.seen.iter().filter(|l| l.contains("after a restart")).collect();
+    assert!(restart.is_empty(), "false restart warning: {restart:?}");
+
+    // A restart-only setting really changed is still reported.
+    let mut child = Command::new(BIN)
+        .args(["--demo", "--web.listen-address", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpumemd");
+    let mut log = Lines::new(child.stderr.take().expect("stderr"));
+    log.wait_for("listening", WAIT);
+    std::fs::write(&path, config_text(dir.path()) + "[processes]\nlabel_max_bytes = 64\n").expect("rewrite");
+    signal(&child, Signal::HUP);
+    let line = log.wait_for("after a restart", WAIT);
+    assert!(line.contains("processes.label_max_bytes"), "{line}");
+    signal(&child, Signal::TERM);
+    assert!(wait_exit(child, WAIT).success());
+}
+
+/// Whether `pid` catches SIGHUP (bit 0 of SigCgt in /proc/PID/status).
+fn catches_sighup(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let hex = s.lines().find_map(|l| l.strip_prefix("SigCgt:"))?.trim().to_string();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|mask| mask & 1 == 1)
+}
+
+/// A SIGHUP sent while the daemon is still starting (here: still reading its
+/// config from a FIFO) is caught, not the default "terminate". Before the
+/// fix the handler came after config load, bind and outbox setup.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_early_sighup_does_not_kill_the_daemon() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    mkfifo(&path);
+    let mut child = Command::new(BIN)
+        .args(["--demo", "--web.listen-address", "127.0.0.1:0", "--config"])
+        .arg(&path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpumemd");
+    let pid = child.id();
+    wait_true(WAIT, "the SIGHUP handler", || catches_sighup(pid)).await;
+    signal(&child, Signal::HUP);
+    unblock(&path, &config_text(dir.path()));
+    let mut log = Lines::new(child.stderr.take().expect("stderr"));
+    let line = log.wait_for("listening", WAIT);
+    assert!(child.try_wait().expect("try_wait").is_none(), "gpumemd died");
+    let addr: std::net::SocketAddr = line
+        .split("address=")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    assert_eq!(get(addr, "/-/healthy", &[]).await.status, 200);
+    // The SIGHUP was kept, not dropped: it becomes a reload after start.
+    log.wait_for("SIGHUP received", WAIT);
+    signal(&child, Signal::TERM);
+    assert!(wait_exit(child, WAIT).success());
+}
