@@ -147,7 +147,9 @@ fn check_config(file: &Path, demo: bool) -> Result<(), String> {
     if let Some(f) = &cfg.server.web_config_file {
         gpumemd::http::webconfig::load(f).map_err(|e| e.to_string())?;
     }
-    let text = toml::to_string(&cfg).map_err(|e| format!("cannot print the config: {e}"))?;
+    // Printed without URL credentials or tokens: this output ends up in
+    // terminals, CI logs and bug reports.
+    let text = config::redact::printable(&cfg).map_err(|e| format!("cannot print the config: {e}"))?;
     println!("# effective configuration of {}\n{text}", file.display());
     Ok(())
 }

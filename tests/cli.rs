@@ -31,6 +31,10 @@ fn write_tmp(text: &str) -> tempfile::NamedTempFile {
 fn bad_input_is_one_clear_line_and_exit_1() {
     let bad = write_tmp("[poll]\ninterval = \"1s\"\ntimeout = \"3s\"\n");
     let bad_path = bad.path().display().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zero_scenario = dir.path().join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero_scenario).expect("symlink");
+    let zero_scenario = zero_scenario.display().to_string();
     let cases: Vec<(Vec<&str>, String)> = vec![
         (
             vec!["--config", "/nonexistent/g.toml"],
@@ -43,6 +47,20 @@ fn bad_input_is_one_clear_line_and_exit_1() {
         (
             vec!["--demo", "--web.listen-address", "nowhere"],
             "gpumemd: --web.listen-address: `nowhere` has no port".into(),
+        ),
+        // Files that are not config files are refused, not read until
+        // memory runs out.
+        (
+            vec!["--config", "/dev/zero"],
+            "gpumemd: config file /dev/zero is a character device, not a regular file".into(),
+        ),
+        (
+            vec!["check-config", "/dev/zero"],
+            "gpumemd: config file /dev/zero is a character device, not a regular file".into(),
+        ),
+        (
+            vec!["--demo", &zero_scenario],
+            format!("gpumemd: cannot read scenario {zero_scenario}: is a character device"),
         ),
         (
             vec!["--demo", "no-such-scenario"],
@@ -90,6 +108,37 @@ fn check_config_prints_the_effective_config() {
         "derived timeout is printed: {out}"
     );
     assert!(out.contains("top_n = 50"), "{out}");
+}
+
+#[test]
+fn check_config_redacts_url_tokens_and_secrets() {
+    let f = write_tmp(
+        "[notify.webhook]\nurl = \"https://hooks.example/services/T0/B0/SECRETPATH?token=SECRETQUERY\"\n\
+         secret = \"SECRETHMAC\"\n",
+    );
+    let o = gpumemd(&["check-config", &f.path().display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("SECRET"), "{out}");
+    assert!(out.contains("url = \"https://hooks.example/<redacted>\""), "{out}");
+}
+
+#[test]
+fn a_config_over_the_size_cap_is_refused() {
+    let f = write_tmp("");
+    // Sparse: 2 GiB that cost no disk, and would cost 2 GiB of memory.
+    std::fs::File::options()
+        .write(true)
+        .open(f.path())
+        .and_then(|h| h.set_len(2 << 30))
+        .expect("grow the file");
+    let o = gpumemd(&["check-config", &f.path().display().to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is larger than the limit of 1048576 bytes"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

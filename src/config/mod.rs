@@ -7,6 +7,7 @@ mod error;
 mod locate;
 mod overrides;
 pub mod read;
+pub mod redact;
 mod restart;
 pub use crate::units;
 
