@@ -211,7 +211,7 @@ fn comm(name: &str) -> &str {
 
 /// The 52 fields of Linux 6.x, zero where attribution reads nothing.
 fn render_stat(p: &MemProcess) -> String {
-    // flags 0x400100 (PF_RANDOMIZE | PF_SUPERPRIV-free user task): no PF_KTHREAD.
+    // flags 0x400100: a user task as Linux 6.x shows one (no PF_KTHREAD).
     format!(
         "{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0 \
          18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
