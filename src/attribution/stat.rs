@@ -52,9 +52,14 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
         .filter(|&close| close > open)
         .ok_or_else(|| StatError::Malformed("no ')' after comm".into()))?;
     let comm = text[open + 1..close].to_string();
-    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    // Only the four fields used are kept: this runs per GPU process per
+    // poll, and collecting all 50 cost an allocation each time.
+    let mut rest = [""; STARTTIME_INDEX + 1];
+    for (slot, field) in rest.iter_mut().zip(text[close + 1..].split_ascii_whitespace()) {
+        *slot = field;
+    }
 
-    let state = match rest.first().map(|s| {
+    let state = match rest.first().filter(|s| !s.is_empty()).map(|s| {
         let mut chars = s.chars();
         (chars.next(), chars.next())
     }) {
@@ -78,6 +83,7 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
 fn number<T: std::str::FromStr>(fields: &[&str], index: usize, name: &str) -> Result<T, StatError> {
     let raw = fields
         .get(index)
+        .filter(|raw| !raw.is_empty())
         .ok_or_else(|| StatError::Malformed(format!("missing {name}")))?;
     raw.parse()
         .map_err(|_| StatError::Malformed(format!("{name} is not a number: {raw:?}")))

@@ -25,7 +25,10 @@ impl StuckTracker {
     /// be sampled back to back look continuous; `after` is many polls long.
     pub fn observe(&mut self, key: TaskKey, in_d: bool, now: f64, after: f64) -> bool {
         if !in_d {
-            self.since.remove(&key);
+            // Almost every process is out of D: skip hashing when none is in.
+            if !self.since.is_empty() {
+                self.since.remove(&key);
+            }
             return false;
         }
         let entry = self.since.entry(key).or_insert((now, true));
