@@ -64,7 +64,7 @@ const SIZES: &[(usize, usize)] = &[(8, 64), (64, 1000)];
 
 fn snapshot(cfg: &Config, gpus: usize, per_gpu: usize) -> Snapshot {
     let mut src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs(10), EPOCH);
-    let mut pipe = Pipeline::new(&cfg.processes);
+    let mut pipe = Pipeline::for_source(&cfg.processes, &src);
     let mut snap = Snapshot::default();
     for i in 0..5u64 {
         let now = EPOCH + 10.0 * i as f64;

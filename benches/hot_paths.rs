@@ -70,9 +70,11 @@ struct Fleet {
 impl Fleet {
     fn new(cfg: &Config, gpus: usize, per_gpu: usize) -> Fleet {
         let src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs_f64(STEP), EPOCH);
+        // The fleet's own /proc tree: the production attribution path.
+        let pipe = Pipeline::for_source(&cfg.processes, &src);
         let mut f = Fleet {
             src,
-            pipe: Pipeline::new(&cfg.processes),
+            pipe,
             polls: 0,
             step: STEP,
             now: EPOCH,

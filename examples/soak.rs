@@ -43,11 +43,12 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use gpumemd::alerts::AlertEngine;
+use gpumemd::attribution::{CgroupInfo, MemProcess, MemTree, ProcState, ProcTree, Runtime, cgroup_path, clock_ticks};
 use gpumemd::config::{Config, GroupBy};
 use gpumemd::metrics::{DaemonState, Format, render};
 use gpumemd::pipeline::{Pipeline, Retained};
-use gpumemd::snapshot::{DriverInfo, Memory, Placement, PollStats, Snapshot};
-use gpumemd::source::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SimIdentity, SourceError, Utilization};
+use gpumemd::snapshot::{DriverInfo, Memory, PollStats, Snapshot};
+use gpumemd::source::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
 
 const GIB: u64 = 1 << 30;
 const MIB: u64 = 1 << 20;
@@ -150,7 +151,8 @@ enum Leaving {
 struct Proc {
     pid: u32,
     start_time: f64,
-    identity: Arc<(String, String, u32, Placement)>,
+    /// (comm, uid, cgroup path).
+    identity: Arc<(String, u32, String)>,
     base: u64,
     /// Growth per second of its life.
     leak: u64,
@@ -179,9 +181,12 @@ struct ChurnSource {
     poll: u64,
     next_pid: u32,
     gpus: Vec<Gpu>,
-    /// Identities are shared between processes of the same shape, as the
-    /// daemon would get the same user and container strings from /proc.
-    identities: Vec<Arc<(String, String, u32, Placement)>>,
+    /// Identities are shared between processes of the same shape.
+    identities: Vec<Arc<(String, u32, String)>>,
+    /// The fleet's /proc, which the pipeline attributes from, and what it
+    /// shows now per PID: (start ticks, state).
+    tree: Arc<MemTree>,
+    shown: std::collections::HashMap<u32, (u64, ProcState)>,
 }
 
 /// SplitMix64, so the run is deterministic without an RNG crate.
@@ -196,9 +201,8 @@ impl ChurnSource {
     fn new(fleet: Fleet) -> Self {
         let identities = (0..64u64)
             .map(|i| {
-                let user = USERS[(i % 8) as usize];
-                let placement = Placement {
-                    container: if i % 3 == 0 {
+                let workload = CgroupInfo {
+                    container_id: (i % 3 == 0).then(|| {
                         format!(
                             "{:016x}{:016x}{:016x}{:016x}",
                             mix(i),
@@ -206,41 +210,31 @@ impl ChurnSource {
                             mix(i + 2),
                             mix(i + 3)
                         )
-                    } else {
-                        String::new()
-                    },
-                    container_runtime: if i % 3 == 0 { "containerd".into() } else { String::new() },
-                    pod_uid: if i % 6 == 0 {
-                        format!("{:08x}-0000-4000-8000-{:012x}", mix(i) as u32, mix(i) >> 16)
-                    } else {
-                        String::new()
-                    },
-                    job: if i % 3 == 1 {
-                        format!("{}", 40_000 + i)
-                    } else {
-                        String::new()
-                    },
-                    unit: if i % 3 == 2 {
-                        "jupyter.service".into()
-                    } else {
-                        String::new()
-                    },
-                    ..Placement::default()
+                    }),
+                    container_runtime: (i % 3 == 0).then_some(Runtime::Containerd),
+                    pod_uid: (i % 6 == 0)
+                        .then(|| format!("{:08x}-0000-4000-8000-{:012x}", mix(i) as u32, mix(i) >> 16)),
+                    job: (i % 3 == 1).then(|| format!("{}", 40_000 + i)),
+                    unit: (i % 3 == 2).then(|| "jupyter.service".into()),
+                    ..CgroupInfo::default()
                 };
                 Arc::new((
                     COMMS[(i % 6) as usize].to_string(),
-                    user.to_string(),
                     1000 + (i % 8) as u32,
-                    placement,
+                    cgroup_path(&workload),
                 ))
             })
             .collect();
+        let tree = Arc::new(MemTree::new(EPOCH as u64 - 3600));
+        tree.update(|w| w.set_passwd(USERS.iter().enumerate().map(|(i, u)| (1000 + i as u32, *u))));
         let mut s = ChurnSource {
             fleet,
             poll: 0,
             next_pid: 10_000,
             gpus: Vec::new(),
             identities,
+            tree,
+            shown: Default::default(),
         };
         for g in 0..fleet.gpus {
             let slots = (0..fleet.per_gpu).map(|i| s.spawn(g, i)).collect();
@@ -319,8 +313,7 @@ impl ChurnSource {
         b
     }
 
-    fn raw(&self, p: &Proc, bytes: u64, state: &str, in_proc: bool) -> RawProcess {
-        let (comm, user, uid, placement) = &*p.identity;
+    fn raw(&self, p: &Proc, bytes: u64) -> RawProcess {
         RawProcess {
             pid: p.pid,
             used_bytes: Some(bytes),
@@ -328,17 +321,58 @@ impl ChurnSource {
                 compute: true,
                 ..ProcessKinds::default()
             },
-            sim: Some(SimIdentity {
-                comm: comm.clone(),
-                user: user.clone(),
-                uid: *uid,
-                state: state.into(),
-                start_time: p.start_time,
-                in_proc,
-                placement: placement.clone(),
-                cmdline: String::new(),
-            }),
         }
+    }
+
+    /// Brings the fleet's /proc up to date: running processes sleep,
+    /// zombies are Z, exited and released ones have no entry. Only what
+    /// changed is written, as the simulated source does.
+    fn sync_tree(&mut self) {
+        let hz = clock_ticks() as f64;
+        let btime = (EPOCH as u64 - 3600) as f64;
+        let mut want: std::collections::HashMap<u32, (u64, ProcState, &Proc)> = Default::default();
+        for gpu in &self.gpus {
+            for p in &gpu.slots {
+                let ticks = ((p.start_time - btime) * hz).round() as u64;
+                want.insert(p.pid, (ticks, ProcState::Sleeping, p));
+            }
+            for l in gpu.lingering.iter().filter(|l| l.how == Leaving::Zombie) {
+                let ticks = ((l.proc.start_time - btime) * hz).round() as u64;
+                want.entry(l.proc.pid).or_insert((ticks, ProcState::Zombie, &l.proc));
+            }
+        }
+        let shown = &mut self.shown;
+        self.tree.update(|w| {
+            shown.retain(|pid, _| {
+                let keep = want.contains_key(pid);
+                if !keep {
+                    w.remove(*pid);
+                }
+                keep
+            });
+            for (pid, (ticks, state, p)) in &want {
+                match shown.get(pid) {
+                    Some(&(t, s)) if (t, s) == (*ticks, *state) => {}
+                    Some(&(t, _)) if t == *ticks => {
+                        w.set_state(*pid, *state);
+                    }
+                    _ => {
+                        let (comm, uid, cgroup) = &*p.identity;
+                        w.insert(MemProcess {
+                            pid: *pid,
+                            ppid: 1,
+                            comm: comm.clone(),
+                            state: *state,
+                            start_ticks: *ticks,
+                            uid: *uid,
+                            cgroup: cgroup.clone(),
+                            cmdline: Vec::new(),
+                        });
+                    }
+                }
+                shown.insert(*pid, (*ticks, *state));
+            }
+        });
     }
 
     /// Replaces processes: 10 % of each GPU's every poll, from its churn
@@ -400,6 +434,7 @@ impl GpuSource for ChurnSource {
     fn poll(&mut self, sample_utilization: bool) -> Result<RawPoll, SourceError> {
         self.poll += 1;
         self.churn();
+        self.sync_tree();
         let mut devices = Vec::with_capacity(self.fleet.gpus);
         let mut utilization = sample_utilization.then(Utilization::new);
         for (g, gpu) in self.gpus.iter().enumerate() {
@@ -410,13 +445,12 @@ impl GpuSource for ChurnSource {
                 let b = self.bytes(p, g, slot);
                 used += b + 6 * MIB;
                 util.insert(p.pid, p.sm_util);
-                processes.push(self.raw(p, b, "sleeping", true));
+                processes.push(self.raw(p, b));
             }
             for l in &gpu.lingering {
                 used += l.bytes;
                 match l.how {
-                    Leaving::Exited => processes.push(self.raw(&l.proc, l.bytes, "exited", false)),
-                    Leaving::Zombie => processes.push(self.raw(&l.proc, l.bytes, "zombie", true)),
+                    Leaving::Exited | Leaving::Zombie => processes.push(self.raw(&l.proc, l.bytes)),
                     Leaving::Unreleased => {}
                 }
             }
@@ -449,6 +483,10 @@ impl GpuSource for ChurnSource {
             devices,
             utilization,
         })
+    }
+
+    fn proc_tree(&self) -> Option<Arc<dyn ProcTree>> {
+        Some(self.tree.clone())
     }
 }
 
@@ -588,7 +626,8 @@ fn main() -> ExitCode {
     let (tx, rx) = mpsc::sync_channel::<Polled>(4);
     let util_every = cfg.processes.utilization_interval.get().as_secs().max(1);
     let poller = {
-        let (src, pipeline, polls) = (ChurnSource::new(f), Pipeline::new(&cfg.processes), args.polls);
+        let src = ChurnSource::new(f);
+        let (pipeline, polls) = (Pipeline::for_source(&cfg.processes, &src), args.polls);
         std::thread::Builder::new()
             .name("soak-poll".into())
             .spawn(move || poll_thread(src, pipeline, polls, util_every, tx))

@@ -96,7 +96,7 @@ pub async fn run(
     // (reclaim, when enabled, has already refused to start without it).
     let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
     let state_dir_writable = configured.then(|| state_dir_writable(&cfg.state.dir));
-    let pipeline = Pipeline::new(&cfg.processes);
+    let pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);

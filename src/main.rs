@@ -169,7 +169,7 @@ fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
         seq: 1,
         timestamp: now,
         monotonic: 0.0,
-        nvml: Ok(Pipeline::new(&cfg.processes).build(raw, now)),
+        nvml: Ok(Pipeline::for_source(&cfg.processes, source.as_ref()).build(raw, now)),
     };
     let stats = PollStats {
         polls_total: 1,

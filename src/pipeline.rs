@@ -1,15 +1,18 @@
 //! Turns a source's `RawPoll` into snapshot devices: attributes each PID
-//! (from /proc, or from the simulation's identity), splits memory by holder,
-//! and runs the stateful diagnoses (late release, leaks, idle holders). Runs
-//! on the poller thread. It must not call NVML or touch the network; time
-//! comes from the caller so tests drive it without clocks.
+//! from a /proc tree (the host's, or the one a simulated source keeps: the
+//! same code either way, chosen once in [`Pipeline::for_source`]), splits
+//! memory by holder, and runs the stateful diagnoses (stuck in D, late
+//! release, leaks, idle holders). Runs on the poller thread. It must not
+//! call NVML or touch the network; time comes from the caller so tests drive
+//! it without clocks.
 
-use crate::attribution::{CgroupInfo, ProcError, ProcFs, ReadOptions, redact_cmdline};
+use crate::attribution::{CgroupInfo, ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::config::Processes;
 use crate::diagnosis::leak::{LeakConfig, LeakTracker};
+use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{IdleTracker, LateRelease, ProcKey, holder_split, proc_key};
 use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process};
-use crate::source::{RawPoll, RawProcess, SimIdentity, Utilization};
+use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 
 /// How much history a [`Pipeline`] holds, for checks that it stays
 /// bounded under PID churn (examples/soak.rs).
@@ -25,6 +28,8 @@ pub struct Retained {
     pub late_pending: usize,
     /// Devices that ever returned utilisation samples.
     pub util_devices: usize,
+    /// Processes remembered in D (uninterruptible).
+    pub dsleep_entries: usize,
 }
 
 /// The stateful part of turning polls into snapshots.
@@ -34,6 +39,7 @@ pub struct Pipeline {
     leak: LeakTracker<ProcKey>,
     late: LateRelease,
     idle: IdleTracker,
+    stuck: StuckTracker,
     /// Whether any utilisation sample ever came back, per device: without
     /// one, idleness is unknown rather than "idle since start".
     util_seen: std::collections::HashSet<String>,
@@ -63,7 +69,21 @@ impl DeviceIds {
 }
 
 impl Pipeline {
+    /// Attribution from the configured `proc_root` and `passwd_file`.
     pub fn new(cfg: &Processes) -> Self {
+        Self::with_procfs(cfg, ProcFs::new(&cfg.proc_root).with_passwd(&cfg.passwd_file))
+    }
+
+    /// Attribution from the source's own /proc tree when it keeps one (the
+    /// simulated fleet), else as [`Pipeline::new`].
+    pub fn for_source(cfg: &Processes, source: &dyn GpuSource) -> Self {
+        match source.proc_tree() {
+            Some(tree) => Self::with_procfs(cfg, ProcFs::on(tree)),
+            None => Self::new(cfg),
+        }
+    }
+
+    fn with_procfs(cfg: &Processes, procfs: ProcFs) -> Self {
         let leak = LeakConfig {
             window: cfg.leak_window.get().as_secs_f64(),
             min_growth_bytes_per_second: cfg.leak_min_rate.0 as f64,
@@ -71,10 +91,11 @@ impl Pipeline {
         };
         Self {
             cfg: cfg.clone(),
-            procfs: ProcFs::new(&cfg.proc_root).with_passwd(&cfg.passwd_file),
+            procfs,
             leak: LeakTracker::new(leak),
             late: LateRelease::default(),
             idle: IdleTracker::default(),
+            stuck: StuckTracker::default(),
             util_seen: Default::default(),
             devices: DeviceIds::default(),
         }
@@ -89,6 +110,7 @@ impl Pipeline {
             late_devices,
             late_pending,
             util_devices: self.util_seen.len(),
+            dsleep_entries: self.stuck.len(),
         }
     }
 
@@ -118,7 +140,7 @@ impl Pipeline {
             // references is cheaper than moving whole `Process` values.
             let mut order: Vec<&RawProcess> = rd.processes.iter().collect();
             order.sort_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
-            dev.processes = order.into_iter().map(|rp| self.attribute(rp)).collect();
+            dev.processes = order.into_iter().map(|rp| self.attribute(rp, now)).collect();
             self.diagnose(&mut dev, now, util);
             devices.push(dev);
         }
@@ -155,39 +177,20 @@ impl Pipeline {
         }
     }
 
-    /// Attributes one PID: the simulation's identity when it has one, else /proc.
-    fn attribute(&mut self, rp: &RawProcess) -> Process {
+    /// Attributes one PID from the /proc tree seen at time `now`.
+    fn attribute(&mut self, rp: &RawProcess, now: f64) -> Process {
         let mut p = Process {
             pid: rp.pid,
             used_bytes: rp.used_bytes,
             kind: rp.kinds.label().to_string(),
             ..Process::default()
         };
-        if let Some(sim) = &rp.sim {
-            self.fill_sim(&mut p, sim);
-            return p;
-        }
         let opts = ReadOptions {
             cmdline: self.cfg.cmdline,
             cmdline_max_bytes: self.cfg.label_max_bytes,
         };
         match self.procfs.read(rp.pid, &opts) {
-            Ok(id) => {
-                p.holder = Some(if id.state.is_zombie_like() {
-                    Holder::Zombie
-                } else {
-                    Holder::Live
-                });
-                p.state = id.state.as_str().to_string();
-                p.comm = id.comm;
-                p.user = id.user;
-                p.uid = id.uid;
-                p.ppid = Some(id.ppid);
-                p.start_time = id.start_time;
-                p.start_ticks = Some(id.start_ticks);
-                p.cmdline = id.cmdline;
-                p.placement = placement(id.cgroup);
-            }
+            Ok(id) => self.fill(&mut p, id, now),
             // A PID that exited between NVML's list and our read, or that
             // NVML keeps listing after exit: an exited holder, not an error.
             Err(ProcError::Gone { .. }) => {
@@ -203,27 +206,30 @@ impl Pipeline {
         p
     }
 
-    fn fill_sim(&self, p: &mut Process, sim: &SimIdentity) {
-        let zombie_like = matches!(sim.state.as_str(), "zombie" | "disk-sleep");
-        p.holder = Some(match (sim.in_proc, zombie_like) {
-            (false, _) => Holder::Exited,
-            (true, true) => Holder::Zombie,
-            (true, false) => Holder::Live,
-        });
-        p.state = if sim.in_proc {
-            sim.state.clone()
+    /// Fills `p` from its identity. A D that has lasted `stuck_after` is
+    /// `Stuck`, and with Z and X holds as `zombie`; a shorter D is live.
+    fn fill(&mut self, p: &mut Process, id: ProcessIdentity, now: f64) {
+        let after = self.cfg.stuck_after.get().as_secs_f64();
+        let in_d = id.state == ProcState::DiskSleep;
+        let state = if self.stuck.observe((id.pid, id.start_ticks), in_d, now, after) {
+            ProcState::Stuck
         } else {
-            "exited".into()
+            id.state
         };
-        p.comm = sim.comm.clone();
-        p.user = sim.user.clone();
-        p.uid = Some(sim.uid);
-        p.start_time = Some(sim.start_time);
-        p.placement = sim.placement.clone();
-        if self.cfg.cmdline && sim.in_proc && !sim.cmdline.is_empty() {
-            let args: Vec<&str> = sim.cmdline.split_whitespace().collect();
-            p.cmdline = Some(truncate(redact_cmdline(&args), self.cfg.label_max_bytes));
-        }
+        p.holder = Some(if state.is_unkillable() {
+            Holder::Zombie
+        } else {
+            Holder::Live
+        });
+        p.state = state.as_str().to_string();
+        p.comm = id.comm;
+        p.user = id.user;
+        p.uid = id.uid;
+        p.ppid = Some(id.ppid);
+        p.start_time = id.start_time;
+        p.start_ticks = Some(id.start_ticks);
+        p.cmdline = id.cmdline;
+        p.placement = placement(id.cgroup);
     }
 
     /// Drops per-process history of processes and devices not seen this
@@ -236,6 +242,7 @@ impl Pipeline {
         self.devices.ids.retain(|uuid, _| present(uuid));
         self.leak.retain_seen();
         self.idle.retain_seen();
+        self.stuck.retain_seen();
         self.late.retain_devices(&present);
         // MIG reconfiguration gives instances new UUIDs each time.
         self.util_seen.retain(|uuid| devices.iter().any(|d| d.uuid == *uuid));
@@ -295,16 +302,5 @@ fn part(bytes: u64, holder: Holder) -> Process {
     }
 }
 
-/// Cuts `s` to at most `max` bytes on a char boundary, marking the cut.
-pub fn truncate(mut s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    let mut cut = max.saturating_sub('…'.len_utf8());
-    while !s.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    s.truncate(cut);
-    s.push('…');
-    s
-}
+#[cfg(test)]
+mod tests;

@@ -28,9 +28,9 @@ pub struct Memory {
 /// Who holds a device's used memory; the four parts add up to `used_bytes`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Holders {
-    /// Processes that are running (present in /proc, not zombie-like).
+    /// Processes that are running (present in /proc; a short D is running).
     pub live: u64,
-    /// Processes in state Z or D.
+    /// Processes in state Z or X, or stuck in D past `stuck_after` (unkillable).
     pub zombie: u64,
     /// Processes NVML still lists that are gone from /proc.
     pub exited: u64,

@@ -25,7 +25,7 @@ const POLLS: u64 = 40;
 fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine) {
     let sc = Scenario::resolve("default").expect("built-in");
     let mut src = SimulatedSource::new(sc, Duration::from_secs(1), EPOCH);
-    let mut pipe = Pipeline::new(&cfg.processes);
+    let mut pipe = Pipeline::for_source(&cfg.processes, &src);
     let mut engine = AlertEngine::new(cfg.effective_rules(), "demo-host".into(), 100);
     let mut last = None;
     for i in 0..POLLS {

@@ -34,7 +34,7 @@ fn replay(window: u32) -> Flags {
     let sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let step = 0.2;
     let mut src = SimulatedSource::new(sc, Duration::from_secs_f64(step), 0.0);
-    let mut pipe = Pipeline::new(&cfg.processes);
+    let mut pipe = Pipeline::for_source(&cfg.processes, &src);
     let mut flags = Flags::default();
     let mut on: BTreeMap<u32, bool> = BTreeMap::new();
     for i in 0..450 {

@@ -8,26 +8,35 @@
 //! parsing, the passwd user cache, cgroup path classification and cmdline
 //! secret redaction.
 //!
-//! Must not: depend on anything else in the crate (the lead wires it in with
-//! `mod attribution;`), call NVML, keep per-process state between polls
-//! (identity across PID reuse is `(pid, start_time)`, decided by the caller),
-//! panic on anything a file can contain, or use libc/NSS (users come from a
-//! passwd file only; `CLK_TCK` is a setting that defaults to 100).
+//! It is the crate's one `/proc` reader: reclaim reads its live view of a
+//! PID through [`read_task`] too. Files come through a [`ProcTree`]: the
+//! real directory ([`DirTree`]) or the simulated fleet's [`MemTree`].
+//!
+//! Must not: depend on anything else in the crate, call NVML, keep
+//! per-process state between polls beyond its caches (identity across PID
+//! reuse is `(pid, start_time)`, and how long a process has been in D is
+//! the caller's to remember), panic on anything a file can contain, or use
+//! NSS (users come from a passwd file only; `CLK_TCK` comes from the
+//! kernel's auxiliary vector through rustix).
 
 mod cgroup;
+mod memtree;
 mod procfs;
 mod redact;
 mod stat;
+mod tree;
 mod users;
 
 #[cfg(test)]
 mod tests;
 
 pub use cgroup::parse_cgroup;
-pub use procfs::ProcFs;
+pub use memtree::{MemProcess, MemTree, MemWriter, cgroup_path};
+pub use procfs::{ProcFs, Task, read_task};
 pub use redact::{format_cmdline, redact_cmdline};
 // Public for tests/fuzz.rs, which feeds them arbitrary bytes.
 pub use stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
+pub use tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 
 /// What [`ProcFs::read`] reads besides the always-read stat/status/cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,12 +82,19 @@ pub struct ProcessIdentity {
     pub cgroup: CgroupInfo,
 }
 
-/// Scheduler state, `/proc/<pid>/stat` field 3.
+/// Scheduler state, `/proc/<pid>/stat` field 3, plus the one verdict the
+/// caller adds: [`ProcState::Stuck`]. The crate's one process-state type:
+/// the snapshot and the simulated fleet carry it as [`ProcState::as_str`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ProcState {
     Running,
     Sleeping,
+    /// D: uninterruptible. A live CUDA process passes through it whenever it
+    /// waits in the driver, so on its own it says nothing is wrong.
     DiskSleep,
+    /// D for longer than the caller's `stuck_after`: never parsed (the
+    /// kernel prints D), set by whoever remembers since when.
+    Stuck,
     Zombie,
     Stopped,
     TracingStop,
@@ -86,6 +102,20 @@ pub enum ProcState {
     Idle,
     Other(char),
 }
+
+/// Every state with a name, for [`ProcState::from_name`].
+const NAMED: [ProcState; 10] = [
+    ProcState::Running,
+    ProcState::Sleeping,
+    ProcState::DiskSleep,
+    ProcState::Stuck,
+    ProcState::Zombie,
+    ProcState::Stopped,
+    ProcState::TracingStop,
+    ProcState::Dead,
+    ProcState::Idle,
+    ProcState::Other('?'),
+];
 
 impl ProcState {
     /// Maps the single-letter code the kernel prints (fs/proc/array.c).
@@ -109,6 +139,7 @@ impl ProcState {
             ProcState::Running => "running",
             ProcState::Sleeping => "sleeping",
             ProcState::DiskSleep => "disk-sleep",
+            ProcState::Stuck => "stuck",
             ProcState::Zombie => "zombie",
             ProcState::Stopped => "stopped",
             ProcState::TracingStop => "tracing-stop",
@@ -118,11 +149,51 @@ impl ProcState {
         }
     }
 
-    /// DESIGN: a holder is `zombie` when its state is Z or D; X (dead, being
-    /// reaped) cannot run CUDA code either. Note D is also a short, normal
-    /// state during I/O: the caller may want it to persist before alerting.
-    pub fn is_zombie_like(&self) -> bool {
-        matches!(self, ProcState::Zombie | ProcState::DiskSleep | ProcState::Dead)
+    /// The inverse of [`ProcState::as_str`] (scenario files name states).
+    pub fn from_name(name: &str) -> Option<Self> {
+        NAMED.into_iter().find(|s| s.as_str() == name)
+    }
+
+    /// The letter the kernel prints (`Stuck` is a D that lasted).
+    pub fn code(&self) -> char {
+        match self {
+            ProcState::Running => 'R',
+            ProcState::Sleeping => 'S',
+            ProcState::DiskSleep | ProcState::Stuck => 'D',
+            ProcState::Zombie => 'Z',
+            ProcState::Stopped => 'T',
+            ProcState::TracingStop => 't',
+            ProcState::Dead => 'X',
+            ProcState::Idle => 'I',
+            ProcState::Other(c) => *c,
+        }
+    }
+
+    /// The name `/proc/<pid>/status` prints after the letter.
+    pub fn kernel_name(&self) -> &'static str {
+        match self {
+            ProcState::Running => "running",
+            ProcState::Sleeping => "sleeping",
+            ProcState::DiskSleep | ProcState::Stuck => "disk sleep",
+            ProcState::Zombie => "zombie",
+            ProcState::Stopped => "stopped",
+            ProcState::TracingStop => "tracing stop",
+            ProcState::Dead => "dead",
+            ProcState::Idle => "idle",
+            ProcState::Other(_) => "unknown",
+        }
+    }
+
+    /// Z or X: exited, not yet reaped (or being torn down). Such a task has
+    /// lost its memory map and may lack files a live one has.
+    pub fn is_exited(&self) -> bool {
+        matches!(self, ProcState::Zombie | ProcState::Dead)
+    }
+
+    /// DESIGN's `zombie` holder: exited (Z, X) or stuck in D. A plain D is
+    /// live: it is how a CUDA process waits in the driver.
+    pub fn is_unkillable(&self) -> bool {
+        self.is_exited() || *self == ProcState::Stuck
     }
 }
 
@@ -176,6 +247,13 @@ impl Runtime {
             Runtime::CriO => "cri-o",
             Runtime::Podman => "podman",
         }
+    }
+
+    /// The inverse of [`Runtime::as_str`].
+    pub fn from_name(name: &str) -> Option<Self> {
+        [Runtime::Docker, Runtime::Containerd, Runtime::CriO, Runtime::Podman]
+            .into_iter()
+            .find(|r| r.as_str() == name)
     }
 }
 

@@ -1,5 +1,7 @@
-//! [`ProcFs`]: reads one PID's identity from a `/proc` tree rooted anywhere
-//! (the host's `/proc`, `/host/proc` in a container, or a test fixture).
+//! [`ProcFs`]: reads one PID's identity from a [`ProcTree`]: a directory
+//! (the host's `/proc`, `/host/proc` in a container, a test fixture) or the
+//! simulated fleet's in-memory tree. Also [`read_task`], reclaim's uncached
+//! view of one PID.
 //!
 //! Owns: which files are read, how their errors map to [`ProcError`], and the
 //! caches (passwd, btime, and each process's status uid and cgroup). Must not: walk all of `/proc` (it runs for every
@@ -8,21 +10,17 @@
 //! optional part (cgroup, cmdline) is unreadable.
 
 use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cgroup::parse_cgroup;
 use super::redact::format_cmdline;
-use super::stat::{StatError, parse_btime, parse_stat, parse_status_uid};
+use super::stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
+use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{CgroupInfo, ProcError, ProcessIdentity, ReadOptions};
-
-/// USER_HZ, the unit of stat's starttime. It is 100 on every architecture
-/// a GPU host runs (x86_64, aarch64, ppc64le); sysconf(_SC_CLK_TCK) would
-/// need libc, so it is a setting instead ([`ProcFs::with_clock_ticks`]).
-pub const DEFAULT_CLOCK_TICKS: u64 = 100;
+use super::{CgroupInfo, ProcError, ProcState, ProcessIdentity, ReadOptions};
 
 /// ESRCH on Linux (asm-generic/errno-base.h): a reaped task's open proc
 /// file. std has no ErrorKind for it.
@@ -31,6 +29,8 @@ const ESRCH: i32 = 3;
 /// Caps on what is read, so a hostile or huge file cannot cost memory.
 const SMALL_FILE_MAX: u64 = 64 * 1024;
 const CMDLINE_READ_MAX: u64 = 256 * 1024;
+/// Enough of cmdline for argv[0] (PATH_MAX): all reclaim needs.
+const ARGV0_MAX: u64 = 4096;
 
 /// How long a process's uid and cgroup are reused before they are read
 /// again. Both are set when a job starts (setuid, the scheduler placing it
@@ -50,10 +50,12 @@ struct Cached {
     used_at: Instant,
 }
 
-/// Cheap to clone (a clone has its own caches).
+/// Cheap to clone (a clone has its own caches; the tree is shared).
 #[derive(Debug, Clone)]
 pub struct ProcFs {
-    root: PathBuf,
+    tree: Arc<dyn ProcTree>,
+    /// The directory tree `tree` is, while it is one: `with_passwd` edits it.
+    dir: Option<DirTree>,
     users: UserCache,
     clock_ticks: u64,
     /// Read once: the kernel recomputes btime from the clock on every read
@@ -64,19 +66,32 @@ pub struct ProcFs {
     identities: HashMap<u32, Cached>,
     last_sweep: Instant,
     refresh: Duration,
+    /// Reused across reads: one allocation per process per poll saved.
+    buf: Vec<u8>,
 }
 
 impl ProcFs {
-    /// A tree rooted at `root` (e.g. "/proc"); users from `/etc/passwd`.
+    /// A directory tree rooted at `root` (e.g. "/proc"); users from `/etc/passwd`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let dir = DirTree::new(root, "/etc/passwd");
+        let mut fs = ProcFs::on(Arc::new(dir.clone()));
+        fs.dir = Some(dir);
+        fs
+    }
+
+    /// Reads `tree` (e.g. a simulated fleet's [`MemTree`](super::MemTree)),
+    /// users from its passwd.
+    pub fn on(tree: Arc<dyn ProcTree>) -> Self {
         ProcFs {
-            root: root.into(),
-            users: UserCache::new(PathBuf::from("/etc/passwd")),
-            clock_ticks: DEFAULT_CLOCK_TICKS,
+            tree,
+            dir: None,
+            users: UserCache::new(),
+            clock_ticks: clock_ticks(),
             boot_time: None,
             identities: HashMap::new(),
             last_sweep: Instant::now(),
             refresh: IDENTITY_REFRESH,
+            buf: Vec::new(),
         }
     }
 
@@ -87,9 +102,15 @@ impl ProcFs {
         self
     }
 
-    /// Resolve users from this passwd file instead (e.g. "/host/etc/passwd").
+    /// Resolve users from this passwd file instead (e.g. "/host/etc/passwd");
+    /// only for a directory tree (an in-memory tree has its own passwd).
     pub fn with_passwd(mut self, path: impl Into<PathBuf>) -> Self {
-        self.users = UserCache::new(path.into());
+        if let Some(dir) = &self.dir {
+            let dir = DirTree::new(dir.root(), path);
+            self.tree = Arc::new(dir.clone());
+            self.dir = Some(dir);
+            self.users = UserCache::new();
+        }
         self
     }
 
@@ -99,32 +120,24 @@ impl ProcFs {
         self
     }
 
-    /// USER_HZ when it is not 100; 0 is taken as 100.
+    /// USER_HZ other than the kernel's (tests); 0 keeps the kernel's.
     pub fn with_clock_ticks(mut self, hz: u64) -> Self {
-        self.clock_ticks = if hz == 0 { DEFAULT_CLOCK_TICKS } else { hz };
+        if hz != 0 {
+            self.clock_ticks = hz;
+        }
         self
-    }
-
-    /// The tree this reads, e.g. "/proc".
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     /// Reads stat, status and cgroup (and cmdline when `opts.cmdline`).
     /// `Err(Gone)` when the process does not exist (any more).
     pub fn read(&mut self, pid: u32, opts: &ReadOptions) -> Result<ProcessIdentity, ProcError> {
-        let dir = self.root.join(pid.to_string());
-        let stat = read_required(&dir.join("stat"), pid, "stat")?;
-        let stat = parse_stat(&stat).map_err(|e| match e {
-            StatError::Empty => ProcError::Gone { pid },
-            StatError::Malformed(detail) => ProcError::Malformed {
-                pid,
-                what: "stat",
-                detail,
-            },
-        })?;
+        let tree = &*self.tree;
+        // Taken, not borrowed: `self` is borrowed again below. An early
+        // return drops it; the next read allocates anew.
+        let mut buf = std::mem::take(&mut self.buf);
+        let stat = read_stat(tree, pid, &mut buf)?;
         // A zombie may lack what a live process has; never call it gone.
-        let zombie = stat.state.is_zombie_like();
+        let exited = stat.state.is_exited();
         let now = Instant::now();
         let (uid, cgroup) = match self.identities.get_mut(&pid) {
             Some(c) if c.start_ticks == stat.start_ticks && now.duration_since(c.read_at) < self.refresh => {
@@ -132,11 +145,12 @@ impl ProcFs {
                 (c.uid, c.cgroup.clone())
             }
             _ => {
-                let status = read_required(&dir.join("status"), pid, "status")?;
-                let uid = parse_status_uid(&String::from_utf8_lossy(&status));
-                let cgroup = read_optional(&dir.join("cgroup"), pid, zombie, SMALL_FILE_MAX)?
-                    .map(|(bytes, _)| parse_cgroup(&String::from_utf8_lossy(&bytes)))
-                    .unwrap_or_else(CgroupInfo::default);
+                read_required(tree, pid, PidFile::Status, &mut buf)?;
+                let uid = parse_status_uid(&String::from_utf8_lossy(&buf));
+                let cgroup = match read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, &mut buf)? {
+                    Some(_) => parse_cgroup(&String::from_utf8_lossy(&buf)),
+                    None => CgroupInfo::default(),
+                };
                 let cached = Cached {
                     start_ticks: stat.start_ticks,
                     uid,
@@ -149,14 +163,15 @@ impl ProcFs {
             }
         };
         // The name is looked up every time: the passwd cache notices edits.
-        let user = uid.map(|uid| self.users.name(uid)).unwrap_or_default();
-        self.sweep(now);
+        let user = uid.map(|uid| self.users.name(uid, tree)).unwrap_or_default();
         let cmdline = if opts.cmdline {
-            read_optional(&dir.join("cmdline"), pid, zombie, CMDLINE_READ_MAX)?
-                .map(|(bytes, cut)| format_cmdline(whole_args(&bytes, cut), opts.cmdline_max_bytes))
+            read_optional(tree, pid, PidFile::Cmdline, exited, CMDLINE_READ_MAX, &mut buf)?
+                .map(|cut| format_cmdline(whole_args(&buf, cut), opts.cmdline_max_bytes))
         } else {
             None
         };
+        self.buf = buf;
+        self.sweep(now);
         let start_time = self
             .boot_time()
             .ok()
@@ -197,12 +212,14 @@ impl ProcFs {
         if let Some(btime) = self.boot_time {
             return Ok(btime);
         }
-        let path = self.root.join("stat");
-        let (bytes, _) = read_limited(&path, SMALL_FILE_MAX).map_err(|source| ProcError::Unreadable {
-            pid: 0,
-            what: "system stat",
-            source,
-        })?;
+        let mut bytes = Vec::new();
+        self.tree
+            .read(TreeFile::SystemStat, SMALL_FILE_MAX, &mut bytes)
+            .map_err(|source| ProcError::Unreadable {
+                pid: 0,
+                what: "system stat",
+                source,
+            })?;
         let btime = parse_btime(&String::from_utf8_lossy(&bytes)).ok_or_else(|| ProcError::Malformed {
             pid: 0,
             what: "system stat",
@@ -220,42 +237,102 @@ impl Default for ProcFs {
     }
 }
 
+/// What `/proc` says about one PID right now, uncached: reclaim's view
+/// just before it signals (a stale view is what its re-check exists to avoid).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Task {
+    pub pid: u32,
+    pub ppid: u32,
+    pub state: ProcState,
+    /// stat field 9 (PF_* bits).
+    pub flags: u64,
+    /// stat field 22: with the pid, the exact identity.
+    pub start_ticks: u64,
+    /// Real uid; `None` when status has no parsable `Uid:` line.
+    pub uid: Option<u32>,
+    pub comm: String,
+    /// argv[0]; `None` when cmdline is empty (kernel threads, exiting tasks).
+    pub argv0: Option<String>,
+}
+
+/// Reads stat, status and the start of cmdline of `pid`, with no cache.
+///
+/// # Errors
+/// `Gone` when the process does not exist (any more); `Unreadable` or
+/// `Malformed` for stat or status.
+pub fn read_task(tree: &dyn ProcTree, pid: u32) -> Result<Task, ProcError> {
+    let mut buf = Vec::new();
+    let stat = read_stat(tree, pid, &mut buf)?;
+    read_required(tree, pid, PidFile::Status, &mut buf)?;
+    let uid = parse_status_uid(&String::from_utf8_lossy(&buf));
+    // An exiting task may already have lost its mm: no argv then.
+    let argv0 = match tree.read(TreeFile::Pid(pid, PidFile::Cmdline), ARGV0_MAX, &mut buf) {
+        Ok(_) => buf
+            .split(|&b| b == 0)
+            .next()
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned()),
+        Err(_) => None,
+    };
+    Ok(Task {
+        pid,
+        ppid: stat.ppid,
+        state: stat.state,
+        flags: stat.flags,
+        start_ticks: stat.start_ticks,
+        uid,
+        comm: stat.comm,
+        argv0,
+    })
+}
+
+/// stat, parsed; an empty one is a task being torn down: `Gone`.
+fn read_stat(tree: &dyn ProcTree, pid: u32, buf: &mut Vec<u8>) -> Result<StatFields, ProcError> {
+    read_required(tree, pid, PidFile::Stat, buf)?;
+    parse_stat(buf).map_err(|e| match e {
+        StatError::Empty => ProcError::Gone { pid },
+        StatError::Malformed(detail) => ProcError::Malformed {
+            pid,
+            what: "stat",
+            detail,
+        },
+    })
+}
+
 /// NotFound or ESRCH: the process exited (or never existed).
 fn is_gone(err: &io::Error) -> bool {
     err.kind() == io::ErrorKind::NotFound || err.raw_os_error() == Some(ESRCH)
 }
 
-/// A file the identity cannot do without (stat, status).
-fn read_required(path: &Path, pid: u32, what: &'static str) -> Result<Vec<u8>, ProcError> {
-    match read_limited(path, SMALL_FILE_MAX) {
-        Ok((bytes, _)) => Ok(bytes),
+/// A file the identity cannot do without (stat, status), into `buf`.
+fn read_required(tree: &dyn ProcTree, pid: u32, file: PidFile, buf: &mut Vec<u8>) -> Result<(), ProcError> {
+    match tree.read(TreeFile::Pid(pid, file), SMALL_FILE_MAX, buf) {
+        Ok(_) => Ok(()),
         Err(e) if is_gone(&e) => Err(ProcError::Gone { pid }),
-        Err(source) => Err(ProcError::Unreadable { pid, what, source }),
+        Err(source) => Err(ProcError::Unreadable {
+            pid,
+            what: file.name(),
+            source,
+        }),
     }
 }
 
-/// A file the identity can do without: `Ok(None)` when unreadable (permission
-/// denied, a zombie's missing parts); `Err(Gone)` only when a live-looking
-/// process vanished between reads.
-fn read_optional(path: &Path, pid: u32, zombie: bool, limit: u64) -> Result<Option<(Vec<u8>, bool)>, ProcError> {
-    match read_limited(path, limit) {
-        Ok(read) => Ok(Some(read)),
-        Err(e) if is_gone(&e) && !zombie => Err(ProcError::Gone { pid }),
+/// A file the identity can do without, into `buf`: `Ok(Some(cut))` when
+/// read, `Ok(None)` when unreadable (permission denied, a zombie's missing
+/// parts); `Err(Gone)` only when a live-looking process vanished between reads.
+fn read_optional(
+    tree: &dyn ProcTree,
+    pid: u32,
+    file: PidFile,
+    exited: bool,
+    limit: u64,
+    buf: &mut Vec<u8>,
+) -> Result<Option<bool>, ProcError> {
+    match tree.read(TreeFile::Pid(pid, file), limit, buf) {
+        Ok(cut) => Ok(Some(cut)),
+        Err(e) if is_gone(&e) && !exited => Err(ProcError::Gone { pid }),
         Err(_) => Ok(None),
     }
-}
-
-/// Up to `limit` bytes; the bool says the file had more.
-fn read_limited(path: &Path, limit: u64) -> io::Result<(Vec<u8>, bool)> {
-    let mut bytes = Vec::new();
-    File::open(path)?
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
-    let cut = bytes.len() as u64 > limit;
-    if cut {
-        bytes.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-    }
-    Ok((bytes, cut))
 }
 
 /// A cut cmdline ends in a partial arg: drop it, so that half of a secret

@@ -13,6 +13,8 @@ pub struct StatFields {
     pub comm: String,
     pub state: ProcState,
     pub ppid: u32,
+    /// Field 9 (PF_* bits): reclaim tells kernel threads by PF_KTHREAD.
+    pub flags: u64,
     pub start_ticks: u64,
 }
 
@@ -27,6 +29,8 @@ pub enum StatError {
 /// Index of starttime (field 22) among the fields after the comm, where the
 /// state (field 3) is index 0.
 const STARTTIME_INDEX: usize = 22 - 3;
+/// Index of flags (field 9), likewise.
+const FLAGS_INDEX: usize = 9 - 3;
 
 /// Parses `pid (comm) S ppid ... starttime ...`.
 ///
@@ -48,9 +52,14 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
         .filter(|&close| close > open)
         .ok_or_else(|| StatError::Malformed("no ')' after comm".into()))?;
     let comm = text[open + 1..close].to_string();
-    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
+    // Only the four fields used are kept: this runs per GPU process per
+    // poll, and collecting all 50 cost an allocation each time.
+    let mut rest = [""; STARTTIME_INDEX + 1];
+    for (slot, field) in rest.iter_mut().zip(text[close + 1..].split_ascii_whitespace()) {
+        *slot = field;
+    }
 
-    let state = match rest.first().map(|s| {
+    let state = match rest.first().filter(|s| !s.is_empty()).map(|s| {
         let mut chars = s.chars();
         (chars.next(), chars.next())
     }) {
@@ -58,11 +67,15 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
         _ => return Err(StatError::Malformed("state is not one character".into())),
     };
     let ppid = number(&rest, 1, "ppid")?;
+    // starttime first: a short line is reported as missing it, the field
+    // attribution cannot do without.
     let start_ticks = number(&rest, STARTTIME_INDEX, "starttime")?;
+    let flags = number(&rest, FLAGS_INDEX, "flags")?;
     Ok(StatFields {
         comm,
         state,
         ppid,
+        flags,
         start_ticks,
     })
 }
@@ -70,6 +83,7 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
 fn number<T: std::str::FromStr>(fields: &[&str], index: usize, name: &str) -> Result<T, StatError> {
     let raw = fields
         .get(index)
+        .filter(|raw| !raw.is_empty())
         .ok_or_else(|| StatError::Malformed(format!("missing {name}")))?;
     raw.parse()
         .map_err(|_| StatError::Malformed(format!("{name} is not a number: {raw:?}")))
@@ -109,6 +123,7 @@ mod tests {
         assert_eq!(s.comm, "python3");
         assert_eq!(s.state, ProcState::Sleeping);
         assert_eq!(s.ppid, 1);
+        assert_eq!(s.flags, 4194560);
         assert_eq!(s.start_ticks, 123456);
     }
 
@@ -188,11 +203,39 @@ mod tests {
             let s = parse_stat(line("p", code).as_bytes()).expect(code);
             assert_eq!(s.state.as_str(), want);
         }
-        assert!(ProcState::Zombie.is_zombie_like());
-        assert!(ProcState::DiskSleep.is_zombie_like());
-        assert!(ProcState::Dead.is_zombie_like());
-        assert!(!ProcState::Sleeping.is_zombie_like());
         assert_eq!(ProcState::from_code('W'), ProcState::Other('W'));
+    }
+
+    #[test]
+    fn which_states_hold_as_zombie() {
+        // D is how a live CUDA process waits in the driver: only a D that
+        // lasted (Stuck, the caller's verdict) is unkillable.
+        for (state, exited, unkillable) in [
+            (ProcState::Zombie, true, true),
+            (ProcState::Dead, true, true),
+            (ProcState::Stuck, false, true),
+            (ProcState::DiskSleep, false, false),
+            (ProcState::Running, false, false),
+            (ProcState::Sleeping, false, false),
+            (ProcState::Stopped, false, false),
+        ] {
+            assert_eq!(
+                (state.is_exited(), state.is_unkillable()),
+                (exited, unkillable),
+                "{state:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_and_codes_round_trip() {
+        for code in ['R', 'S', 'D', 'Z', 'T', 't', 'X', 'I'] {
+            let s = ProcState::from_code(code);
+            assert_eq!(s.code(), code);
+            assert_eq!(ProcState::from_name(s.as_str()), Some(s));
+        }
+        assert_eq!(ProcState::from_name("stuck").map(|s| s.code()), Some('D'));
+        assert_eq!(ProcState::from_name("sleepy"), None);
     }
 
     #[test]

@@ -6,8 +6,12 @@
 //! must not cost a file read for every such process every second.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant, SystemTime};
+
+use super::tree::{ProcTree, TreeFile};
+
+/// A passwd file larger than this is cut: no real one comes near it.
+const PASSWD_MAX: u64 = 64 << 20;
 
 /// How often the passwd file's mtime is checked by default: user changes are
 /// rare, and a stat of passwd per process per poll would be wasted work.
@@ -15,7 +19,6 @@ pub(crate) const DEFAULT_RECHECK: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Clone)]
 pub(crate) struct UserCache {
-    path: PathBuf,
     recheck: Duration,
     names: HashMap<u32, String>,
     /// (mtime, len) of the file we parsed; `None` when never read or missing.
@@ -24,9 +27,9 @@ pub(crate) struct UserCache {
 }
 
 impl UserCache {
-    pub(crate) fn new(path: PathBuf) -> Self {
+    /// The passwd file is the tree's ([`TreeFile::Passwd`]).
+    pub(crate) fn new() -> Self {
         UserCache {
-            path,
             recheck: DEFAULT_RECHECK,
             names: HashMap::new(),
             loaded: None,
@@ -39,28 +42,27 @@ impl UserCache {
     }
 
     /// The user name for `uid`, or the uid as text when passwd lacks it.
-    pub(crate) fn name(&mut self, uid: u32) -> String {
-        self.refresh_if_due();
+    pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree) -> String {
+        self.refresh_if_due(tree);
         self.names.get(&uid).cloned().unwrap_or_else(|| uid.to_string())
     }
 
-    fn refresh_if_due(&mut self) {
+    fn refresh_if_due(&mut self, tree: &dyn ProcTree) {
         let due = self.last_check.is_none_or(|at| at.elapsed() >= self.recheck);
         if !due {
             return;
         }
         self.last_check = Some(Instant::now());
-        // Length too: mtime granularity can hide a quick rewrite.
-        let current = std::fs::metadata(&self.path)
-            .ok()
-            .and_then(|m| Some((m.modified().ok()?, m.len())));
+        let current = tree.stamp(TreeFile::Passwd);
         if current.is_some() && current == self.loaded {
             return;
         }
         // A missing or unreadable passwd just means numeric users.
-        self.names = std::fs::read(&self.path)
-            .map(|bytes| parse_passwd(&String::from_utf8_lossy(&bytes)))
-            .unwrap_or_default();
+        let mut bytes = Vec::new();
+        self.names = match tree.read(TreeFile::Passwd, PASSWD_MAX, &mut bytes) {
+            Ok(_) => parse_passwd(&String::from_utf8_lossy(&bytes)),
+            Err(_) => HashMap::new(),
+        };
         self.loaded = current;
     }
 }
@@ -92,6 +94,7 @@ pub(crate) fn parse_passwd(text: &str) -> HashMap<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::DirTree;
 
     #[test]
     fn parses_passwd_lines() {
@@ -114,8 +117,9 @@ mod tests {
 
     #[test]
     fn unknown_and_missing_file_give_numbers() {
-        let mut cache = UserCache::new(PathBuf::from("/nonexistent/passwd"));
-        assert_eq!(cache.name(1234), "1234");
+        let tree = DirTree::new("/nonexistent", "/nonexistent/passwd");
+        let mut cache = UserCache::new();
+        assert_eq!(cache.name(1234, &tree), "1234");
     }
 
     #[test]
@@ -123,10 +127,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("passwd");
         std::fs::write(&path, "alice:x:1000:1000::/:/bin/sh\n").expect("write");
-        let mut cache = UserCache::new(path.clone());
+        let tree = DirTree::new(dir.path(), &path);
+        let mut cache = UserCache::new();
         cache.set_recheck(Duration::ZERO);
-        assert_eq!(cache.name(1000), "alice");
-        assert_eq!(cache.name(1001), "1001");
+        assert_eq!(cache.name(1000, &tree), "alice");
+        assert_eq!(cache.name(1001, &tree), "1001");
 
         // Different length, and an mtime set explicitly so a coarse clock
         // cannot hide the change.
@@ -134,7 +139,7 @@ mod tests {
         let file = std::fs::File::options().write(true).open(&path).expect("open");
         file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
             .expect("set mtime");
-        assert_eq!(cache.name(1001), "bob");
+        assert_eq!(cache.name(1001, &tree), "bob");
     }
 
     #[test]
@@ -142,10 +147,11 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("passwd");
         std::fs::write(&path, "alice:x:1000:1000::/:/bin/sh\n").expect("write");
-        let mut cache = UserCache::new(path.clone());
+        let tree = DirTree::new(dir.path(), &path);
+        let mut cache = UserCache::new();
         cache.set_recheck(Duration::from_secs(3600));
-        assert_eq!(cache.name(1000), "alice");
+        assert_eq!(cache.name(1000, &tree), "alice");
         std::fs::write(&path, "carol:x:1000:1000::/:/bin/sh\nxx:x:1:1::/:/x\n").expect("w");
-        assert_eq!(cache.name(1000), "alice");
+        assert_eq!(cache.name(1000, &tree), "alice");
     }
 }

@@ -182,6 +182,9 @@ pub struct Processes {
     pub utilization_interval: PositiveDuration,
     /// A process holding memory with no SM activity for this long is idle.
     pub idle_after: PositiveDuration,
+    /// A process in D (uninterruptible) this long is stuck: holder `zombie`.
+    /// Shorter D spells are a live process waiting in the driver.
+    pub stuck_after: PositiveDuration,
 }
 
 impl Default for Processes {
@@ -200,6 +203,7 @@ impl Default for Processes {
             late_release_after: PositiveDuration::secs(30),
             utilization_interval: PositiveDuration::secs(10),
             idle_after: PositiveDuration::secs(1800),
+            stuck_after: PositiveDuration::secs(30),
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Diagnosis over successive polls: the holder split (live, zombie, exited,
-//! unattributed), memory not released after a holder left, idle holders, and
-//! (in `leak.rs`) leak trends. Pure state machines fed with snapshot times;
+//! unattributed), memory not released after a holder left, idle holders,
+//! (in `stuck.rs`) processes stuck in D, and (in `leak.rs`) leak trends. Pure state machines fed with snapshot times;
 //! this module must not read clocks, /proc or NVML.
 
 pub mod leak;
 pub mod peaks;
+pub mod stuck;
 
 use std::collections::HashMap;
 

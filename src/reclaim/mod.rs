@@ -28,7 +28,7 @@ use thiserror::Error;
 pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
 pub use config::{PROTECTED_COMMANDS, ReclaimConfig};
 pub use policy::{Protected, check, precheck};
-pub use procview::{ProcView, ViewError, parse_stat, read_view};
+pub use procview::{ProcView, ViewError, read_view};
 
 use escalate::{Pending, Worker};
 use procview::ViewError as VE;

@@ -85,6 +85,7 @@ fn user_matches(entry: &str, name: &str, uid: u32) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attribution::ProcState;
 
     const ME: Protected = Protected {
         self_pid: 500,
@@ -118,7 +119,7 @@ mod tests {
         ProcView {
             pid: 4242,
             ppid: 1000,
-            state: 'S',
+            state: ProcState::Sleeping,
             flags: 0x0040_0100,
             start_ticks: 123_456,
             uid: 1001,
@@ -175,7 +176,7 @@ mod tests {
 
     #[test]
     fn exited_process_is_gone() {
-        for state in ['Z', 'X'] {
+        for state in [ProcState::Zombie, ProcState::Dead] {
             assert_eq!(decide(&cfg(), &target(), &ProcView { state, ..live() }), Err("gone"));
         }
     }

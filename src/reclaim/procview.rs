@@ -1,13 +1,14 @@
-//! [`ProcView`]: what reclaim needs to know about one live PID, read from a
-//! `/proc` tree just before each signal.
+//! [`ProcView`]: what reclaim needs to know about one live PID, read just
+//! before each signal through attribution's one `/proc` reader
+//! ([`read_task`]), plus reclaim's questions about it.
 //!
-//! Owns: reading `stat`, `status` and the start of `cmdline`, and parsing
-//! them. Must not: signal, cache (a stale view is exactly what the re-check
-//! exists to avoid) or read more than a few KiB per process.
+//! Owns: turning a [`Task`] into the view policy checks, and the kernel
+//! thread test. Must not: parse `/proc` files (attribution does), signal,
+//! or cache (a stale view is exactly what the re-check exists to avoid).
 
-use std::fs::File;
-use std::io::{self, Read};
 use std::path::Path;
+
+use crate::attribution::{DirTree, ProcError, ProcState, Task, read_task};
 
 /// `PF_KTHREAD` in the flags field (9) of stat (include/linux/sched.h): the
 /// kernel's own answer to "is this a kernel thread".
@@ -16,22 +17,12 @@ const PF_KTHREAD: u64 = 0x0020_0000;
 /// kthreadd: the parent of every kernel thread.
 const KTHREADD_PID: u32 = 2;
 
-/// ESRCH: what reading a reaped task's open proc file returns.
-const ESRCH: i32 = 3;
-
-/// stat and status are a few hundred bytes; anything larger is not procfs.
-const SMALL_FILE_MAX: u64 = 64 * 1024;
-
-/// Enough of cmdline for argv[0] (PATH_MAX).
-const ARGV0_MAX: u64 = 4096;
-
 /// One process as `/proc` shows it now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProcView {
     pub pid: u32,
     pub ppid: u32,
-    /// The state letter of stat field 3 ('R', 'S', 'D', 'Z', ...).
-    pub state: char,
+    pub state: ProcState,
     /// stat field 9.
     pub flags: u64,
     /// stat field 22: clock ticks after boot; with the pid, the exact identity.
@@ -46,7 +37,7 @@ pub struct ProcView {
 impl ProcView {
     /// Exited but not reaped, or being torn down: nothing left to signal.
     pub fn is_exited(&self) -> bool {
-        matches!(self.state, 'Z' | 'X' | 'x')
+        self.state.is_exited()
     }
 
     /// A kernel thread, by flag, by parent, or by having no command line.
@@ -77,90 +68,30 @@ pub enum ViewError {
 }
 
 /// Reads `<proc_root>/<pid>/{stat,status,cmdline}`.
+///
+/// # Errors
+/// `Gone` for a process that does not exist; `Unreadable` when stat or
+/// status cannot be read or parsed, or status has no real uid.
 pub fn read_view(proc_root: &Path, pid: u32) -> Result<ProcView, ViewError> {
-    let dir = proc_root.join(pid.to_string());
-    let stat = read_limited(&dir.join("stat"), SMALL_FILE_MAX).map_err(|e| io_error(e, "stat"))?;
-    let stat = parse_stat(&String::from_utf8_lossy(&stat))?;
-    let status = read_limited(&dir.join("status"), SMALL_FILE_MAX).map_err(|e| io_error(e, "status"))?;
-    let uid = parse_status_uid(&String::from_utf8_lossy(&status))
+    // passwd is never read: reclaim decides by uid.
+    let tree = DirTree::new(proc_root, "/etc/passwd");
+    let t: Task = read_task(&tree, pid).map_err(|e| match e {
+        ProcError::Gone { .. } => ViewError::Gone,
+        other => ViewError::Unreadable(other.to_string()),
+    })?;
+    let uid = t
+        .uid
         .ok_or_else(|| ViewError::Unreadable(format!("{pid}/status has no Uid line")))?;
-    // An exiting task may already have lost its mm; treat as empty.
-    let cmdline = read_limited(&dir.join("cmdline"), ARGV0_MAX).unwrap_or_default();
-    let argv0 = cmdline
-        .split(|&b| b == 0)
-        .next()
-        .filter(|a| !a.is_empty())
-        .map(|a| String::from_utf8_lossy(a).into_owned());
     Ok(ProcView {
         pid,
-        ppid: stat.ppid,
-        state: stat.state,
-        flags: stat.flags,
-        start_ticks: stat.start_ticks,
+        ppid: t.ppid,
+        state: t.state,
+        flags: t.flags,
+        start_ticks: t.start_ticks,
         uid,
-        comm: stat.comm,
-        argv0,
+        comm: t.comm,
+        argv0: t.argv0,
     })
-}
-
-fn io_error(e: io::Error, what: &str) -> ViewError {
-    if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(ESRCH) {
-        ViewError::Gone
-    } else {
-        ViewError::Unreadable(format!("cannot read {what}: {e}"))
-    }
-}
-
-fn read_limited(path: &Path, max: u64) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    File::open(path)?.take(max).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
-/// The stat fields reclaim uses.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StatFields {
-    pub comm: String,
-    pub state: char,
-    pub ppid: u32,
-    pub flags: u64,
-    pub start_ticks: u64,
-}
-
-/// Parses `pid (comm) S ppid ... flags ... starttime ...`. comm may hold
-/// spaces and parens, so it runs to the LAST ')'. An empty file is a task
-/// being torn down: `Gone`.
-pub fn parse_stat(text: &str) -> Result<StatFields, ViewError> {
-    let text = text.trim_end_matches(['\n', '\0']);
-    if text.trim().is_empty() {
-        return Err(ViewError::Gone);
-    }
-    let bad = |why: &str| ViewError::Unreadable(format!("malformed stat: {why}"));
-    let open = text.find('(').ok_or_else(|| bad("no '('"))?;
-    let close = text.rfind(')').filter(|&c| c > open).ok_or_else(|| bad("no ')'"))?;
-    let rest: Vec<&str> = text[close + 1..].split_ascii_whitespace().collect();
-    // Indices after comm: field N is rest[N - 3].
-    let field = |n: usize| rest.get(n - 3).copied().ok_or_else(|| bad("too few fields"));
-    let mut state = field(3)?.chars();
-    let (Some(state), None) = (state.next(), state.next()) else {
-        return Err(bad("state is not one letter"));
-    };
-    let num = |n: usize| field(n).and_then(|f| f.parse::<u64>().map_err(|_| bad("field is not a number")));
-    Ok(StatFields {
-        comm: text[open + 1..close].to_string(),
-        state,
-        ppid: u32::try_from(num(4)?).map_err(|_| bad("ppid out of range"))?,
-        flags: num(9)?,
-        start_ticks: num(22)?,
-    })
-}
-
-/// Real uid: the first number of the `Uid:` line.
-pub fn parse_status_uid(text: &str) -> Option<u32> {
-    text.lines()
-        .find_map(|l| l.strip_prefix("Uid:"))
-        .and_then(|rest| rest.split_ascii_whitespace().next())
-        .and_then(|uid| uid.parse().ok())
 }
 
 #[cfg(test)]
@@ -175,56 +106,33 @@ mod tests {
     }
 
     #[test]
-    fn parses_fields_even_with_hostile_comm() {
-        for comm in ["python3", "a) R 1 2 (b", ")", ""] {
-            let s = parse_stat(&line(comm, "S", 4_194_560)).expect(comm);
-            assert_eq!((s.comm.as_str(), s.state, s.ppid), (comm, 'S', 77));
-            assert_eq!((s.flags, s.start_ticks), (4_194_560, 123_456));
-        }
-    }
-
-    #[test]
-    fn empty_is_gone_and_garbage_is_unreadable() {
-        assert!(matches!(parse_stat(""), Err(ViewError::Gone)));
-        assert!(matches!(parse_stat("\n\0"), Err(ViewError::Gone)));
-        for bad in [
-            "4242 python3 S 1",
-            "4242 (x) SS 1 2",
-            "4242 (x) S 1 2 3",
-            "4242 (x) S -1 2 3 4 5 6 7",
-        ] {
-            assert!(matches!(parse_stat(bad), Err(ViewError::Unreadable(_))), "{bad}");
-        }
-    }
-
-    #[test]
-    fn uid_is_the_real_uid() {
-        assert_eq!(parse_status_uid("Name:\tx\nUid:\t1001\t0\t0\t0\n"), Some(1001));
-        assert_eq!(parse_status_uid("Name:\tx\n"), None);
-    }
-
-    #[test]
     fn reads_a_fixture_tree_and_reports_missing_pids_as_gone() {
-        let dir = std::env::temp_dir().join(format!("gpumemd-reclaim-procview-{}", std::process::id()));
-        let pid_dir = dir.join("4242");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pid_dir = dir.path().join("4242");
         std::fs::create_dir_all(&pid_dir).expect("mkdir");
-        std::fs::write(pid_dir.join("stat"), line("python3", "R", 0)).expect("stat");
+        std::fs::write(pid_dir.join("stat"), line("a) R 1 2 (b", "R", 0x0020_0040)).expect("stat");
         std::fs::write(pid_dir.join("status"), "Uid:\t1001\t1001\t1001\t1001\n").expect("status");
         std::fs::write(pid_dir.join("cmdline"), b"/usr/bin/python3\0train.py\0").expect("cmdline");
-        let v = read_view(&dir, 4242).expect("view");
+        let v = read_view(dir.path(), 4242).expect("view");
         assert_eq!(
-            (v.uid, v.argv0.as_deref(), v.state),
-            (1001, Some("/usr/bin/python3"), 'R')
+            (v.uid, v.argv0.as_deref(), v.state, v.ppid, v.comm.as_str()),
+            (1001, Some("/usr/bin/python3"), ProcState::Running, 77, "a) R 1 2 (b")
         );
-        assert!(!v.is_kernel_thread() && !v.is_exited());
+        assert!(v.is_kernel_thread(), "PF_KTHREAD set in flags");
+        std::fs::write(pid_dir.join("stat"), line("python3", "Z", 0)).expect("stat");
+        let v = read_view(dir.path(), 4242).expect("view");
+        assert!(!v.is_kernel_thread() && v.is_exited());
         assert_eq!(v.argv0_names(), ["python3"]);
         std::fs::write(pid_dir.join("cmdline"), b"").expect("cmdline");
         assert!(
-            read_view(&dir, 4242).expect("view").is_kernel_thread(),
+            read_view(dir.path(), 4242).expect("view").is_kernel_thread(),
             "no argv: kernel thread"
         );
-        assert!(matches!(read_view(&dir, 4243), Err(ViewError::Gone)));
-        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::write(pid_dir.join("status"), "Name:\tx\n").expect("status");
+        assert!(matches!(read_view(dir.path(), 4242), Err(ViewError::Unreadable(_))));
+        std::fs::write(pid_dir.join("stat"), "").expect("stat");
+        assert!(matches!(read_view(dir.path(), 4242), Err(ViewError::Gone)));
+        assert!(matches!(read_view(dir.path(), 4243), Err(ViewError::Gone)));
     }
 
     #[test]

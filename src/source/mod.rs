@@ -1,7 +1,10 @@
 //! The hardware seam: `GpuSource` and the plain data it returns. Two
 //! implementations live beside this file, NVML (`nvml.rs`, the only code that
 //! names the NVML crate) and the simulated fleet (`simulated.rs`). Nothing here
-//! reads /proc or knows about metrics; attribution happens after the seam.
+//! reads /proc or knows about metrics; attribution happens after the seam. A
+//! simulated source also stands in for /proc: it hands out the in-memory tree
+//! it keeps ([`GpuSource::proc_tree`]), and attribution reads that as it reads
+//! the real one.
 
 pub mod nvml;
 pub mod scenario;
@@ -9,7 +12,10 @@ pub mod simulated;
 
 use thiserror::Error;
 
-use crate::snapshot::{DriverInfo, Memory, Placement};
+use std::sync::Arc;
+
+use crate::attribution::ProcTree;
+use crate::snapshot::{DriverInfo, Memory};
 
 /// Which NVML process lists a PID appeared in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -36,22 +42,6 @@ impl ProcessKinds {
     }
 }
 
-/// Identity a simulated process carries because it has no /proc entry.
-/// The NVML source never sets it; attribution then reads /proc instead.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SimIdentity {
-    pub comm: String,
-    pub user: String,
-    pub uid: u32,
-    /// "running", "sleeping", "zombie", "disk-sleep", "stopped".
-    pub state: String,
-    pub start_time: f64,
-    /// False for an "exited" holder: listed by NVML, gone from /proc.
-    pub in_proc: bool,
-    pub placement: Placement,
-    pub cmdline: String,
-}
-
 /// One process as a source reports it, before attribution.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RawProcess {
@@ -59,7 +49,6 @@ pub struct RawProcess {
     /// `None` when the source says the value is unavailable.
     pub used_bytes: Option<u64>,
     pub kinds: ProcessKinds,
-    pub sim: Option<SimIdentity>,
 }
 
 /// One device (GPU or MIG instance) as a source reports it.
@@ -117,6 +106,13 @@ pub trait GpuSource: Send {
 
     /// Scenario name for a simulated source, `None` for real hardware.
     fn demo_name(&self) -> Option<String> {
+        None
+    }
+
+    /// The `/proc` its processes live in when that is not the host's (a
+    /// simulated fleet's in-memory tree); `None`: the configured `proc_root`.
+    /// Asked once, when the pipeline is built.
+    fn proc_tree(&self) -> Option<Arc<dyn ProcTree>> {
         None
     }
 }

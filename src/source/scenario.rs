@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
+use crate::attribution::ProcState;
 use crate::config::ByteSize;
 
 /// Seconds of simulated time, written like a duration ("0s", "20s", "5m").
@@ -123,6 +124,8 @@ pub struct SimProcess {
     pub uid: u32,
     #[serde(rename = "type")]
     pub kind: Option<String>,
+    /// What /proc says while it runs (a `ProcState` name; "disk-sleep" is
+    /// D: live, unless it stays past `[processes] stuck_after`).
     pub state: Option<String>,
     pub container: String,
     pub container_runtime: String,
@@ -275,6 +278,12 @@ impl Scenario {
             }
             if p.pid == 0 {
                 return Err("a process needs a non-zero pid".into());
+            }
+            if let Some(state) = p.state.as_deref().filter(|s| ProcState::from_name(s).is_none()) {
+                return Err(format!(
+                    "process {}: state `{state}` is not one of running, sleeping, disk-sleep, stopped, zombie, idle",
+                    p.pid
+                ));
             }
             if let Some(speed) = p.speed {
                 if !(speed.is_finite() && speed > 0.0) {

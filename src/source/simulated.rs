@@ -2,13 +2,19 @@
 //! the `GpuSource` seam. It steps a `Scenario` on the poll clock (poll N is at
 //! scenario time (N-1) x interval), deterministically: the same scenario,
 //! interval and epoch give the same polls. It must not read clocks or files
-//! after construction.
+//! after construction. Its processes' identities (user, state, workload)
+//! are not in the polls: they are in the `/proc` tree it keeps
+//! (`simulated/proctree.rs`), which the pipeline reads like the real one.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::scenario::{Exit, Scenario, SimProcess};
-use super::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SimIdentity, SourceError, Utilization};
-use crate::snapshot::{DriverInfo, Memory, Placement};
+use super::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
+use crate::attribution::{ProcState, ProcTree};
+use crate::snapshot::{DriverInfo, Memory};
+
+mod proctree;
 
 /// A simulated fleet.
 pub struct SimulatedSource {
@@ -20,13 +26,12 @@ pub struct SimulatedSource {
     /// order: a device's poll then visits only its own processes (scanning
     /// them all per device cost 20 ms a poll at 64 GPUs x 1000 processes).
     by_device: std::collections::HashMap<(usize, Option<usize>), Vec<usize>>,
+    procs: proctree::SimProcTree,
 }
 
 /// What a process is doing at one instant of scenario time.
 struct Phase {
     listed: bool,
-    in_proc: bool,
-    zombie: bool,
     bytes: u64,
     /// Memory still used on the device after the process left the list.
     pending_release: u64,
@@ -41,12 +46,14 @@ impl SimulatedSource {
         for (i, p) in scenario.processes.iter().enumerate() {
             by_device.entry((p.gpu, p.instance)).or_default().push(i);
         }
+        let procs = proctree::SimProcTree::new(&scenario.processes, epoch);
         Self {
             scenario,
             interval: interval.as_secs_f64(),
             epoch,
             poll: 0,
             by_device,
+            procs,
         }
     }
 
@@ -67,7 +74,7 @@ impl SimulatedSource {
     }
 
     /// Builds one device (a GPU, or MIG instance `instance` of it).
-    fn device(&self, g: usize, instance: Option<usize>, t: f64, cycle: u64) -> (RawDevice, Vec<(u32, u32)>) {
+    fn device(&self, g: usize, instance: Option<usize>, t: f64) -> (RawDevice, Vec<(u32, u32)>) {
         let gpu = &self.scenario.gpus[g];
         let (uuid, total, reserved) = match instance {
             Some(i) => (self.mig_uuid(g, i), gpu.mig[i].memory.0, 0),
@@ -102,7 +109,6 @@ impl SimulatedSource {
                 pid: p.pid,
                 used_bytes: (!p.unavailable).then_some(ph.bytes),
                 kinds: kinds(p.kind.as_deref()),
-                sim: Some(self.identity(p, &ph, cycle)),
             });
         }
         let used = used.min(total.saturating_sub(reserved));
@@ -115,38 +121,23 @@ impl SimulatedSource {
         (dev, util)
     }
 
-    fn identity(&self, p: &SimProcess, ph: &Phase, cycle: u64) -> SimIdentity {
+    /// Updates the `/proc` tree to scenario time `t` of loop `cycle`.
+    fn sync_proc(&mut self, t: f64, cycle: u64) {
         let loop_len = self.scenario.loop_after.map(|l| l.0).unwrap_or(0.0);
-        SimIdentity {
-            comm: p.comm.clone(),
-            user: p.user.clone(),
-            uid: p.uid,
-            state: match (ph.zombie, &p.state) {
-                (true, _) => "zombie".into(),
-                (false, Some(s)) => s.clone(),
-                (false, None) => "sleeping".into(),
-            },
-            start_time: self.epoch + cycle as f64 * loop_len + p.start.0,
-            in_proc: ph.in_proc,
-            placement: Placement {
-                container: p.container.clone(),
-                container_runtime: p.container_runtime.clone(),
-                pod_uid: p.pod_uid.clone(),
-                qos_class: p.qos_class.clone(),
-                unit: p.unit.clone(),
-                slice: p.slice.clone(),
-                job: p.job.clone(),
-            },
-            cmdline: p.cmdline.clone(),
-        }
+        let ps = &self.scenario.processes;
+        let epoch = self.epoch;
+        self.procs.sync(
+            ps,
+            |i| proc_state(&ps[i], t),
+            |i| epoch + cycle as f64 * loop_len + ps[i].start.0,
+        );
     }
 
-    /// The lifecycle of `p` at scenario time `t` (see `Exit`).
+    /// The lifecycle of `p` at scenario time `t` (see `Exit`) as NVML
+    /// sees it; [`proc_state`] is the same lifecycle as /proc sees it.
     fn phase(&self, p: &SimProcess, t: f64) -> Phase {
         let none = Phase {
             listed: false,
-            in_proc: false,
-            zombie: false,
             bytes: 0,
             pending_release: 0,
             busy: false,
@@ -155,18 +146,10 @@ impl SimulatedSource {
         if local < 0.0 {
             return none;
         }
-        let speed = p.speed.unwrap_or(1.0);
-        let trace_end = p.trace_rows.last().map(|r| r.0 / speed);
-        let stop = match (p.stop.map(|s| s.0 - p.start.0), trace_end) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
         let busy = p.busy_for.is_none_or(|b| local < b.0);
-        let Some(stop) = stop.filter(|s| local >= *s) else {
+        let Some(stop) = stop_at(p).filter(|s| local >= *s) else {
             return Phase {
                 listed: true,
-                in_proc: true,
-                zombie: false,
                 bytes: self.bytes(p, local),
                 busy,
                 ..none
@@ -188,8 +171,6 @@ impl SimulatedSource {
             },
             Exit::Zombie if release.is_none_or(|r| after < r) => Phase {
                 listed: true,
-                in_proc: true,
-                zombie: true,
                 bytes: held,
                 ..none
             },
@@ -232,6 +213,7 @@ impl GpuSource for SimulatedSource {
             cycle = (t / l.0).floor() as u64;
             t -= cycle as f64 * l.0;
         }
+        self.sync_proc(t, cycle);
         let mut devices = Vec::new();
         let mut utilization = sample_utilization.then(Utilization::new);
         for (g, gpu) in self.scenario.gpus.iter().enumerate() {
@@ -256,7 +238,7 @@ impl GpuSource for SimulatedSource {
             let mut parent_used = 0;
             let mut built = Vec::new();
             for inst in instances {
-                let (dev, util) = self.device(g, inst, t, cycle);
+                let (dev, util) = self.device(g, inst, t);
                 parent_used += dev.memory.map_or(0, |m| m.used_bytes);
                 if let Some(u) = utilization.as_mut() {
                     u.insert(dev.uuid.clone(), util.into_iter().collect());
@@ -294,6 +276,10 @@ impl GpuSource for SimulatedSource {
     fn demo_name(&self) -> Option<String> {
         Some(self.scenario.name.clone())
     }
+
+    fn proc_tree(&self) -> Option<Arc<dyn ProcTree>> {
+        Some(self.procs.tree())
+    }
 }
 
 impl SimulatedSource {
@@ -311,6 +297,36 @@ impl SimulatedSource {
             ..RawDevice::default()
         }
     }
+}
+
+/// When `p` stops, in seconds after its start: `stop`, or the end of its trace.
+fn stop_at(p: &SimProcess) -> Option<f64> {
+    let trace_end = p.trace_rows.last().map(|r| r.0 / p.speed.unwrap_or(1.0));
+    match (p.stop.map(|s| s.0 - p.start.0), trace_end) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// What `/proc` shows of `p` at scenario time `t`: its scenario state while
+/// it runs (sleeping by default), Z while it is an unreaped `zombie`, and no
+/// entry before it starts or once it exited.
+fn proc_state(p: &SimProcess, t: f64) -> Option<ProcState> {
+    let local = t - p.start.0;
+    if local < 0.0 {
+        return None;
+    }
+    let Some(stop) = stop_at(p).filter(|s| local >= *s) else {
+        // Scenario::check accepted only names from_name knows.
+        return Some(
+            p.state
+                .as_deref()
+                .and_then(ProcState::from_name)
+                .unwrap_or(ProcState::Sleeping),
+        );
+    };
+    let zombie = p.exit == Exit::Zombie && p.release_after.is_none_or(|r| local - stop < r.0);
+    zombie.then_some(ProcState::Zombie)
 }
 
 fn kinds(kind: Option<&str>) -> ProcessKinds {

@@ -119,7 +119,7 @@ fn simulate(s: Scenario) {
     ];
     let epoch = 1_700_000_000.0;
     let mut src = SimulatedSource::new(s, Duration::from_secs(7), epoch);
-    let mut pipeline = Pipeline::new(&cfg.processes);
+    let mut pipeline = Pipeline::for_source(&cfg.processes, &src);
     let mut engine = AlertEngine::new(cfg.effective_rules(), "fuzz".into(), 10);
     let build = gpumemd::build_info();
     for n in 1..=3u64 {

@@ -53,10 +53,13 @@ fn run(bytes: Vec<u8>) -> Result<StatFields, StatError> {
 }
 
 /// A stat line as the kernel prints it (fs/proc/array.c), 52 fields.
-fn stat_line(pid: u32, comm: &str, state: char, ppid: u32, start_ticks: u64, filler: i64) -> String {
+fn stat_line(pid: u32, comm: &str, state: char, ppid: u32, flags: u64, start_ticks: u64, filler: i64) -> String {
     let mut fields: Vec<String> = vec![state.to_string(), ppid.to_string()];
-    // Fields 5..=21, then starttime (22), then 23..=52.
-    fields.extend((5..=21).map(|i| (filler.wrapping_mul(i)).to_string()));
+    // Fields 5..=21 (flags is 9), then starttime (22), then 23..=52.
+    fields.extend((5..=21).map(|i| match i {
+        9 => flags.to_string(),
+        _ => filler.wrapping_mul(i).to_string(),
+    }));
     fields.push(start_ticks.to_string());
     fields.extend((23..=52).map(|i| (filler.wrapping_add(i)).unsigned_abs().to_string()));
     format!("{pid} ({comm}) {}\n", fields.join(" "))
@@ -107,14 +110,15 @@ proptest! {
         // there, which the parser rightly assumes the kernel never does.
         state in any::<char>().prop_filter("one field", |c| !c.is_ascii_whitespace() && *c != ')'),
         ppid in any::<u32>(),
+        flags in any::<u64>(),
         start_ticks in any::<u64>(),
         filler in any::<i64>(),
     ) {
-        let line = stat_line(pid, &comm, state, ppid, start_ticks, filler);
+        let line = stat_line(pid, &comm, state, ppid, flags, start_ticks, filler);
         let got = run(line.clone().into_bytes());
         prop_assert_eq!(
             got,
-            Ok(StatFields { comm, state: ProcState::from_code(state), ppid, start_ticks }),
+            Ok(StatFields { comm, state: ProcState::from_code(state), ppid, flags, start_ticks }),
             "line {:?}", line
         );
     }

@@ -6,6 +6,7 @@
 //! `/proc` tests only assert what holds on any Linux machine).
 
 mod cgroup;
+mod memtree;
 mod procfs;
 
 use std::path::{Path, PathBuf};

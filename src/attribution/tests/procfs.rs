@@ -77,7 +77,7 @@ fn zombie_without_cmdline_or_cgroup_is_ok() {
     );
     let id = fake.procfs().read(66, &with_cmdline(128)).expect("zombie");
     assert_eq!(id.state, ProcState::Zombie);
-    assert!(id.state.is_zombie_like());
+    assert!(id.state.is_exited() && id.state.is_unkillable());
     assert_eq!(id.state.as_str(), "zombie");
     assert_eq!(id.cmdline.as_deref(), Some(""));
     assert_eq!(id.cgroup, CgroupInfo::default());

@@ -2,6 +2,7 @@
 //! release, zombie), lost GPUs, MIG and trace replay.
 
 use super::*;
+use crate::attribution::{ProcError, ProcFs, ProcessIdentity, ReadOptions};
 use crate::source::scenario::Scenario;
 
 fn source(name: &str) -> SimulatedSource {
@@ -16,6 +17,16 @@ fn at(src: &mut SimulatedSource, t: u64) -> RawPoll {
         last = Some(src.poll(true).expect("simulated polls never fail"));
     }
     last.expect("polled at least once")
+}
+
+/// What the source's /proc tree says of `pid` now, read as the pipeline does.
+fn ident(src: &SimulatedSource, pid: u32) -> Result<ProcessIdentity, ProcError> {
+    let tree = src.proc_tree().expect("a simulated source keeps a /proc tree");
+    let opts = ReadOptions {
+        cmdline: true,
+        ..ReadOptions::default()
+    };
+    ProcFs::on(tree).read(pid, &opts)
 }
 
 fn find(p: &RawPoll, pid: u32) -> Option<&RawProcess> {
@@ -52,8 +63,8 @@ fn default_lifecycles() {
     let mut s = source("default");
     // 5303 exits at 15 s but stays listed, gone from /proc, until 45 s.
     let p = at(&mut s, 20);
-    let exited = find(&p, 5303).and_then(|x| x.sim.clone()).expect("5303 listed at 20s");
-    assert!(!exited.in_proc);
+    assert!(find(&p, 5303).is_some(), "5303 listed at 20s");
+    assert!(ident(&s, 5303).is_err_and(|e| e.is_gone()), "exited: no /proc entry");
     // 5202 left the list at 20 s; its 12 GiB stays used until 60 s.
     assert!(find(&p, 5202).is_none());
     let gpu1 = &p.devices[1];
@@ -64,10 +75,8 @@ fn default_lifecycles() {
         "late release must stay in used: {used} vs {listed}"
     );
     // 5404 is a zombie from 5 s on.
-    assert_eq!(
-        find(&p, 5404).and_then(|x| x.sim.as_ref()).map(|i| i.state.as_str()),
-        Some("zombie")
-    );
+    assert!(find(&p, 5404).is_some());
+    assert_eq!(ident(&s, 5404).map(|i| i.state).ok(), Some(ProcState::Zombie));
     let p = at(&mut s, 61);
     assert!(find(&p, 5303).is_none());
     let used = p.devices[1].memory.map(|m| m.used_bytes).unwrap_or(0);
@@ -81,9 +90,59 @@ fn leak_grows_and_loop_restarts_with_new_start_time() {
     let later = at(&mut s, 100);
     let b = |p: &RawPoll| find(p, 4202).and_then(|x| x.used_bytes).unwrap_or(0);
     assert!(b(&later) > b(&first) + (4 << 30), "48 MiB/s over 99 s");
-    let start = |p: &RawPoll| find(p, 4202).and_then(|x| x.sim.as_ref()).map(|i| i.start_time);
+    let start = |s: &SimulatedSource| ident(s, 4202).ok().and_then(|i| i.start_time);
+    let before = start(&s);
     let after_loop = at(&mut s, 301);
-    assert_eq!(start(&after_loop), start(&first).map(|t| t + 300.0));
+    assert!(find(&after_loop, 4202).is_some());
+    assert_eq!(start(&s), before.map(|t| t + 300.0));
+}
+
+#[test]
+fn the_tree_shows_the_scenario_identities() {
+    let mut s = source("default");
+    at(&mut s, 2);
+    let train = ident(&s, 4101).expect("4101 runs");
+    assert_eq!(
+        (train.comm.as_str(), train.user.as_str(), train.uid),
+        ("python", "alice", Some(1000))
+    );
+    assert_eq!(train.state, ProcState::Sleeping);
+    assert_eq!(train.start_time, Some(1_700_000_000.0));
+    assert_eq!(
+        (train.cgroup.job.as_deref(), train.cgroup.slice.as_deref()),
+        (Some("4242"), Some("system.slice"))
+    );
+    assert_eq!(
+        train.cmdline.as_deref(),
+        Some("python train.py --epochs 90 --wandb-api-key=<redacted>")
+    );
+    let pod = ident(&s, 5101).expect("5101 runs");
+    assert_eq!(
+        pod.cgroup.pod_uid.as_deref(),
+        Some("6b1f0c2e-8d4a-4f3b-9e2d-7c1a5b0e4f93")
+    );
+    assert_eq!(pod.cgroup.qos_class.as_deref(), Some("burstable"));
+    assert_eq!(pod.cgroup.container_runtime.map(|r| r.as_str()), Some("containerd"));
+    assert_eq!(pod.cgroup.unit, None);
+    let notebook = ident(&s, 4303).expect("4303 runs");
+    assert_eq!(notebook.cgroup.unit.as_deref(), Some("jupyter.service"));
+    assert!(ident(&s, 5202).is_ok(), "5202 runs until 20 s");
+    at(&mut s, 21);
+    assert!(ident(&s, 5202).is_err_and(|e| e.is_gone()), "released: reaped");
+}
+
+#[test]
+fn disk_sleep_and_unknown_states() {
+    let text = "name = \"d\"\n[[gpu]]\nmemory = \"1GiB\"\n[[process]]\npid = 9\nstate = \"disk-sleep\"\n";
+    let sc = Scenario::parse(text, "d.toml", None).unwrap_or_else(|e| panic!("{e}"));
+    let mut s = SimulatedSource::new(sc, Duration::from_secs(1), 0.0);
+    at(&mut s, 0);
+    assert_eq!(ident(&s, 9).map(|i| i.state).ok(), Some(ProcState::DiskSleep));
+    let e = Scenario::parse(&text.replace("disk-sleep", "napping"), "d.toml", None)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(e.contains("state `napping`"), "{e}");
 }
 
 #[test]

@@ -1,0 +1,117 @@
+//! The in-memory tree renders what the real reader reads back: a process
+//! written into a `MemTree` comes out of `ProcFs` as it went in, and every
+//! workload shape survives `cgroup_path` -> `parse_cgroup`.
+
+use std::sync::Arc;
+
+use super::super::{
+    CgroupInfo, MemProcess, MemTree, ProcFs, ProcState, ReadOptions, Runtime, cgroup_path, clock_ticks, parse_cgroup,
+};
+
+fn info(f: impl FnOnce(&mut CgroupInfo)) -> CgroupInfo {
+    let mut i = CgroupInfo::default();
+    f(&mut i);
+    i
+}
+
+#[test]
+fn cgroup_paths_parse_back_into_the_same_workload() {
+    let id = "3f4e9c2b1a0d8e7f6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a3928170655".to_string();
+    let pod = "6b1f0c2e-8d4a-4f3b-9e2d-7c1a5b0e4f93".to_string();
+    let cases = [
+        CgroupInfo::default(),
+        info(|i| i.slice = Some("user-1000.slice".into())),
+        info(|i| {
+            i.slice = Some("system.slice".into());
+            i.unit = Some("jupyter.service".into());
+        }),
+        info(|i| {
+            i.slice = Some("system.slice".into());
+            i.job = Some("4242".into());
+            i.job_step = Some("batch".into());
+        }),
+        info(|i| i.job = Some("17".into())),
+        info(|i| {
+            i.container_id = Some(id.clone());
+            i.container_runtime = Some(Runtime::Docker);
+        }),
+        info(|i| i.container_id = Some(id.clone())),
+        info(|i| {
+            i.container_id = Some(id.clone());
+            i.container_runtime = Some(Runtime::Podman);
+            i.unit = Some("app.service".into());
+        }),
+        info(|i| {
+            i.container_id = Some(id.clone());
+            i.container_runtime = Some(Runtime::Containerd);
+            i.pod_uid = Some(pod.clone());
+            i.qos_class = Some("burstable".into());
+        }),
+        info(|i| {
+            i.container_id = Some(id.clone());
+            i.container_runtime = Some(Runtime::CriO);
+            i.pod_uid = Some(pod.clone());
+            i.qos_class = Some("guaranteed".into());
+        }),
+        info(|i| {
+            i.pod_uid = Some(pod.clone());
+            i.qos_class = Some("besteffort".into());
+        }),
+    ];
+    for want in cases {
+        let path = cgroup_path(&want);
+        assert_eq!(parse_cgroup(&format!("0::{path}\n")), want, "{path}");
+    }
+}
+
+fn python(pid: u32, state: ProcState) -> MemProcess {
+    MemProcess {
+        pid,
+        ppid: 1,
+        comm: "a-very-long-process-name".into(),
+        state,
+        start_ticks: 250 * clock_ticks(),
+        uid: 1001,
+        cgroup: "/system.slice/train.service".into(),
+        cmdline: MemProcess::nul_args("python train.py --password hunter2"),
+    }
+}
+
+#[test]
+fn procfs_reads_back_what_was_written() {
+    let tree = Arc::new(MemTree::new(1_700_000_000));
+    tree.update(|w| {
+        w.set_passwd([(1001, "bob")]);
+        w.insert(python(42, ProcState::DiskSleep));
+    });
+    let mut fs = ProcFs::on(tree.clone()).with_passwd_recheck(std::time::Duration::ZERO);
+    let opts = ReadOptions {
+        cmdline: true,
+        ..ReadOptions::default()
+    };
+    let id = fs.read(42, &opts).expect("in the tree");
+    assert_eq!(id.comm, "a-very-long-pro", "cut to 15 bytes as the kernel does");
+    assert_eq!(
+        (id.state, id.ppid, id.uid, id.user.as_str()),
+        (ProcState::DiskSleep, 1, Some(1001), "bob")
+    );
+    assert_eq!(id.start_time, Some(1_700_000_250.0));
+    assert_eq!(id.cgroup.unit.as_deref(), Some("train.service"));
+    assert_eq!(id.cmdline.as_deref(), Some("python train.py --password <redacted>"));
+
+    // A zombie keeps its entry but has no argv; a renamed user shows at once.
+    tree.update(|w| {
+        assert!(w.set_state(42, ProcState::Zombie));
+        w.set_passwd([(1001, "robert")]);
+    });
+    let id = fs.read(42, &opts).expect("zombie");
+    assert_eq!(
+        (id.state, id.cmdline.as_deref(), id.user.as_str()),
+        (ProcState::Zombie, Some(""), "robert")
+    );
+
+    tree.update(|w| w.remove(42));
+    assert!(fs.read(42, &opts).is_err_and(|e| e.is_gone()));
+    assert!(tree.is_empty());
+    assert!(!tree.update(|w| w.set_state(42, ProcState::Running)), "absent");
+}

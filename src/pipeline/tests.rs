@@ -1,0 +1,113 @@
+//! The pipeline's holder verdicts over time: a process in D is live until
+//! it has stayed there `stuck_after`, then holder `zombie` with state
+//! `stuck`, and live again once it leaves D; Z is zombie at once. Checked
+//! on a fixture `/proc` directory (the real reader) and on the simulated
+//! fleet's tree (the demo's path), which must agree.
+
+use std::time::Duration;
+
+use super::Pipeline;
+use crate::config::{Config, PositiveDuration};
+use crate::snapshot::{Device, Holder, Memory};
+use crate::source::scenario::Scenario;
+use crate::source::simulated::SimulatedSource;
+use crate::source::{GpuSource, RawDevice, RawPoll, RawProcess};
+
+const GIB: u64 = 1 << 30;
+
+fn stat(state: char) -> String {
+    format!(
+        "77 (python) {state} 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 5000 0 0 \
+         18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+    )
+}
+
+fn poll_of(pid: u32) -> RawPoll {
+    RawPoll {
+        devices: vec![RawDevice {
+            uuid: "GPU-0".into(),
+            up: true,
+            memory: Some(Memory {
+                total_bytes: 80 * GIB,
+                used_bytes: 5 * GIB,
+                free_bytes: 75 * GIB,
+                reserved_bytes: Some(0),
+            }),
+            processes: vec![RawProcess {
+                pid,
+                used_bytes: Some(4 * GIB),
+                ..RawProcess::default()
+            }],
+            ..RawDevice::default()
+        }],
+        ..RawPoll::default()
+    }
+}
+
+/// (holder, state, zombie bytes of the device).
+fn verdict(devices: &[Device], pid: u32) -> (Option<Holder>, String, u64) {
+    let d = &devices[0];
+    let p = d.processes.iter().find(|p| p.pid == pid).expect("listed");
+    (p.holder, p.state.clone(), d.holders.map_or(0, |h| h.zombie))
+}
+
+#[test]
+fn d_on_a_fixture_proc_is_live_until_stuck_after() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("stat"), "btime 1700000000\n").expect("stat");
+    std::fs::create_dir_all(dir.path().join("77")).expect("mkdir");
+    std::fs::write(dir.path().join("77/status"), "Uid:\t1000\t1000\t1000\t1000\n").expect("status");
+    std::fs::write(dir.path().join("77/cgroup"), "0::/system.slice/train.service\n").expect("cgroup");
+    let set = |state: char| std::fs::write(dir.path().join("77/stat"), stat(state)).expect("stat");
+    let mut cfg = Config::defaults(false).processes;
+    cfg.proc_root = dir.path().to_path_buf();
+    cfg.stuck_after = PositiveDuration::secs(30);
+    let mut pipe = Pipeline::new(&cfg);
+    let live = |state: &str| (Some(Holder::Live), state.to_string(), 0);
+    let stuck = (Some(Holder::Zombie), "stuck".to_string(), 4 * GIB);
+    // (time, state letter, verdict)
+    let steps = [
+        (0.0, 'D', live("disk-sleep")),
+        (29.0, 'D', live("disk-sleep")),
+        (30.0, 'D', stuck.clone()),
+        (45.0, 'D', stuck.clone()),
+        (46.0, 'R', live("running")),
+        (47.0, 'D', live("disk-sleep")),
+        (76.0, 'D', live("disk-sleep")),
+        (77.0, 'D', stuck.clone()),
+        (78.0, 'Z', (Some(Holder::Zombie), "zombie".to_string(), 4 * GIB)),
+        (79.0, 'D', live("disk-sleep")),
+    ];
+    for (now, state, want) in steps {
+        set(state);
+        let (_, devices) = pipe.build(poll_of(77), now);
+        assert_eq!(verdict(&devices, 77), want, "at {now} in {state}");
+    }
+    let (_, devices) = pipe.build(RawPoll::default(), 80.0);
+    assert!(devices.is_empty());
+    assert_eq!(pipe.retained().dsleep_entries, 0, "a process not listed is forgotten");
+}
+
+#[test]
+fn a_disk_sleep_scenario_process_is_live_until_stuck_after() {
+    let text = "name = \"d\"\n[[gpu]]\nmemory = \"80GiB\"\n\
+                [[process]]\npid = 9\nstate = \"disk-sleep\"\nmemory = \"4GiB\"\n\
+                [[process]]\npid = 10\nmemory = \"1GiB\"\nstop = \"2s\"\nexit = \"zombie\"\n";
+    let sc = Scenario::parse(text, "d.toml", None).unwrap_or_else(|e| panic!("{e}"));
+    let mut src = SimulatedSource::new(sc, Duration::from_secs(1), 1_700_000_000.0);
+    let mut cfg = Config::defaults(true).processes;
+    cfg.stuck_after = PositiveDuration::secs(5);
+    let mut pipe = Pipeline::for_source(&cfg, &src);
+    for t in 0..8u32 {
+        let raw = src.poll(false).expect("simulated poll");
+        let (_, devices) = pipe.build(raw, 1_700_000_000.0 + f64::from(t));
+        let (holder, state, _) = verdict(&devices, 9);
+        let want = if t < 5 { "disk-sleep" } else { "stuck" };
+        assert_eq!(state, want, "pid 9 at {t} s");
+        assert_eq!(holder == Some(Holder::Zombie), t >= 5, "pid 9 at {t} s");
+        let (holder, state, _) = verdict(&devices, 10);
+        let want = if t < 2 { "sleeping" } else { "zombie" };
+        assert_eq!(state, want, "pid 10 at {t} s");
+        assert_eq!(holder == Some(Holder::Zombie), t >= 2, "pid 10 at {t} s");
+    }
+}
