@@ -341,19 +341,37 @@ async fn shutdown_stops_the_tasks_and_keeps_the_outbox() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unusable_state_dir_is_an_error_naming_it() {
+async fn an_unwritable_state_dir_at_start_delays_durability_not_delivery() {
+    let addr = TcpListener::bind(loopback())
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
     let tmp = tempfile::tempdir().expect("tempdir");
-    let file = tmp.path().join("state-is-a-file");
-    std::fs::write(&file, b"").expect("write");
+    // A file where the state dir should be: every write under it fails (as on
+    // a full disk) until it is removed (space freed), root or not.
+    let state = tmp.path().join("state");
+    std::fs::write(&state, b"").expect("write");
     let (_stop_tx, stop) = watch::channel(false);
-    let err = match Notifiers::start(&config(loopback(), None), &file, stop) {
-        Ok(_) => panic!("started on a file"),
-        Err(e) => e.to_string(),
-    };
+    let n = Notifiers::start(&config(addr, None), &state, stop).expect("starts anyway");
+    n.submit(&[alert("A", AlertStatus::Firing)], &[]);
+    wait_true(Duration::from_secs(10), "a refused attempt", || stats(&n).failed >= 1).await;
     assert!(
-        err.contains(&file.join("outbox/webhook").display().to_string()),
-        "{err}"
+        stats(&n).persist_errors >= 1,
+        "the metric tells that nothing is on disk"
     );
+    std::fs::remove_file(&state).expect("free the disk");
+    n.submit(&[alert("A", AlertStatus::Resolved)], &[]);
+    let dir = state.join("outbox/webhook");
+    wait_true(Duration::from_secs(15), "the outbox opened and written", || {
+        files(&dir) == 2
+    })
+    .await;
+    let (rx, _) = Receiver::start(addr, &[], None).await;
+    wait_true(Duration::from_secs(15), "2 deliveries", || rx.delivered().len() >= 2).await;
+    let got = transitions(&rx.delivered());
+    assert_eq!(got, [("A".into(), "firing".into()), ("A".into(), "resolved".into())]);
+    wait_true(Duration::from_secs(5), "an empty outbox", || files(&dir) == 0).await;
 }
 
 fn files(dir: &Path) -> usize {

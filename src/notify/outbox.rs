@@ -12,10 +12,19 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use super::NotifyError;
+
+/// Delays between attempts to open an outbox that could not be opened.
+const RETRY_FIRST: Duration = Duration::from_secs(1);
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Sequence numbers start at the clock in microseconds; one past this
+/// (about 292,000 years) was not made by this code.
+const SEQ_SANE_MAX: u64 = u64::MAX / 2;
 
 /// Bumped when the entry file layout changes incompatibly.
 const FORMAT: u32 = 1;
@@ -46,6 +55,9 @@ pub(crate) struct Counters {
 
 pub(crate) struct Outbox<T> {
     dir: PathBuf,
+    /// `None` once the directory has been opened; until then, when the next
+    /// attempt is due and the delay after it (the queue lives in memory).
+    detached: Option<(Instant, Duration)>,
     /// Log a failing disk once per outage, not once per entry.
     disk_failing: bool,
     entries: BTreeMap<u64, Entry<T>>,
@@ -75,6 +87,7 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
         fs::remove_file(&probe).map_err(err)?;
         let mut outbox = Outbox {
             dir: dir.to_path_buf(),
+            detached: None,
             disk_failing: false,
             entries: BTreeMap::new(),
             by_key: HashMap::new(),
@@ -82,12 +95,106 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
             max: max.max(1),
             counters: Counters::default(),
         };
-        let max_seq = outbox.load()?;
+        let mut max_seq = outbox.load()?;
+        if max_seq.is_some_and(|s| s > SEQ_SANE_MAX) {
+            max_seq = outbox.renumber();
+        }
         // Sequence numbers start at the wall clock in microseconds so that ids
         // keep growing across restarts even when the outbox was empty.
-        outbox.next_seq = max_seq.map_or(0, |s| s + 1).max(now_micros());
+        outbox.next_seq = max_seq.map_or(0, |s| s.saturating_add(1)).max(now_micros());
         outbox.enforce_bound();
         Ok(outbox)
+    }
+
+    /// [`Outbox::open`], or when that fails an outbox in memory that
+    /// retries opening its directory (with backoff, on every push and on
+    /// [`Outbox::retry_open`]): a full or unwritable disk at start delays
+    /// durability, never delivery.
+    pub fn open_or_retry(dir: &Path, max: usize) -> Self {
+        match Self::open(dir, max) {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::error!(error = %e, "outbox unusable; notifications are kept in memory and the outbox retried");
+                Outbox {
+                    dir: dir.to_path_buf(),
+                    detached: Some((Instant::now() + RETRY_FIRST, RETRY_FIRST)),
+                    disk_failing: true,
+                    entries: BTreeMap::new(),
+                    by_key: HashMap::new(),
+                    next_seq: now_micros(),
+                    max: max.max(1),
+                    counters: Counters {
+                        persist_errors: 1,
+                        ..Counters::default()
+                    },
+                }
+            }
+        }
+    }
+
+    /// Makes the next [`Outbox::retry_open`] attempt at once (tests).
+    #[cfg(test)]
+    pub fn retry_due_now(&mut self) {
+        if let Some((_, delay)) = self.detached {
+            self.detached = Some((Instant::now(), delay));
+        }
+    }
+
+    /// Whether the directory is open (entries are persisted).
+    #[cfg(test)]
+    pub fn attached(&self) -> bool {
+        self.detached.is_none()
+    }
+
+    /// Tries to open the directory if it is not yet and an attempt is due:
+    /// loads what a previous run left (ordered before what this run queued)
+    /// and writes what is held in memory.
+    pub fn retry_open(&mut self) {
+        let Some((due, delay)) = self.detached else {
+            return;
+        };
+        if Instant::now() < due {
+            return;
+        }
+        match Self::open(&self.dir, self.max) {
+            Ok(old) => {
+                self.detached = None;
+                let mine = std::mem::take(&mut self.entries);
+                self.by_key.clear();
+                self.next_seq = self.next_seq.max(old.next_seq);
+                for (seq, e) in old.entries {
+                    self.insert(seq, e.key, e.item, true);
+                }
+                for (_, e) in mine {
+                    let seq = self.next_seq;
+                    self.next_seq = self.next_seq.saturating_add(1);
+                    let on_disk = self.persist(seq, &e.key, &e.item);
+                    self.insert(seq, e.key, e.item, on_disk);
+                }
+                self.counters.dropped += old.counters.dropped;
+                self.enforce_bound();
+                self.disk_failing = false;
+                tracing::info!(dir = %self.dir.display(), queued = self.entries.len(), "outbox opened; notifications are durable again");
+            }
+            Err(_) => {
+                let next = (delay * 2).min(RETRY_MAX);
+                self.detached = Some((Instant::now() + delay, next));
+            }
+        }
+    }
+
+    /// Gives the loaded entries fresh sequence numbers from the clock, in
+    /// their order, and rewrites their files: a number past any clock (a
+    /// hand-edited or corrupt file) would otherwise leave no room after it,
+    /// and what this run queues would be delivered before it.
+    fn renumber(&mut self) -> Option<u64> {
+        let old = std::mem::take(&mut self.entries);
+        self.by_key.clear();
+        for (seq, (_, e)) in (now_micros()..).zip(old) {
+            let on_disk = self.persist(seq, &e.key, &e.item);
+            self.insert(seq, e.key, e.item, on_disk);
+        }
+        self.entries.last_key_value().map(|(s, _)| *s)
     }
 
     fn load(&mut self) -> Result<Option<u64>, NotifyError> {
@@ -159,8 +266,9 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
     /// persists it. `key = None` makes a unique key from the sequence number.
     /// Returns the sequence number.
     pub fn push(&mut self, key: Option<&str>, item: T) -> u64 {
+        self.retry_open();
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         let key = key.map_or_else(|| format!("{seq:020}"), str::to_owned);
         let on_disk = self.persist(seq, &key, &item);
         self.insert(seq, key, item, on_disk);
@@ -175,12 +283,17 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
             return;
         }
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         self.insert(seq, key.to_owned(), item, false);
         self.enforce_bound();
     }
 
     fn persist(&mut self, seq: u64, key: &str, item: &T) -> bool {
+        if self.detached.is_some() {
+            // Not written, and counted, so that the metric tells the truth.
+            self.counters.persist_errors += 1;
+            return false;
+        }
         let file = EntryFile {
             format: FORMAT,
             seq,
