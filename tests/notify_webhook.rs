@@ -305,7 +305,7 @@ async fn the_outbox_delivers_after_a_restart_while_the_receiver_was_down() {
     drop(first); // the daemon "restarts"
     assert_eq!(files(&state.path().join("outbox/webhook")), 5);
 
-    let second = Notifiers::start(&cfg, state.path(), stop).expect("restart");
+    let second = Notifiers::start(&cfg, state.path(), stop.clone()).expect("restart");
     assert_eq!(
         stats(&second).queue_length,
         5,
@@ -372,6 +372,53 @@ async fn an_unwritable_state_dir_at_start_delays_durability_not_delivery() {
     let got = transitions(&rx.delivered());
     assert_eq!(got, [("A".into(), "firing".into()), ("A".into(), "resolved".into())]);
     wait_true(Duration::from_secs(5), "an empty outbox", || files(&dir) == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_firing_at_shutdown_and_cleared_by_the_restart_is_resolved() {
+    let (rx, addr) = Receiver::start(loopback(), &[], None).await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let cfg = config(addr, None);
+    let (_stop_tx, stop) = watch::channel(false);
+    let first = Notifiers::start(&cfg, state.path(), stop.clone()).expect("start");
+    let a = alert("A", AlertStatus::Firing);
+    let b = alert("B", AlertStatus::Firing);
+    first.submit(&[a.clone(), b.clone()], &[a.clone(), b.clone()]);
+    wait_true(Duration::from_secs(10), "the firing message", || {
+        rx.delivered().len() == 1
+    })
+    .await;
+    drop(first); // the daemon stops with A and B firing
+    // After the restart only B fires: A cleared while the daemon was down.
+    let second = Notifiers::start(&cfg, state.path(), stop.clone()).expect("restart");
+    second.submit(std::slice::from_ref(&b), std::slice::from_ref(&b));
+    wait_true(Duration::from_secs(10), "a second message", || {
+        rx.delivered().len() >= 2
+    })
+    .await;
+    let got = transitions(&rx.delivered());
+    assert!(
+        got.contains(&("A".into(), "resolved".into())),
+        "A resolved after the restart: {got:?}"
+    );
+    assert!(
+        !got.contains(&("B".into(), "resolved".into())),
+        "B still fires: {got:?}"
+    );
+    // Resolved once, not again on later evaluations or restarts.
+    second.submit(&[], std::slice::from_ref(&b));
+    drop(second);
+    let third = Notifiers::start(&cfg, state.path(), stop).expect("restart");
+    third.submit(&[], &[b]);
+    wait_true(Duration::from_secs(5), "an empty queue", || {
+        stats(&third).queue_length == 0
+    })
+    .await;
+    let resolved_a = transitions(&rx.delivered())
+        .iter()
+        .filter(|t| t.0 == "A" && t.1 == "resolved")
+        .count();
+    assert_eq!(resolved_a, 1);
 }
 
 fn files(dir: &Path) -> usize {
