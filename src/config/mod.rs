@@ -329,7 +329,11 @@ impl Config {
         if let Err(message) = self.notify.validate() {
             return Err(keyed_error(origin, text, &message));
         }
-        if let Err(message) = self.reclaim.validate() {
+        if let Err(message) = self
+            .reclaim
+            .validate()
+            .and_then(|()| self.reclaim.check_rules(&self.rules))
+        {
             // The message starts with the key it is about (reclaim.…).
             let key = message.split(':').next().unwrap_or("reclaim").trim().to_string();
             let field = key.strip_prefix("reclaim.").unwrap_or("enabled");
