@@ -243,7 +243,10 @@ where
         // headers; hyper's stays as the backstop for far larger headers.
         .max_buf_size(cfg.limits.max_header_bytes.saturating_mul(2))
         .max_headers(cfg.limits.max_headers)
-        .serve_connection(TokioIo::new(WriteDeadline::new(io, cfg.limits.request_timeout)), svc);
+        .serve_connection(
+            TokioIo::new(WriteDeadline::new(io, cfg.limits.request_timeout, header_lines(cfg))),
+            svc,
+        );
     tokio::pin!(conn);
     let result = tokio::select! {
         r = conn.as_mut() => r,
@@ -382,4 +385,17 @@ fn header_bytes<B>(req: &Request<B>) -> usize {
     let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
     let fields: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
     line + fields + 2
+}
+
+/// The configured extra headers as `name: value CRLF` lines, for the
+/// responses hyper writes without the service.
+fn header_lines(cfg: &WebConfig) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, v) in &cfg.headers {
+        out.extend_from_slice(k.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
 }
