@@ -384,16 +384,19 @@ async fn an_alert_firing_at_shutdown_and_cleared_by_the_restart_is_resolved() {
     let a = alert("A", AlertStatus::Firing);
     let b = alert("B", AlertStatus::Firing);
     first.submit(&[a.clone(), b.clone()], &[a.clone(), b.clone()]);
+    // Delivered and acknowledged (gone from the outbox), so that the restart
+    // does not deliver it again.
     wait_true(Duration::from_secs(10), "the firing message", || {
-        rx.delivered().len() == 1
+        stats(&first).queue_length == 0
     })
     .await;
+    assert_eq!(rx.delivered().len(), 1);
     drop(first); // the daemon stops with A and B firing
     // After the restart only B fires: A cleared while the daemon was down.
     let second = Notifiers::start(&cfg, state.path(), stop.clone()).expect("restart");
     second.submit(std::slice::from_ref(&b), std::slice::from_ref(&b));
-    wait_true(Duration::from_secs(10), "a second message", || {
-        rx.delivered().len() >= 2
+    wait_true(Duration::from_secs(10), "a second message, acknowledged", || {
+        rx.delivered().len() >= 2 && stats(&second).queue_length == 0
     })
     .await;
     let got = transitions(&rx.delivered());
