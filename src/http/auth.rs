@@ -152,6 +152,7 @@ impl BasicAuth {
 
     /// A place in the pool for `ip`, unless it already holds its share.
     fn admit(&self, ip: IpAddr) -> Option<Admitted> {
+        let ip = source_of(ip);
         let mut s = self.sources.lock().ok()?;
         let n = s.entry(ip).or_insert(0);
         if *n >= PER_SOURCE {
@@ -173,6 +174,19 @@ impl BasicAuth {
         tokio::task::spawn_blocking(move || bcrypt::verify(&pass, &hash).unwrap_or(false))
             .await
             .unwrap_or(false)
+    }
+}
+
+/// The unit of admission: an IPv4 address, or the /64 of an IPv6 one (a
+/// single host is routinely given a whole /64, so its addresses are one
+/// source); IPv4-mapped IPv6 addresses count as the IPv4 address.
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
     }
 }
 
@@ -307,6 +321,12 @@ mod tests {
         let held: Vec<_> = (0..PER_SOURCE).map(|_| auth.admit(ip).expect("within share")).collect();
         assert!(auth.admit(ip).is_none(), "over its share");
         assert!(auth.admit([10, 0, 0, 2].into()).is_some(), "another source is admitted");
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert!(auth.admit(mapped).is_none(), "the same host over IPv6-mapped");
+        let v6a: IpAddr = "2001:db8::1".parse().unwrap();
+        let v6b: IpAddr = "2001:db8::2:3".parse().unwrap();
+        let _a = (auth.admit(v6a).unwrap(), auth.admit(v6a).unwrap());
+        assert!(auth.admit(v6b).is_none(), "one /64 is one source");
         drop(held);
         assert!(auth.admit(ip).is_some(), "places come back");
     }

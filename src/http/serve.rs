@@ -2,8 +2,8 @@
 //! connection task per client, bounded in number (clients that have sent
 //! nothing yet apart from those being served) and in time (first byte,
 //! handshake, header, request, and writing the response), basic auth and
-//! extra headers around the router, and a graceful stop. It must not know the routes: it serves whatever `Router`
-//! it is given.
+//! extra headers around the router, and a graceful stop. It must not know
+//! the routes: it serves whatever `Router` it is given.
 
 use std::convert::Infallible;
 use std::future::Future;
