@@ -27,6 +27,7 @@ pub mod units;
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -95,7 +96,7 @@ pub async fn run(
     // Notifications are what an unwritable state dir silently turns off
     // (reclaim, when enabled, has already refused to start without it).
     let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
-    let state_dir_writable = configured.then(|| state_dir_writable(&cfg.state.dir));
+    let state_dir_writable = configured.then(|| probe_state_dir(cfg.state.dir.clone(), stop_rx.clone()));
     let pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
@@ -115,7 +116,7 @@ pub async fn run(
         config: cfg_rx.clone(),
         reload_status: status_rx,
         reload: reload_tx,
-        counters: metrics::Counters::new(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable),
+        counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable),
         build: build_info(),
     };
     let hook = alert_hooks(reclaimer.clone(), notifiers);
@@ -163,8 +164,8 @@ pub async fn run(
 }
 
 /// Starts delivery to Alertmanager / the webhook when any is configured. An
-/// unusable state dir does not stop the daemon: alerts stay visible in the
-/// API and metrics, and the error is logged.
+/// unusable state dir does not stop them: they deliver from memory and
+/// retry opening their outbox; only a bad config or client setup does.
 fn start_notifiers(cfg: &Config, shutdown: watch::Receiver<bool>) -> Option<Arc<notify::Notifiers>> {
     if cfg.notify.alertmanager.is_none() && cfg.notify.webhook.is_none() {
         return None;
@@ -223,16 +224,41 @@ async fn follow_reclaim_config(
     }
 }
 
-/// Whether a file can be created in `dir` (made if missing), as the
-/// outbox will need. Probed once at start: later failures are counted by
-/// `gpumem_notification_outbox_write_errors_total`.
+/// Whether data can be written to `dir` (made if missing) and reach the
+/// disk, as the outbox needs: a block of data and an fsync, because an
+/// empty file is created even on a full disk.
 fn state_dir_writable(dir: &std::path::Path) -> bool {
+    use std::io::Write as _;
     let probe = dir.join(format!(".gpumemd-probe-{}", std::process::id()));
     let ok = std::fs::create_dir_all(dir)
-        .and_then(|()| std::fs::write(&probe, b""))
+        .and_then(|()| std::fs::File::create(&probe))
+        .and_then(|mut f| f.write_all(&[b'.'; 4096]).and_then(|()| f.sync_all()))
         .is_ok();
     let _ = std::fs::remove_file(&probe);
     ok
+}
+
+/// Probes the state dir now and then again in the background (every 2 s
+/// while it fails, every 30 s while it works), so that
+/// `gpumem_state_dir_writable` follows a disk that fills or is freed.
+fn probe_state_dir(dir: std::path::PathBuf, mut shutdown: watch::Receiver<bool>) -> Arc<AtomicBool> {
+    let ok = Arc::new(AtomicBool::new(state_dir_writable(&dir)));
+    let out = ok.clone();
+    tokio::spawn(async move {
+        loop {
+            let every = if ok.load(Ordering::Relaxed) { 30 } else { 2 };
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return,
+                () = tokio::time::sleep(Duration::from_secs(every)) => {}
+            }
+            let d = dir.clone();
+            let now = tokio::task::spawn_blocking(move || state_dir_writable(&d))
+                .await
+                .unwrap_or(false);
+            ok.store(now, Ordering::Relaxed);
+        }
+    });
+    out
 }
 
 /// Pings systemd's watchdog at half its period. It proves the runtime is

@@ -305,7 +305,7 @@ async fn the_outbox_delivers_after_a_restart_while_the_receiver_was_down() {
     drop(first); // the daemon "restarts"
     assert_eq!(files(&state.path().join("outbox/webhook")), 5);
 
-    let second = Notifiers::start(&cfg, state.path(), stop).expect("restart");
+    let second = Notifiers::start(&cfg, state.path(), stop.clone()).expect("restart");
     assert_eq!(
         stats(&second).queue_length,
         5,
@@ -341,19 +341,87 @@ async fn shutdown_stops_the_tasks_and_keeps_the_outbox() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_unusable_state_dir_is_an_error_naming_it() {
+async fn an_unwritable_state_dir_at_start_delays_durability_not_delivery() {
+    let addr = TcpListener::bind(loopback())
+        .await
+        .expect("bind")
+        .local_addr()
+        .expect("addr");
     let tmp = tempfile::tempdir().expect("tempdir");
-    let file = tmp.path().join("state-is-a-file");
-    std::fs::write(&file, b"").expect("write");
+    // A file where the state dir should be: every write under it fails (as on
+    // a full disk) until it is removed (space freed), root or not.
+    let state = tmp.path().join("state");
+    std::fs::write(&state, b"").expect("write");
     let (_stop_tx, stop) = watch::channel(false);
-    let err = match Notifiers::start(&config(loopback(), None), &file, stop) {
-        Ok(_) => panic!("started on a file"),
-        Err(e) => e.to_string(),
-    };
+    let n = Notifiers::start(&config(addr, None), &state, stop).expect("starts anyway");
+    n.submit(&[alert("A", AlertStatus::Firing)], &[]);
+    wait_true(Duration::from_secs(10), "a refused attempt", || stats(&n).failed >= 1).await;
     assert!(
-        err.contains(&file.join("outbox/webhook").display().to_string()),
-        "{err}"
+        stats(&n).persist_errors >= 1,
+        "the metric tells that nothing is on disk"
     );
+    std::fs::remove_file(&state).expect("free the disk");
+    n.submit(&[alert("A", AlertStatus::Resolved)], &[]);
+    let dir = state.join("outbox/webhook");
+    wait_true(Duration::from_secs(15), "the outbox opened and written", || {
+        files(&dir) == 2
+    })
+    .await;
+    let (rx, _) = Receiver::start(addr, &[], None).await;
+    wait_true(Duration::from_secs(15), "2 deliveries", || rx.delivered().len() >= 2).await;
+    let got = transitions(&rx.delivered());
+    assert_eq!(got, [("A".into(), "firing".into()), ("A".into(), "resolved".into())]);
+    wait_true(Duration::from_secs(5), "an empty outbox", || files(&dir) == 0).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_firing_at_shutdown_and_cleared_by_the_restart_is_resolved() {
+    let (rx, addr) = Receiver::start(loopback(), &[], None).await;
+    let state = tempfile::tempdir().expect("tempdir");
+    let cfg = config(addr, None);
+    let (_stop_tx, stop) = watch::channel(false);
+    let first = Notifiers::start(&cfg, state.path(), stop.clone()).expect("start");
+    let a = alert("A", AlertStatus::Firing);
+    let b = alert("B", AlertStatus::Firing);
+    first.submit(&[a.clone(), b.clone()], &[a.clone(), b.clone()]);
+    // Delivered and acknowledged (gone from the outbox), so that the restart
+    // does not deliver it again.
+    wait_true(Duration::from_secs(10), "the firing message", || {
+        stats(&first).queue_length == 0
+    })
+    .await;
+    assert_eq!(rx.delivered().len(), 1);
+    drop(first); // the daemon stops with A and B firing
+    // After the restart only B fires: A cleared while the daemon was down.
+    let second = Notifiers::start(&cfg, state.path(), stop.clone()).expect("restart");
+    second.submit(std::slice::from_ref(&b), std::slice::from_ref(&b));
+    wait_true(Duration::from_secs(10), "a second message, acknowledged", || {
+        rx.delivered().len() >= 2 && stats(&second).queue_length == 0
+    })
+    .await;
+    let got = transitions(&rx.delivered());
+    assert!(
+        got.contains(&("A".into(), "resolved".into())),
+        "A resolved after the restart: {got:?}"
+    );
+    assert!(
+        !got.contains(&("B".into(), "resolved".into())),
+        "B still fires: {got:?}"
+    );
+    // Resolved once, not again on later evaluations or restarts.
+    second.submit(&[], std::slice::from_ref(&b));
+    drop(second);
+    let third = Notifiers::start(&cfg, state.path(), stop).expect("restart");
+    third.submit(&[], &[b]);
+    wait_true(Duration::from_secs(5), "an empty queue", || {
+        stats(&third).queue_length == 0
+    })
+    .await;
+    let resolved_a = transitions(&rx.delivered())
+        .iter()
+        .filter(|t| t.0 == "A" && t.1 == "resolved")
+        .count();
+    assert_eq!(resolved_a, 1);
 }
 
 fn files(dir: &Path) -> usize {

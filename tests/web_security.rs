@@ -8,6 +8,8 @@
 mod common;
 // A root test file resolves `mod x;` beside itself; the tests live in
 // web_security/, this file keeps what they share.
+#[path = "web_security/attack.rs"]
+mod attack;
 #[path = "web_security/auth.rs"]
 mod auth;
 #[path = "web_security/config.rs"]
@@ -21,7 +23,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::{App, spawn_app, test_config, wait_until};
+use common::{App, spawn_app, test_config, wait_true, wait_until};
 use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair};

@@ -364,7 +364,7 @@ impl Config {
         if let Err(message) = self.notify.validate() {
             return Err(keyed_error(origin, &doc, &message));
         }
-        if let Err(e) = self.reclaim.check() {
+        if let Err(e) = self.reclaim.check().and_then(|()| self.reclaim.check_rules(&self.rules)) {
             return Err(invalid(&["reclaim", e.key], e.message));
         }
         self.processes.group_by.sort();

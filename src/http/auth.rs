@@ -1,29 +1,57 @@
 //! Request guards of the web config: HTTP basic auth against bcrypt hashes
 //! and the `rate_limit` token bucket. A refusal says only "401
 //! Unauthorized" (or 429): never which part was wrong. bcrypt runs off the
-//! async workers, one at a time, and its verdicts are cached so that an
-//! authenticated scrape costs one hash lookup, not one bcrypt.
+//! async workers in a bounded pool with fair admission (a few checks per
+//! source address at once, the rest refused with 429 rather than queued), and
+//! successful verdicts are remembered apart from failed ones, so that an
+//! authenticated scrape costs one hash lookup and a flood of wrong passwords
+//! can neither evict it nor queue it out. It must not know routes or sockets.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::{HeaderMap, HeaderValue, Response, StatusCode, header};
 use base64::Engine as _;
 use subtle::ConstantTimeEq;
+use tokio::sync::Semaphore;
 
-/// Verdicts remembered; past this an arbitrary one is forgotten, so wrong
-/// guesses cannot grow the map without bound.
+/// Verdicts remembered per kind; past this an arbitrary one is forgotten,
+/// so wrong guesses cannot grow the map without bound. Successes and
+/// failures are kept apart: guesses only ever evict guesses.
 const CACHE_MAX: usize = 256;
+
+/// bcrypt checks one source address may have admitted (queued or running)
+/// at once; more from it are refused with 429 without any bcrypt.
+pub const PER_SOURCE: usize = 2;
+
+/// The most bcrypt checks running at once: enough to use the machine, few
+/// enough that a flood cannot take every blocking thread.
+fn pool_size() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get().clamp(1, 4))
+}
+
+/// What a request's credentials earn it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    Allow,
+    Deny,
+    /// Its source already has [`PER_SOURCE`] checks in the pool.
+    Busy,
+}
 
 /// `basic_auth_users`: user name to bcrypt hash.
 pub struct BasicAuth {
     users: Vec<(String, String)>,
-    cache: Mutex<HashMap<[u8; 32], bool>>,
-    /// bcrypt is deliberately slow; one at a time keeps a flood of wrong
-    /// passwords from taking every blocking thread.
-    bcrypt: tokio::sync::Mutex<()>,
+    /// The hash of the highest cost: what an unknown user's password is
+    /// checked against, so that it costs as much as the costliest user.
+    costliest: String,
+    allowed: Mutex<HashMap<[u8; 32], ()>>,
+    denied: Mutex<HashMap<[u8; 32], ()>>,
+    workers: Arc<Semaphore>,
+    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
 }
 
 impl std::fmt::Debug for BasicAuth {
@@ -34,63 +62,142 @@ impl std::fmt::Debug for BasicAuth {
     }
 }
 
+/// A source's place in the pool, given back on drop.
+struct Admitted {
+    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        if let Ok(mut s) = self.sources.lock() {
+            if let Some(n) = s.get_mut(&self.ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    s.remove(&self.ip);
+                }
+            }
+        }
+    }
+}
+
 impl BasicAuth {
     /// Checks that every hash is a bcrypt hash.
     ///
     /// # Errors
     /// The first user whose hash is not bcrypt, without the hash.
     pub fn new(users: BTreeMap<String, String>) -> Result<Self, String> {
+        let mut costliest: Option<(u32, String)> = None;
         for (user, hash) in &users {
-            hash.parse::<bcrypt::HashParts>().map_err(|_| {
+            let parts = hash.parse::<bcrypt::HashParts>().map_err(|_| {
                 format!("basic_auth_users.{user}: not a bcrypt hash (make one with `htpasswd -nBC 10 \"\"`)")
             })?;
+            if costliest.as_ref().is_none_or(|(c, _)| parts.get_cost() > *c) {
+                costliest = Some((parts.get_cost(), hash.clone()));
+            }
         }
         Ok(Self {
             users: users.into_iter().collect(),
-            cache: Mutex::new(HashMap::new()),
-            bcrypt: tokio::sync::Mutex::new(()),
+            costliest: costliest.map(|(_, h)| h).unwrap_or_default(),
+            allowed: Mutex::new(HashMap::new()),
+            denied: Mutex::new(HashMap::new()),
+            workers: Arc::new(Semaphore::new(pool_size())),
+            sources: Arc::new(Mutex::new(HashMap::new())),
         })
     }
 
-    /// Whether the request's `Authorization: Basic` names a user with the
-    /// right password.
-    pub async fn allows(&self, headers: &HeaderMap) -> bool {
-        let Some((user, pass)) = credentials(headers) else {
-            return false;
-        };
-        // Look at every user with a constant-time compare, so the time taken
-        // does not tell which names exist.
+    /// The hash a user's password is checked against, and whether the user
+    /// exists. Every user is compared in constant time, so the time taken
+    /// does not tell which names exist; an unknown user is checked against
+    /// the costliest hash, so the bcrypt work does not tell either.
+    fn hash_for(&self, user: &[u8]) -> (&str, bool) {
         let mut found = None;
         for (u, h) in &self.users {
-            if bool::from(u.as_bytes().ct_eq(&user)) {
-                found = Some(h.clone());
+            if bool::from(u.as_bytes().ct_eq(user)) {
+                found = Some(h.as_str());
             }
         }
-        let known = found.is_some();
-        // An unknown user still costs one bcrypt (against a real user's hash,
-        // so at the same cost), for the same reason.
-        let Some(hash) = found.or_else(|| self.users.first().map(|(_, h)| h.clone())) else {
+        match found {
+            Some(h) => (h, true),
+            None => (self.costliest.as_str(), false),
+        }
+    }
+
+    /// Whether the request's `Authorization: Basic` names a user with the
+    /// right password; `peer` is the source address used for admission.
+    pub async fn check(&self, headers: &HeaderMap, peer: IpAddr) -> Verdict {
+        let Some((user, pass)) = credentials(headers) else {
+            return Verdict::Deny;
+        };
+        let (hash, known) = self.hash_for(&user);
+        if hash.is_empty() {
+            return Verdict::Deny;
+        }
+        let key = cache_key(&user, hash, &pass);
+        // Consulted before any queue: a scraper that logged in once never
+        // waits behind guessers again.
+        if self.allowed.lock().is_ok_and(|c| c.contains_key(&key)) {
+            return if known { Verdict::Allow } else { Verdict::Deny };
+        }
+        if self.denied.lock().is_ok_and(|c| c.contains_key(&key)) {
+            return Verdict::Deny;
+        }
+        let Some(_place) = self.admit(peer) else {
+            return Verdict::Busy;
+        };
+        let ok = self.verify(pass, hash.to_string()).await;
+        remember(if ok { &self.allowed } else { &self.denied }, key);
+        if ok && known { Verdict::Allow } else { Verdict::Deny }
+    }
+
+    /// A place in the pool for `ip`, unless it already holds its share.
+    fn admit(&self, ip: IpAddr) -> Option<Admitted> {
+        let ip = source_of(ip);
+        let mut s = self.sources.lock().ok()?;
+        let n = s.entry(ip).or_insert(0);
+        if *n >= PER_SOURCE {
+            return None;
+        }
+        *n += 1;
+        Some(Admitted {
+            sources: self.sources.clone(),
+            ip,
+        })
+    }
+
+    /// One bcrypt on the blocking pool, after a worker is free (first come,
+    /// first served: tokio's semaphore is fair).
+    async fn verify(&self, pass: Vec<u8>, hash: String) -> bool {
+        let Ok(_worker) = self.workers.clone().acquire_owned().await else {
             return false;
         };
-        let key = cache_key(&user, &hash, &pass);
-        if let Some(ok) = self.cache.lock().ok().and_then(|c| c.get(&key).copied()) {
-            return ok && known;
-        }
-        let ok = {
-            let _one_at_a_time = self.bcrypt.lock().await;
-            tokio::task::spawn_blocking(move || bcrypt::verify(&pass, &hash).unwrap_or(false))
-                .await
-                .unwrap_or(false)
-        };
-        if let Ok(mut c) = self.cache.lock() {
-            if c.len() >= CACHE_MAX {
-                if let Some(k) = c.keys().next().copied() {
-                    c.remove(&k);
-                }
+        tokio::task::spawn_blocking(move || bcrypt::verify(&pass, &hash).unwrap_or(false))
+            .await
+            .unwrap_or(false)
+    }
+}
+
+/// The unit of admission: an IPv4 address, or the /64 of an IPv6 one (a
+/// single host is routinely given a whole /64, so its addresses are one
+/// source); IPv4-mapped IPv6 addresses count as the IPv4 address.
+fn source_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6((u128::from(v6) & !u128::from(u64::MAX)).into()),
+        },
+    }
+}
+
+fn remember(cache: &Mutex<HashMap<[u8; 32], ()>>, key: [u8; 32]) {
+    if let Ok(mut c) = cache.lock() {
+        if c.len() >= CACHE_MAX {
+            if let Some(k) = c.keys().next().copied() {
+                c.remove(&k);
             }
-            c.insert(key, ok);
         }
-        ok && known
+        c.insert(key, ());
     }
 }
 
@@ -126,6 +233,15 @@ pub fn unauthorized() -> Response<Body> {
     let mut r = plain(StatusCode::UNAUTHORIZED, "Unauthorized\n");
     r.headers_mut()
         .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Basic"));
+    r
+}
+
+/// 429 for a source that already has its share of password checks
+/// running: try again in a second, when they are done.
+pub fn busy() -> Response<Body> {
+    let mut r = plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
     r
 }
 
@@ -174,5 +290,44 @@ impl RateLimiter {
         } else {
             false
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn unknown_users_cost_as_much_as_the_costliest_user() {
+        // Costs 4 and 6 keep the test quick; what matters is which is used.
+        let cheap = bcrypt::hash("a", 4).unwrap();
+        let dear = bcrypt::hash("b", 6).unwrap();
+        let users = BTreeMap::from([("aaa".to_string(), cheap.clone()), ("zzz".to_string(), dear.clone())]);
+        let auth = BasicAuth::new(users).unwrap();
+        let cost = |h: &str| h.parse::<bcrypt::HashParts>().unwrap().get_cost();
+        let (h, known) = auth.hash_for(b"nobody");
+        assert!(!known);
+        assert_eq!(cost(h), 6, "an unknown user is checked at the highest configured cost");
+        assert_eq!(auth.hash_for(b"aaa"), (cheap.as_str(), true));
+        assert_eq!(auth.hash_for(b"zzz"), (dear.as_str(), true));
+    }
+
+    #[tokio::test]
+    async fn a_source_gets_its_share_and_no_more() {
+        let users = BTreeMap::from([("u".to_string(), bcrypt::hash("p", 4).unwrap())]);
+        let auth = BasicAuth::new(users).unwrap();
+        let ip: IpAddr = [10, 0, 0, 1].into();
+        let held: Vec<_> = (0..PER_SOURCE).map(|_| auth.admit(ip).expect("within share")).collect();
+        assert!(auth.admit(ip).is_none(), "over its share");
+        assert!(auth.admit([10, 0, 0, 2].into()).is_some(), "another source is admitted");
+        let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
+        assert!(auth.admit(mapped).is_none(), "the same host over IPv6-mapped");
+        let v6a: IpAddr = "2001:db8::1".parse().unwrap();
+        let v6b: IpAddr = "2001:db8::2:3".parse().unwrap();
+        let _a = (auth.admit(v6a).unwrap(), auth.admit(v6a).unwrap());
+        assert!(auth.admit(v6b).is_none(), "one /64 is one source");
+        drop(held);
+        assert!(auth.admit(ip).is_some(), "places come back");
     }
 }

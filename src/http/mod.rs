@@ -4,6 +4,7 @@
 //! call NVML, block, or take locks the poller needs.
 
 pub mod auth;
+mod deadline;
 mod handlers;
 mod serve;
 mod tls;

@@ -1,13 +1,14 @@
 //! The accept loop: plain HTTP or TLS per the web config, one hyper HTTP/1.1
-//! connection task per client, bounded in number and in time (handshake,
-//! header, request), basic auth and extra headers around the router, and a
-//! graceful stop. It must not know the routes: it serves whatever `Router`
-//! it is given.
+//! connection task per client, bounded in number (clients that have sent
+//! nothing yet apart from those being served) and in time (first byte,
+//! handshake, header, request, and writing the response), basic auth and
+//! extra headers around the router, and a graceful stop. It must not know
+//! the routes: it serves whatever `Router` it is given.
 
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
 use tower::ServiceExt;
 
 use super::auth;
+use super::deadline::WriteDeadline;
 use super::webconfig::{WebConfig, WebConfigWatch};
 
 /// What every connection task shares.
@@ -60,6 +62,9 @@ pub async fn serve(
     );
     let app = Arc::new(App { router, web });
     let permits = Arc::new(Semaphore::new(max));
+    // Clients that have sent nothing yet wait in a pool of their own, so
+    // they cannot take the places of clients with requests.
+    let waiting = Arc::new(Semaphore::new(max));
     let mut refusals = Throttle::default();
     loop {
         let (stream, peer) = tokio::select! {
@@ -74,7 +79,7 @@ pub async fn serve(
         };
         // Over the limit the connection is closed at once: a full server
         // answers nothing rather than queueing work it cannot do.
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let Ok(wait) = waiting.clone().try_acquire_owned() else {
             if refusals.ready() {
                 tracing::warn!(peer = %peer, max_connections = max, "connection limit reached; closing new connections");
             }
@@ -82,13 +87,42 @@ pub async fn serve(
             continue;
         };
         app.web.refresh();
-        tokio::spawn(connection(app.clone(), stream, peer, permit, shutdown.clone()));
+        let (app, permits, stop) = (app.clone(), permits.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let Some(permit) = first_bytes(&app, &stream, wait, &permits, stop.clone()).await else {
+                return;
+            };
+            connection(app, stream, peer, permit, stop).await;
+        });
     }
     drop(listener);
     // Every connection task holds a permit: having them all back means every
     // connection has finished.
     let _ = permits.acquire_many(u32::try_from(max).unwrap_or(u32::MAX)).await;
     Ok(())
+}
+
+/// Waits (in the waiting pool, up to the header read timeout) for the
+/// client's first bytes, then trades its waiting place for a serving
+/// permit; `None` when it sent nothing in time, shutdown came, or every
+/// permit is taken (then it is closed at once, as on accept).
+async fn first_bytes(
+    app: &App,
+    stream: &TcpStream,
+    _wait: OwnedSemaphorePermit,
+    permits: &Arc<Semaphore>,
+    mut shutdown: watch::Receiver<bool>,
+) -> Option<OwnedSemaphorePermit> {
+    let limit = app.web.current().limits.header_read_timeout;
+    let mut one = [0u8; 1];
+    tokio::select! {
+        _ = stopped(&mut shutdown) => return None,
+        r = tokio::time::timeout(limit, stream.peek(&mut one)) => match r {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return None,
+        },
+    }
+    permits.clone().try_acquire_owned().ok()
 }
 
 /// Resolves once shutdown is asked for (or its sender is gone). Holds no
@@ -135,8 +169,9 @@ async fn connection(
 ) {
     let _ = stream.set_nodelay(true);
     let cfg = app.web.current();
+    let ip = peer.ip();
     let Some(tls) = cfg.tls.clone() else {
-        return http(app, TokioIo::new(stream), &cfg, shutdown).await;
+        return http(app, stream, ip, &cfg, shutdown).await;
     };
     let handshake = tokio::time::timeout(cfg.limits.tls_handshake_timeout, tls_accept(tls, stream));
     let stream = tokio::select! {
@@ -148,7 +183,7 @@ async fn connection(
             Err(_) => return tracing::debug!(peer = %peer, "TLS handshake timed out"),
         },
     };
-    http(app, TokioIo::new(stream), &cfg, shutdown).await;
+    http(app, stream, ip, &cfg, shutdown).await;
 }
 
 /// The handshake, after a look at the first byte: a plain HTTP request on
@@ -177,8 +212,10 @@ Client sent an HTTP request to an HTTPS server.\n";
 }
 
 /// Serves HTTP/1.1 on one connection until the client leaves, a limit cuts
-/// it off, or shutdown (after the request in flight, if any).
-async fn http<I>(app: Arc<App>, io: TokioIo<I>, cfg: &WebConfig, mut shutdown: watch::Receiver<bool>)
+/// it off, or shutdown (after the request in flight, if any). A response
+/// the client does not take within the request timeout ends the connection:
+/// producing and delivering a response get the same bound.
+async fn http<I>(app: Arc<App>, io: I, peer: IpAddr, cfg: &WebConfig, mut shutdown: watch::Receiver<bool>)
 where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -190,7 +227,7 @@ where
         let guard = InflightGuard::new(counter.clone());
         let app = app.clone();
         async move {
-            Ok::<_, Infallible>(app.handle(req).await.map(|b| {
+            Ok::<_, Infallible>(app.handle(req, peer).await.map(|b| {
                 Body::new(Tracked {
                     inner: b,
                     _guard: guard,
@@ -201,9 +238,15 @@ where
     let conn = http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(cfg.limits.header_read_timeout)
-        .max_buf_size(cfg.limits.max_header_bytes)
+        // Twice the limit: hyper's own check is loose (it only looks after a
+        // read), ours in `guarded` is exact and answers with the configured
+        // headers; hyper's stays as the backstop for far larger headers.
+        .max_buf_size(cfg.limits.max_header_bytes.saturating_mul(2))
         .max_headers(cfg.limits.max_headers)
-        .serve_connection(io, svc);
+        .serve_connection(
+            TokioIo::new(WriteDeadline::new(io, cfg.limits.request_timeout, header_lines(cfg))),
+            svc,
+        );
     tokio::pin!(conn);
     let result = tokio::select! {
         r = conn.as_mut() => r,
@@ -297,9 +340,9 @@ impl HttpBody for Tracked {
 impl App {
     /// The guards in order (rate limit, auth, router), under the request
     /// timeout, then the configured extra headers on whatever came out.
-    async fn handle(&self, req: Request<Incoming>) -> Response<Body> {
+    async fn handle(&self, req: Request<Incoming>, peer: IpAddr) -> Response<Body> {
         let cfg = self.web.current();
-        let mut resp = match tokio::time::timeout(cfg.limits.request_timeout, self.guarded(&cfg, req)).await {
+        let mut resp = match tokio::time::timeout(cfg.limits.request_timeout, self.guarded(&cfg, req, peer)).await {
             Ok(r) => r,
             Err(_) => auth::plain(StatusCode::SERVICE_UNAVAILABLE, "request timed out\n"),
         };
@@ -309,13 +352,24 @@ impl App {
         resp
     }
 
-    async fn guarded(&self, cfg: &WebConfig, req: Request<Incoming>) -> Response<Body> {
+    async fn guarded(&self, cfg: &WebConfig, req: Request<Incoming>, peer: IpAddr) -> Response<Body> {
+        // hyper's read buffer lets a header somewhat past the limit through
+        // when it arrives in one read; counted here, the limit is exact (and
+        // the refusal carries the configured headers).
+        if header_bytes(&req) > cfg.limits.max_header_bytes {
+            return auth::plain(
+                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+                "Request Header Fields Too Large\n",
+            );
+        }
         if cfg.rate_limit.as_ref().is_some_and(|r| !r.allow()) {
             return auth::plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
         }
         if let Some(a) = &cfg.auth {
-            if !a.allows(req.headers()).await {
-                return auth::unauthorized();
+            match a.check(req.headers(), peer).await {
+                auth::Verdict::Allow => {}
+                auth::Verdict::Deny => return auth::unauthorized(),
+                auth::Verdict::Busy => return auth::busy(),
             }
         }
         match self.router.clone().oneshot(req.map(Body::new)).await {
@@ -323,4 +377,25 @@ impl App {
             Err(never) => match never {},
         }
     }
+}
+
+/// The request line and header as sent, less optional whitespace:
+/// `METHOD SP target SP HTTP/1.1 CRLF`, `name: value CRLF` each, `CRLF`.
+fn header_bytes<B>(req: &Request<B>) -> usize {
+    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
+    let fields: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
+    line + fields + 2
+}
+
+/// The configured extra headers as `name: value CRLF` lines, for the
+/// responses hyper writes without the service.
+fn header_lines(cfg: &WebConfig) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (k, v) in &cfg.headers {
+        out.extend_from_slice(k.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out
 }

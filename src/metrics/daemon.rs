@@ -5,6 +5,7 @@
 //! must not change any producer's state.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::family::{Emit, Family, write_table};
 use super::text::{Kind, Writer};
@@ -19,7 +20,8 @@ use crate::reload::ReloadStatus;
 pub struct Counters {
     reclaimer: Option<Arc<Reclaimer>>,
     notifiers: Option<Arc<Notifiers>>,
-    state_dir_writable: Option<bool>,
+    /// Re-probed in the background by the daemon; read at scrape time.
+    state_dir_writable: Option<Arc<AtomicBool>>,
 }
 
 impl Counters {
@@ -29,6 +31,16 @@ impl Counters {
         reclaimer: Option<Arc<Reclaimer>>,
         notifiers: Option<Arc<Notifiers>>,
         state_dir_writable: Option<bool>,
+    ) -> Self {
+        let state_dir_writable = state_dir_writable.map(|b| Arc::new(AtomicBool::new(b)));
+        Self::following(reclaimer, notifiers, state_dir_writable)
+    }
+
+    /// As [`Counters::new`], with a state dir verdict that its prober updates.
+    pub fn following(
+        reclaimer: Option<Arc<Reclaimer>>,
+        notifiers: Option<Arc<Notifiers>>,
+        state_dir_writable: Option<Arc<AtomicBool>>,
     ) -> Self {
         Self {
             reclaimer,
@@ -72,8 +84,8 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     if let Some(n) = &c.notifiers {
         notifications(w, &n.stats());
     }
-    if let Some(ok) = c.state_dir_writable {
-        STATE_DIR.write(w, [&ok]);
+    if let Some(ok) = &c.state_dir_writable {
+        STATE_DIR.write(w, [&ok.load(Ordering::Relaxed)]);
     }
     if let Some(r) = &c.reclaimer {
         RECLAIM.write(w, [&r.stats()]);

@@ -99,7 +99,7 @@ impl Alertmanager {
             let target = Arc::new(Target {
                 endpoint: format!("{base}/api/v2/alerts"),
                 log_url: http::redact_url(url),
-                outbox: Mutex::new(Outbox::open(&dir.join(target_dir_name(base)), cfg.max_queue)?),
+                outbox: Mutex::new(Outbox::open_or_retry(&dir.join(target_dir_name(base)), cfg.max_queue)),
                 wake: Notify::new(),
             });
             let queued = lock(&target.outbox).len();
@@ -181,6 +181,7 @@ async fn run(t: Arc<Target>, s: Settings, mut stop: watch::Receiver<bool>) {
         s,
     };
     while !http::stopping(&stop) {
+        lock(&w.t.outbox).retry_open();
         if Instant::now() >= w.next_resend {
             w.queue_resends();
         }
@@ -269,12 +270,16 @@ impl Worker {
     }
 }
 
-/// A readable, unique, credential-free directory name for a base URL:
-/// `http_am_9093-<hash>`.
-fn target_dir_name(base: &str) -> String {
-    let readable: String = base
-        .split_once("://")
-        .map_or(base, |(_, rest)| rest)
+/// A readable, unique, secret-free directory name for a base URL:
+/// `am_9093-<hash>`. Only host and port are shown: a path or user info can
+/// hold a token, and names on disk are seen by anyone who can list the
+/// state dir. The hash covers the whole URL, so names stay unique.
+pub(crate) fn target_dir_name(base: &str) -> String {
+    let shown = reqwest::Url::parse(base).ok().map_or_else(String::new, |u| {
+        let host = u.host_str().unwrap_or("");
+        u.port().map_or_else(|| host.to_owned(), |p| format!("{host}:{p}"))
+    });
+    let readable: String = shown
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '.' {

@@ -12,6 +12,7 @@
 mod alertmanager;
 mod config;
 mod http;
+mod open;
 mod outbox;
 mod webhook;
 mod wire;
@@ -134,6 +135,8 @@ pub enum NotifyError {
 /// The running notifiers. Dropping it stops the delivery tasks; what was not
 /// delivered stays in the outbox for the next start.
 pub struct Notifiers {
+    /// Firing alerts handed over and not yet resolved, across restarts.
+    open: std::sync::Mutex<open::OpenAlerts>,
     alertmanager: Option<alertmanager::Alertmanager>,
     webhook: Option<webhook::Webhook>,
     tasks: Vec<JoinHandle<()>>,
@@ -157,6 +160,7 @@ impl Notifiers {
         // Built first so that an error part-way drops it, and its Drop stops
         // the tasks already spawned.
         let mut n = Notifiers {
+            open: std::sync::Mutex::new(open::OpenAlerts::load(&root)),
             alertmanager: None,
             webhook: None,
             tasks: Vec::new(),
@@ -179,8 +183,17 @@ impl Notifiers {
     /// Takes the alerts that changed state in this evaluation (fired or
     /// resolved) and the full current firing set, which drives resends. It
     /// never waits on the network: it writes the outbox (small files, fsynced)
-    /// and wakes the delivery tasks.
+    /// and wakes the delivery tasks. The first call of a run also resolves
+    /// the alerts a previous run left firing that are not firing now.
     pub fn submit(&self, changed: &[AlertPayload], firing: &[AlertPayload]) {
+        let extra = outbox::lock(&self.open).track(changed, firing, crate::clock::unix_now());
+        let joined: Vec<AlertPayload>;
+        let changed = if extra.is_empty() {
+            changed
+        } else {
+            joined = changed.iter().cloned().chain(extra).collect();
+            &joined
+        };
         if let Some(am) = &self.alertmanager {
             am.submit(changed, firing);
         }

@@ -64,7 +64,7 @@ impl Webhook {
             url: cfg.url.clone(),
             log_url: http::redact_url(&cfg.url),
             secret: cfg.secret.clone(),
-            outbox: Mutex::new(Outbox::open(&outbox_root.join(NAME), cfg.max_queue)?),
+            outbox: Mutex::new(Outbox::open_or_retry(&outbox_root.join(NAME), cfg.max_queue)),
             wake: Notify::new(),
         });
         let queued = lock(&inner.outbox).len();
@@ -120,7 +120,11 @@ impl Worker {
     /// next: head-of-line order is the point of this notifier.
     async fn run(mut self, mut stop: watch::Receiver<bool>) {
         while !http::stopping(&stop) {
-            let head = lock(&self.inner.outbox).batch(1).pop();
+            let head = {
+                let mut outbox = lock(&self.inner.outbox);
+                outbox.retry_open();
+                outbox.batch(1).pop()
+            };
             let Some((seq, alerts)) = head else {
                 tokio::select! {
                     () = self.inner.wake.notified() => {}

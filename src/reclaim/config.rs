@@ -80,6 +80,11 @@ pub struct ReclaimConfig {
     /// Extra commands (comm or argv[0] basename) never signalled, on top of
     /// [`PROTECTED_COMMANDS`].
     pub deny_commands: Vec<String>,
+    /// Lets `group_used_bytes` rules carry an action. A group (container,
+    /// pod, systemd unit, job) is named from cgroup paths that the processes
+    /// in it can often choose, so such a rule can be steered onto someone
+    /// else's processes: only for hosts where nobody untrusted can.
+    pub trust_group_names: bool,
 }
 
 impl Default for ReclaimConfig {
@@ -91,14 +96,45 @@ impl Default for ReclaimConfig {
             allow_users: Vec::new(),
             allow_all_users: false,
             deny_users: vec!["root".into()],
+            trust_group_names: false,
             deny_commands: Vec::new(),
         }
     }
 }
 
 impl ReclaimConfig {
+    /// Refuses rules that would act on a whole group unless
+    /// `trust_group_names` says the group names can be trusted; the error
+    /// names the rule.
+    ///
+    /// # Errors
+    /// The first such rule, with the way out.
+    pub fn check_rules(&self, rules: &[crate::rules::RuleConfig]) -> Result<(), InvalidSetting> {
+        if self.trust_group_names {
+            return Ok(());
+        }
+        match rules
+            .iter()
+            .find(|r| r.kind == crate::rules::RuleKind::GroupUsedBytes && r.action.is_some())
+        {
+            Some(r) => Err(InvalidSetting {
+                key: "trust_group_names",
+                message: format!(
+                    "rule `{}` acts on every process of a group, and group names come from cgroup paths that \
+                     processes can often choose; set [reclaim] trust_group_names = true only if no untrusted user \
+                     can name a container, pod, unit or job on this host",
+                    r.name
+                ),
+            }),
+            None => Ok(()),
+        }
+    }
+
     /// Rejects values that are malformed, contradictory, or (when enabled)
     /// can never allow anything. The message names the key and what is valid.
+    ///
+    /// # Errors
+    /// The first invalid setting, as one line.
     pub fn validate(&self) -> Result<(), String> {
         self.check().map_err(|e| e.to_string())
     }
@@ -337,5 +373,24 @@ mod tests {
         for name in ["python3", "sshd2", "ssh", "my-serve", "nvidia-smi", ""] {
             assert!(!c.denies_command(name), "{name}");
         }
+    }
+
+    #[test]
+    fn group_rules_with_an_action_need_trusted_group_names() {
+        let rule = |group: bool| {
+            let kind = if group {
+                "group_used_bytes\"\ngroup_by = \"container"
+            } else {
+                "process_used_bytes"
+            };
+            format!("[[rule]]\nname = \"R\"\nkind = \"{kind}\"\nabove = \"1GiB\"\naction = \"terminate\"\n")
+        };
+        let err = crate::config::Config::from_toml(&rule(true), "t.toml", false)
+            .expect_err("a group rule with an action is refused");
+        let text = err.to_string();
+        assert!(text.contains("trust_group_names") && text.contains("`R`"), "{text}");
+        let trusted = format!("{}[reclaim]\ntrust_group_names = true\n", rule(true));
+        crate::config::Config::from_toml(&trusted, "t.toml", false).expect("explicit opt-in");
+        crate::config::Config::from_toml(&rule(false), "t.toml", false).expect("process rules are not affected");
     }
 }

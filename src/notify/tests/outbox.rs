@@ -168,3 +168,62 @@ fn write_failure_later_is_counted_and_kept_in_memory() {
     let all: Vec<u64> = o.batch(10).into_iter().map(|(s, _)| s).collect();
     assert_eq!(o.remove_seqs(&all), 2);
 }
+
+#[test]
+fn an_outbox_that_cannot_be_opened_keeps_entries_and_opens_when_it_can() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // A file where the state dir should be: no write can succeed under it,
+    // even as root, until it is removed (as a full disk until space is freed).
+    let blocker = tmp.path().join("state");
+    fs::write(&blocker, b"").expect("write");
+    let dir = blocker.join("outbox/webhook");
+    let mut o = Outbox::<String>::open_or_retry(&dir, 100);
+    assert!(!o.attached());
+    o.push(None, "a".into());
+    o.retry_due_now();
+    o.retry_open();
+    assert!(!o.attached(), "still blocked");
+    assert!(o.counters.persist_errors >= 2, "every unwritten entry is counted");
+    fs::remove_file(&blocker).expect("unblock");
+    // A previous run's entry waiting there is delivered first.
+    {
+        let mut prev = open(&dir, 100);
+        prev.push(None, "old".into());
+    }
+    o.push(None, "b".into());
+    o.retry_due_now();
+    o.retry_open();
+    assert!(o.attached());
+    assert_eq!(items(&o), ["old", "a", "b"]);
+    assert_eq!(json_files(&dir), 3, "what was held in memory is on disk now");
+    drop(o);
+    assert_eq!(items(&open(&dir, 100)), ["old", "a", "b"]);
+}
+
+#[test]
+fn an_entry_numbered_u64_max_stays_in_order() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let text = format!(r#"{{"format":1,"seq":{},"item":"last-run"}}"#, u64::MAX);
+    fs::write(tmp.path().join("x.json"), text).expect("write");
+    let mut o = open(tmp.path(), 100);
+    o.push(None, "this-run".into());
+    o.push(None, "then".into());
+    assert_eq!(items(&o), ["last-run", "this-run", "then"]);
+    drop(o);
+    assert_eq!(items(&open(tmp.path(), 100)), ["last-run", "this-run", "then"]);
+}
+
+#[test]
+fn alertmanager_outbox_names_show_no_path_nor_user_info() {
+    use super::super::alertmanager::target_dir_name;
+    let name = target_dir_name("https://user:pw@am.example:9093/secret-token/path");
+    assert!(name.starts_with("am.example_9093-"), "{name}");
+    for leak in ["secret", "token", "path", "user", "pw"] {
+        assert!(!name.contains(leak), "{name} shows {leak}");
+    }
+    assert_ne!(name, target_dir_name("https://am.example:9093/other"), "still unique");
+    assert!(
+        target_dir_name("http://am:9093").starts_with("am_9093-"),
+        "names of plain URLs unchanged"
+    );
+}

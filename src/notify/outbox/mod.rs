@@ -12,10 +12,13 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
 use super::NotifyError;
+
+mod reopen;
 
 /// Bumped when the entry file layout changes incompatibly.
 const FORMAT: u32 = 1;
@@ -46,6 +49,9 @@ pub(crate) struct Counters {
 
 pub(crate) struct Outbox<T> {
     dir: PathBuf,
+    /// `None` once the directory has been opened; until then, when the next
+    /// attempt is due and the delay after it (the queue lives in memory).
+    detached: Option<(Instant, Duration)>,
     /// Log a failing disk once per outage, not once per entry.
     disk_failing: bool,
     entries: BTreeMap<u64, Entry<T>>,
@@ -75,6 +81,7 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
         fs::remove_file(&probe).map_err(err)?;
         let mut outbox = Outbox {
             dir: dir.to_path_buf(),
+            detached: None,
             disk_failing: false,
             entries: BTreeMap::new(),
             by_key: HashMap::new(),
@@ -82,10 +89,13 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
             max: max.max(1),
             counters: Counters::default(),
         };
-        let max_seq = outbox.load()?;
+        let mut max_seq = outbox.load()?;
+        if max_seq.is_some_and(|s| s > reopen::SEQ_SANE_MAX) {
+            max_seq = outbox.renumber();
+        }
         // Sequence numbers start at the wall clock in microseconds so that ids
         // keep growing across restarts even when the outbox was empty.
-        outbox.next_seq = max_seq.map_or(0, |s| s + 1).max(now_micros());
+        outbox.next_seq = max_seq.map_or(0, |s| s.saturating_add(1)).max(now_micros());
         outbox.enforce_bound();
         Ok(outbox)
     }
@@ -159,8 +169,9 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
     /// persists it. `key = None` makes a unique key from the sequence number.
     /// Returns the sequence number.
     pub fn push(&mut self, key: Option<&str>, item: T) -> u64 {
+        self.retry_open();
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         let key = key.map_or_else(|| format!("{seq:020}"), str::to_owned);
         let on_disk = self.persist(seq, &key, &item);
         self.insert(seq, key, item, on_disk);
@@ -175,12 +186,17 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
             return;
         }
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.saturating_add(1);
         self.insert(seq, key.to_owned(), item, false);
         self.enforce_bound();
     }
 
     fn persist(&mut self, seq: u64, key: &str, item: &T) -> bool {
+        if self.detached.is_some() {
+            // Not written, and counted, so that the metric tells the truth.
+            self.counters.persist_errors += 1;
+            return false;
+        }
         let file = EntryFile {
             format: FORMAT,
             seq,

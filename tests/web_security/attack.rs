@@ -1,0 +1,138 @@
+//! Attacks from issue 22 that used to hold the server: clients that
+//! pipeline requests and never read, a flood of wrong passwords that queued
+//! a legitimate login out, and a header past the documented size limit.
+
+use super::*;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One request from `source` (any 127.x address is this machine) with
+/// `Connection: close`; the status, or `None` on a transport error.
+async fn status_from(source: IpAddr, addr: SocketAddr, path: &str, auth: &str) -> Option<u16> {
+    let sock = tokio::net::TcpSocket::new_v4().ok()?;
+    sock.bind(SocketAddr::new(source, 0)).ok()?;
+    let mut s = sock.connect(addr).await.ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).await.ok()?;
+    String::from_utf8_lossy(&out).split_whitespace().nth(1)?.parse().ok()
+}
+
+fn basic(user_pass: &str) -> String {
+    use base64::Engine as _;
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(user_pass))
+}
+
+/// Pipelines snapshot requests and never reads a byte; returns when the
+/// server has dropped the connection (a write fails).
+async fn never_reads(addr: SocketAddr) {
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    // A small window, so the server's writes stall soon.
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut s = sock.connect(addr).await.expect("connect");
+    let req = b"GET /api/v1/snapshot HTTP/1.1\r\nHost: x\r\n\r\n".repeat(64);
+    while s.write_all(&req).await.is_ok() {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_that_never_read_lose_their_connection_within_the_bound() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(dir.path(), "limits:\n  max_connections: 8\n  request_timeout: 2s\n").await;
+    let addr = app.addr;
+    let started = Instant::now();
+    let stuck: Vec<_> = (0..4).map(|_| tokio::spawn(never_reads(addr))).collect();
+    // A scraper keeps succeeding alongside them.
+    let mut scrapes = 0;
+    while !stuck.iter().all(tokio::task::JoinHandle::is_finished) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "clients that never read still connected after {:?}",
+            started.elapsed()
+        );
+        assert_eq!(app.get("/metrics").await.status, 200, "scrape {scrapes}");
+        scrapes += 1;
+    }
+    assert!(scrapes > 0);
+    // Their permits came back: all 8 places can be used again.
+    let mut held = Vec::new();
+    for _ in 0..7 {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"G").await.expect("first byte");
+        held.push(s);
+    }
+    wait_until(WAIT, "a scrape with 7 connections held", || async {
+        (app.get("/-/healthy").await.status == 200).then_some(())
+    })
+    .await;
+    drop(held);
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_is_not_queued_out_by_a_flood_of_wrong_passwords() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // Cost 10, as the docs suggest: tens of milliseconds per check.
+    let hash = bcrypt::hash("right", 10).expect("bcrypt");
+    let app = daemon(dir.path(), &format!("basic_auth_users:\n  alice: {hash}\n")).await;
+    let addr = app.addr;
+    let sent = Arc::new(AtomicUsize::new(0));
+    let local: IpAddr = [127, 0, 0, 1].into();
+    let flood: Vec<_> = (0..200)
+        .map(|i| {
+            let sent = sent.clone();
+            tokio::spawn(async move {
+                for j in 0..5 {
+                    sent.fetch_add(1, Ordering::SeqCst);
+                    let s = status_from(local, addr, "/metrics", &basic(&format!("alice:guess{i}-{j}"))).await;
+                    assert_ne!(s, Some(200), "a wrong password got in");
+                }
+            })
+        })
+        .collect();
+    wait_true(WAIT, "the flood under way", || sent.load(Ordering::SeqCst) >= 200).await;
+    let t = Instant::now();
+    let good = status_from([127, 0, 0, 2].into(), addr, "/metrics", &basic("alice:right")).await;
+    let took = t.elapsed();
+    assert_eq!(good, Some(200));
+    assert!(
+        took < Duration::from_secs(10),
+        "a legitimate login took {took:?} during the flood"
+    );
+    for f in flood {
+        f.await.expect("flooder");
+    }
+    app.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_header_limit_is_the_configured_one_with_security_headers() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(
+        dir.path(),
+        "limits:\n  max_header_bytes: 16384\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n",
+    )
+    .await;
+    // 20 KiB: past the limit, but inside what hyper's read buffer takes in one read.
+    let big = "a".repeat(20 * 1024);
+    let r = common::get(app.addr, "/-/healthy", &[("X-Big", &big)]).await;
+    assert_eq!(r.status, 431);
+    assert_eq!(r.header("X-Frame-Options"), Some("deny"));
+    // 40 KiB: past hyper's own buffer too; its 431 carries them as well.
+    let huge = "a".repeat(40 * 1024);
+    let r = raw(
+        app.addr,
+        format!("GET /-/healthy HTTP/1.1\r\nHost: x\r\nX-Big: {huge}\r\n\r\n").as_bytes(),
+    )
+    .await
+    .expect("an answer");
+    assert!(r.starts_with("HTTP/1.1 431"), "{}", &r[..r.len().min(200)]);
+    assert_eq!(r.matches("x-frame-options: deny\r\n").count(), 1, "{r}");
+    let small = "a".repeat(12 * 1024);
+    assert_eq!(
+        common::get(app.addr, "/-/healthy", &[("X-Big", &small)]).await.status,
+        200
+    );
+    app.stop().await.expect("clean stop");
+}
