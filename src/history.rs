@@ -11,8 +11,10 @@
 //! is handed), or hold its lock across anything slow.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use serde::Serialize;
+use tokio::sync::watch;
 
 use crate::snapshot::{Holder, Snapshot};
 
@@ -245,6 +247,32 @@ impl History {
     /// Series and points held now, for the soak's boundedness check.
     pub fn sizes(&self) -> (usize, usize, usize) {
         (self.times.len(), self.devices.len(), self.processes.len())
+    }
+}
+
+/// The history as the daemon shares it: recorded by [`follow`], read by
+/// the HTTP handler. Each holds the lock for one record or one view.
+pub type SharedHistory = Arc<Mutex<History>>;
+
+/// Records every published snapshot until `shutdown` turns true (or the
+/// poller goes away).
+pub async fn follow(
+    mut snaps: watch::Receiver<Arc<Snapshot>>,
+    history: SharedHistory,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            r = snaps.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                let snap = snaps.borrow_and_update().clone();
+                // Plain data inside: a panic elsewhere cannot leave it torn.
+                history.lock().unwrap_or_else(PoisonError::into_inner).record(&snap);
+            }
+        }
     }
 }
 

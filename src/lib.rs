@@ -97,8 +97,15 @@ pub async fn run(
     // (reclaim, when enabled, has already refused to start without it).
     let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
     let state_dir_writable = configured.then(|| probe_state_dir(cfg.state.dir.clone(), stop_rx.clone()));
-    let pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
+    let pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
+        .with_peak_window(cfg.poll.peak_window.get().as_secs_f64());
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
+    let points = history::History::points_for(cfg.poll.history.get(), cfg.poll.interval.get());
+    let recent = Arc::new(std::sync::Mutex::new(history::History::new(
+        points,
+        cfg.processes.top_n,
+    )));
+    tokio::spawn(history::follow(snapshots.clone(), recent.clone(), stop_rx.clone()));
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
@@ -118,6 +125,7 @@ pub async fn run(
         reload: reload_tx,
         counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable),
         build: build_info(),
+        history: recent,
     };
     let hook = alert_hooks(reclaimer.clone(), notifiers);
     tokio::spawn(alert_loop(

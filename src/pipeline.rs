@@ -9,10 +9,14 @@
 use crate::attribution::{CgroupInfo, ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::config::Processes;
 use crate::diagnosis::leak::{LeakConfig, LeakTracker};
+use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{IdleTracker, LateRelease, ProcKey, holder_split, proc_key};
 use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process};
 use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
+
+/// `[poll] peak_window` when the caller sets none (DESIGN.md's default).
+const DEFAULT_PEAK_WINDOW: f64 = 60.0;
 
 /// How much history a [`Pipeline`] holds, for checks that it stays
 /// bounded under PID churn (examples/soak.rs).
@@ -30,6 +34,8 @@ pub struct Retained {
     pub util_devices: usize,
     /// Processes remembered in D (uninterruptible).
     pub dsleep_entries: usize,
+    /// Processes and devices with a peak window.
+    pub peak_series: usize,
 }
 
 /// The stateful part of turning polls into snapshots.
@@ -40,6 +46,9 @@ pub struct Pipeline {
     late: LateRelease,
     idle: IdleTracker,
     stuck: StuckTracker,
+    /// Peaks over `[poll] peak_window`, per process and per device.
+    peaks: PeakTracker<ProcKey>,
+    device_peaks: PeakTracker<u32>,
     /// Whether any utilisation sample ever came back, per device: without
     /// one, idleness is unknown rather than "idle since start".
     util_seen: std::collections::HashSet<String>,
@@ -96,9 +105,18 @@ impl Pipeline {
             late: LateRelease::default(),
             idle: IdleTracker::default(),
             stuck: StuckTracker::default(),
+            peaks: PeakTracker::new(DEFAULT_PEAK_WINDOW),
+            device_peaks: PeakTracker::new(DEFAULT_PEAK_WINDOW),
             util_seen: Default::default(),
             devices: DeviceIds::default(),
         }
+    }
+
+    /// Peaks over `seconds` instead of the default 60 (`[poll] peak_window`).
+    pub fn with_peak_window(mut self, seconds: f64) -> Self {
+        self.peaks = PeakTracker::new(seconds);
+        self.device_peaks = PeakTracker::new(seconds);
+        self
     }
 
     /// The history held now.
@@ -111,6 +129,7 @@ impl Pipeline {
             late_pending,
             util_devices: self.util_seen.len(),
             dsleep_entries: self.stuck.len(),
+            peak_series: self.peaks.len() + self.device_peaks.len(),
         }
     }
 
@@ -157,6 +176,7 @@ impl Pipeline {
         let dev_id = self.devices.id(&dev.uuid);
         for p in &mut dev.processes {
             let key = proc_key(dev_id, p);
+            p.used_max_bytes = self.peaks.observe(&key, now, p.used_bytes);
             if let Some(t) = self.leak.observe_and_assess(&key, now, p.used_bytes) {
                 p.growth_bytes_per_second = Some(t.growth_bytes_per_second);
                 p.leak_suspected = t.suspected;
@@ -169,6 +189,11 @@ impl Pipeline {
             } else {
                 self.idle.touch(&key);
             }
+        }
+        if dev.up {
+            dev.used_max_bytes = self
+                .device_peaks
+                .observe(&dev_id, now, dev.memory.map(|m| m.used_bytes));
         }
         if let (Some(m), true, false) = (dev.memory, dev.up, dev.processes_unreadable) {
             let holders = holder_split(m.used_bytes, &dev.processes);
@@ -238,14 +263,19 @@ impl Pipeline {
     /// rest are swept without building a set of the live keys (a cache miss
     /// per process per map at 64k processes).
     fn forget_gone(&mut self, devices: &[Device]) {
-        let present = |uuid: &str| devices.iter().any(|d| d.uuid == uuid);
+        // A set, not a scan per entry: a scan made this quadratic in the
+        // number of GPUs (30k GPUs took 12 s).
+        let uuids: std::collections::HashSet<&str> = devices.iter().map(|d| d.uuid.as_str()).collect();
+        let present = |uuid: &str| uuids.contains(uuid);
         self.devices.ids.retain(|uuid, _| present(uuid));
         self.leak.retain_seen();
         self.idle.retain_seen();
         self.stuck.retain_seen();
+        self.peaks.retain_seen();
+        self.device_peaks.retain_seen();
         self.late.retain_devices(&present);
         // MIG reconfiguration gives instances new UUIDs each time.
-        self.util_seen.retain(|uuid| devices.iter().any(|d| d.uuid == *uuid));
+        self.util_seen.retain(|uuid| present(uuid));
     }
 }
 

@@ -120,6 +120,8 @@ pub struct Process {
     pub pid: u32,
     /// Absent when NVML reports the value as unavailable.
     pub used_bytes: Option<u64>,
+    /// The peak of `used_bytes` over `[poll] peak_window`.
+    pub used_max_bytes: Option<u64>,
     /// "compute", "graphics", "mps" or a `+`-joined combination.
     #[serde(rename = "type")]
     pub kind: String,
@@ -187,6 +189,8 @@ pub struct Device {
     /// False when this GPU failed this poll (lost, driver error).
     pub up: bool,
     pub memory: Option<Memory>,
+    /// The peak of `memory.used_bytes` over `[poll] peak_window`.
+    pub used_max_bytes: Option<u64>,
     pub holders: Option<Holders>,
     /// Largest holder first.
     pub processes: Vec<Process>,

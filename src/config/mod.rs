@@ -108,6 +108,10 @@ pub struct Poll {
     /// Deadline of one poll; must be below `interval`. When unset it is 80 %
     /// of the interval, at most 5 s (see docs/design.md).
     pub timeout: Option<PositiveDuration>,
+    /// The `_max_bytes` series report the peak over this sliding window.
+    pub peak_window: PositiveDuration,
+    /// How far back `GET /api/v1/history` reaches, at poll resolution.
+    pub history: PositiveDuration,
 }
 
 impl Default for Poll {
@@ -115,6 +119,8 @@ impl Default for Poll {
         Self {
             interval: PositiveDuration::secs(1),
             timeout: None,
+            peak_window: PositiveDuration::secs(60),
+            history: PositiveDuration::secs(15 * 60),
         }
     }
 }
@@ -364,7 +370,11 @@ impl Config {
         if let Err(message) = self.notify.validate() {
             return Err(keyed_error(origin, &doc, &message));
         }
-        if let Err(e) = self.reclaim.check().and_then(|()| self.reclaim.check_rules(&self.rules)) {
+        if let Err(e) = self
+            .reclaim
+            .check()
+            .and_then(|()| self.reclaim.check_rules(&self.rules))
+        {
             return Err(invalid(&["reclaim", e.key], e.message));
         }
         self.processes.group_by.sort();

@@ -1,7 +1,8 @@
 //! Request handlers: each borrows the latest snapshot and answers from it.
 //! Errors are short texts for the client; internals stay in the logs.
 
-use axum::extract::State;
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
@@ -54,6 +55,30 @@ pub async fn ready(State(st): State<AppState>) -> Response {
 pub async fn snapshot(State(st): State<AppState>) -> Response {
     let snap = st.snapshots.borrow().clone();
     json(&*snap)
+}
+
+/// `?gpu=UUID` (one device and its processes) and `?since=UNIX_SECONDS`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryQuery {
+    gpu: Option<String>,
+    since: Option<f64>,
+}
+
+pub async fn history(State(st): State<AppState>, q: Result<Query<HistoryQuery>, QueryRejection>) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => {
+            let msg = format!("bad query: {}; use ?gpu=UUID&since=UNIX_SECONDS\n", e.body_text());
+            return (StatusCode::BAD_REQUEST, msg).into_response();
+        }
+    };
+    let view = st
+        .history
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .view(q.gpu.as_deref(), q.since);
+    json(&view)
 }
 
 pub async fn alerts(State(st): State<AppState>) -> Response {

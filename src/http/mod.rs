@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::alerts::AlertsView;
 use crate::config::Config;
+use crate::history::SharedHistory;
 use crate::metrics::{BuildInfo, Counters};
 use crate::poller::Snapshots;
 use crate::reload::{ReloadRequest, ReloadStatus};
@@ -35,6 +36,8 @@ pub struct AppState {
     /// The notifiers' and the reclaimer's counters, for `/metrics`.
     pub counters: Counters,
     pub build: BuildInfo,
+    /// The last minutes of polls, for `GET /api/v1/history`.
+    pub history: SharedHistory,
 }
 
 /// The daemon's routes. `get` also answers HEAD; other methods get 405.
@@ -46,6 +49,7 @@ pub fn router(state: AppState) -> Router {
         .route("/-/ready", get(handlers::ready))
         .route("/api/v1/snapshot", get(handlers::snapshot))
         .route("/api/v1/alerts", get(handlers::alerts))
+        .route("/api/v1/history", get(handlers::history))
         .route("/-/reload", post(handlers::reload))
         .with_state(state)
 }

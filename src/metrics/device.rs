@@ -76,6 +76,12 @@ pub(super) const DEVICE: &[Family<Device>] = &[
         |d, e| by_uuid(d, memory(d).map(|m| m.used_bytes), e),
     ),
     gauge(
+        "gpumem_device_memory_used_max_bytes",
+        "bytes",
+        "Peak used device memory over [poll] peak_window, in bytes: spikes between scrapes.",
+        |d, e| by_uuid(d, d.used_max_bytes.filter(|_| d.up), e),
+    ),
+    gauge(
         "gpumem_device_memory_free_bytes",
         "bytes",
         "Free device memory in bytes.",

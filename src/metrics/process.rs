@@ -104,7 +104,12 @@ fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg:
 
 fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
     type Get = fn(&Process) -> Option<f64>;
-    let gauges: [(&str, &str, Get); 4] = [
+    let gauges: [(&str, &str, Get); 5] = [
+        (
+            "gpumem_process_memory_used_max_bytes",
+            "Peak of the process's device memory over [poll] peak_window, in bytes: spikes between scrapes.",
+            |p| p.used_max_bytes.map(|b| b as f64),
+        ),
         (
             "gpumem_process_start_time_seconds",
             "Process start time, Unix seconds; with pid it identifies a process across PID reuse.",

@@ -111,3 +111,37 @@ fn a_disk_sleep_scenario_process_is_live_until_stuck_after() {
         assert_eq!(holder == Some(Holder::Zombie), t >= 2, "pid 10 at {t} s");
     }
 }
+
+/// A 2-poll spike of device and process memory shows in `used_max_bytes`
+/// for the peak window after it, then goes; the current value never does.
+#[test]
+fn a_spike_between_scrapes_stays_in_the_peaks_for_the_window() {
+    let cfg = Config::defaults(false);
+    let mut pipe = Pipeline::new(&cfg.processes).with_peak_window(12.0);
+    let at = |t: u64, spike: bool| {
+        let mut raw = poll_of(4242);
+        let extra = if spike { 4 * GIB } else { 0 };
+        if let Some(m) = raw.devices[0].memory.as_mut() {
+            m.used_bytes += extra;
+        }
+        raw.devices[0].processes[0].used_bytes = Some(4 * GIB + extra);
+        (raw, 1000.0 + t as f64)
+    };
+    let mut seen = Vec::new();
+    for t in 0..30 {
+        let (raw, now) = at(t, (5..7).contains(&t));
+        let (_, devs) = pipe.build(raw, now);
+        let d = &devs[0];
+        seen.push((
+            d.memory.map(|m| m.used_bytes),
+            d.used_max_bytes,
+            d.processes[0].used_max_bytes,
+        ));
+    }
+    assert_eq!(seen[4], (Some(5 * GIB), Some(5 * GIB), Some(4 * GIB)));
+    for (t, s) in seen.iter().enumerate().take(16).skip(7) {
+        assert_eq!(*s, (Some(5 * GIB), Some(9 * GIB), Some(8 * GIB)), "poll {t}");
+    }
+    assert_eq!(seen[29], (Some(5 * GIB), Some(5 * GIB), Some(4 * GIB)));
+    assert!(pipe.retained().peak_series == 2, "{:?}", pipe.retained());
+}
