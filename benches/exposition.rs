@@ -250,7 +250,7 @@ impl SnapshotCollector {
             let l = [
                 ("comm", cut(&p.comm, m)),
                 ("user", cut(&p.user, m)),
-                ("container", cut(&p.placement.container, m)),
+                ("container_id", cut(&p.placement.container, m)),
                 ("pod_uid", cut(&p.placement.pod_uid, m)),
                 ("unit", cut(&p.placement.unit, m)),
                 ("slurm_job", cut(&p.placement.job, m)),

@@ -486,7 +486,7 @@ def fleet():
     L.add(per_gpu, 24, 9)
 
     L.row("Who holds the memory (summed over each host's GPUs)")
-    owners = [("user", "user", "Per user"), ("container", "container", "Per container (ID)"),
+    owners = [("user", "user", "Per user"), ("container_id", "container_id", "Per container (ID)"),
               ("slurm_job", "slurm_job", "Per Slurm job"), ("pod_uid", "pod_uid", "Per Kubernetes pod (UID)")]
     for level, label, title in owners:
         L.add(bargauge(title, f"From the recording rule instance_{level}:gpumem_memory_used_bytes:sum: "
@@ -585,7 +585,7 @@ def processes():
         "slurm_job label.",
         refs([(_with_owner(f"topk(25, gpumem_process_memory_used_bytes{{{DEV}}})"), "")], instant=True, table=True),
         [("instance", "Host"), ("index", "GPU"), ("pid", "PID"), ("comm", "Command"), ("user", "User"),
-         ("state", "State"), ("container", "Container"), ("pod_uid", "Pod UID"), ("unit", "Unit"),
+         ("state", "State"), ("container_id", "Container ID"), ("pod_uid", "Pod UID"), ("unit", "Unit"),
          ("slurm_job", "Slurm job"), ("Value", "Memory"), ("uuid", "UUID")],
         {"Value": "bytes"}, sort="Memory", links=GPU_LINK,
     ), 24, 10)
@@ -611,7 +611,7 @@ def processes():
     ), 24, 8)
 
     L.row("Totals per owner (each host's GPUs summed)")
-    owners = [("user", "user", "Per user"), ("container", "container", "Per container"),
+    owners = [("user", "user", "Per user"), ("container_id", "container_id", "Per container (ID)"),
               ("slurm_job", "slurm_job", "Per Slurm job"), ("pod_uid", "pod_uid", "Per pod")]
     for level, label, title in owners:
         L.add(timeseries(title, f"instance_{level}:gpumem_memory_used_bytes:sum (recording rule). "

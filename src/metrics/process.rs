@@ -68,7 +68,7 @@ fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg:
             let labels = [
                 ("comm", p.comm.as_str()),
                 ("user", &p.user),
-                ("container", &p.placement.container),
+                ("container_id", &p.placement.container),
                 ("pod_uid", &p.placement.pod_uid),
                 ("unit", &p.placement.unit),
                 // `job` would collide with the scrape target's own label.

@@ -301,7 +301,7 @@ pub fn memory_lines(uuid: &str, total: u64, used: u64, free: u64, reserved: Opti
 /// is not in the (empty) test `/proc`.
 pub fn process_memory_line(uuid: &str, pid: u32, bytes: u64) -> String {
     format!(
-        "gpumem_process_memory_used_bytes{{uuid=\"{uuid}\",pid=\"{pid}\",comm=\"\",user=\"\",container=\"\",pod_uid=\"\",unit=\"\",slurm_job=\"\"}} {bytes}"
+        "gpumem_process_memory_used_bytes{{uuid=\"{uuid}\",pid=\"{pid}\",comm=\"\",user=\"\",container_id=\"\",pod_uid=\"\",unit=\"\",slurm_job=\"\"}} {bytes}"
     )
 }
 

@@ -69,6 +69,40 @@ fn no_series_repeats_a_label_name_whatever_rule_labels_say() {
     }
 }
 
+/// Target labels Prometheus (job, instance) and the Prometheus Operator
+/// (namespace, pod, container, service, endpoint) set on every series: a
+/// label of ours by one of these names is overwritten or renamed on ingest.
+const TARGET_LABELS: [&str; 7] = [
+    "job",
+    "instance",
+    "namespace",
+    "pod",
+    "container",
+    "service",
+    "endpoint",
+];
+
+#[test]
+fn no_series_uses_a_label_name_the_scrape_target_sets() {
+    let mut p = proc(1, Some(1 << 30), "u");
+    p.placement.container = "c0ffee".into();
+    p.placement.container_runtime = "containerd".into();
+    p.placement.pod_uid = "uid-1".into();
+    p.placement.job = "42".into();
+    let s = snap(vec![dev("GPU-a", vec![p])]);
+    let mut c = cfg();
+    c.group_by = crate::config::Config::defaults(true).processes.group_by;
+    assert!(!c.group_by.is_empty(), "the demo config groups");
+    let out = render_with(&s, &DaemonState::default(), &c);
+    let used = samples(&out, "gpumem_process_memory_used_bytes");
+    assert!(used.iter().any(|l| l.contains(r#"container_id="c0ffee""#)), "{used:?}");
+    for line in out.lines().filter(|l| !l.starts_with('#')) {
+        for name in label_names(line) {
+            assert!(!TARGET_LABELS.contains(&name), "{name} in {line}");
+        }
+    }
+}
+
 #[test]
 fn family_names_end_in_their_unit() {
     let names = device::DEVICE.iter().map(|f| (f.name, f.unit));
