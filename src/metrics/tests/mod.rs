@@ -297,3 +297,27 @@ fn label_values_are_cut_to_label_max_bytes_on_a_char_boundary() {
     let line = samples(&out, "gpumem_process_info").concat();
     assert!(line.contains(r#"comm="éé""#), "{line}");
 }
+
+/// build.rs bakes in git's short HEAD when built from a checkout (cargo
+/// reruns it when HEAD moves, so it is this checkout's HEAD), and a date.
+#[test]
+fn build_info_revision_is_the_checkouts_git_head() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let head = std::process::Command::new("git")
+        .args(["-C", dir, "rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .and_then(|o| String::from_utf8(o.stdout).ok());
+    let info = crate::build_info();
+    match head {
+        Some(h) if std::env::var_os("GPUMEMD_REVISION").is_none() => assert_eq!(info.revision, h.trim()),
+        _ => assert!(!info.revision.is_empty()),
+    }
+    let date = env!("GPUMEMD_BUILD_DATE").as_bytes();
+    assert!(
+        date.len() == 10 && date[4] == b'-' && date[7] == b'-',
+        "{:?}",
+        env!("GPUMEMD_BUILD_DATE")
+    );
+}
