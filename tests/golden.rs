@@ -90,6 +90,16 @@ fn demo_exposition_matches_golden() {
             successful: true,
             last_success: EPOCH,
         }),
+        // The daemon reads these from /proc/self at each scrape; fixed
+        // here, so the golden holds the families but no changing value.
+        process: Some(metrics::SelfStats {
+            cpu_seconds: Some(1.5),
+            resident_bytes: Some(12 << 20),
+            virtual_bytes: Some(300 << 20),
+            open_fds: Some(17),
+            max_fds: Some(1024),
+            start_time_seconds: Some(EPOCH - 2.0),
+        }),
         ..metrics::DaemonState::default()
     };
     check(

@@ -24,6 +24,9 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response
         alerts: Some(&alerts),
         reload: Some(*st.reload_status.borrow()),
         counters: Some(&st.counters),
+        // At scrape time, as the Go and Python clients do: a handful of
+        // small /proc reads, cheaper than keeping them current.
+        process: Some(metrics::SelfStats::read()),
     };
     let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
     (

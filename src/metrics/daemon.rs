@@ -1,5 +1,6 @@
-//! The daemon's own families beyond the snapshot: alerts, reloads, and the
-//! counters the notifiers and the reclaimer keep. Owns [`Counters`], the one
+//! The daemon's own families beyond the snapshot: alerts, reloads, the
+//! counters the notifiers and the reclaimer keep, and `process_*` from the
+//! stats the caller read. Owns [`Counters`], the one
 //! handle through which those counters reach a scrape: it reads each
 //! producer's own stats type at render time, with no copies in between. It
 //! must not change any producer's state.
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::family::{Emit, Family, write_table};
+use super::selfproc::{PROCESS, SelfStats};
 use super::text::{Kind, Writer};
 use crate::alerts::AlertsView;
 use crate::notify::{NotifierStats, Notifiers};
@@ -60,12 +62,15 @@ impl std::fmt::Debug for Counters {
     }
 }
 
-/// Daemon state beyond the snapshot: alerts, reloads, deliveries, reclaim.
+/// Daemon state beyond the snapshot: alerts, reloads, deliveries, reclaim,
+/// and the process's own resource use.
 #[derive(Debug, Clone, Default)]
 pub struct DaemonState<'a> {
     pub alerts: Option<&'a AlertsView>,
     pub reload: Option<ReloadStatus>,
     pub counters: Option<&'a Counters>,
+    /// `process_*` families; `None` leaves them all out.
+    pub process: Option<SelfStats>,
 }
 
 /// Labels `gpumem_alerts` sets itself; a rule label of the same name is
@@ -79,6 +84,9 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     }
     if let Some(r) = d.reload {
         write_table(w, RELOAD, &[r]);
+    }
+    if let Some(p) = d.process {
+        write_table(w, PROCESS, &[p]);
     }
     let Some(c) = d.counters else { return };
     if let Some(n) = &c.notifiers {

@@ -2,19 +2,23 @@
 //! GPU or process that disappears leaves no stale series. Owns metric names,
 //! help texts, labels and cardinality limits (top-N, min bytes, label length).
 //! It must not read anything but the snapshot, config and daemon state it is
-//! given, nor change the state of what it reads.
+//! given, nor change the state of what it reads. (The one reader here,
+//! `SelfStats::read` of `/proc/self`, is called by the scrape handler, not
+//! by `render`.)
 
 mod daemon;
 mod device;
 mod family;
 mod format;
 mod process;
+mod selfproc;
 mod text;
 
 use crate::config::{ProcessMode, Processes};
 use crate::snapshot::Snapshot;
 pub use daemon::{Counters, DaemonState};
 pub use format::Format;
+pub use selfproc::{SelfStats, Units};
 use text::Writer;
 
 /// Reasons `gpumem_poll_errors_total` always exposes (0 until seen), so

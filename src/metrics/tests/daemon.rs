@@ -110,6 +110,7 @@ fn family_names_end_in_their_unit() {
     use crate::metrics::daemon::{NOTIFIER, RECLAIM, RELOAD, STATE_DIR};
     let names = names.chain(RELOAD.iter().map(|f| (f.name, f.unit)));
     let names = names.chain(NOTIFIER.iter().map(|f| (f.name, f.unit)));
+    let names = names.chain(crate::metrics::selfproc::PROCESS.iter().map(|f| (f.name, f.unit)));
     let single = [
         (device::BUILD.name, device::BUILD.unit),
         (STATE_DIR.name, STATE_DIR.unit),

@@ -4,6 +4,7 @@
 //! `daemon.rs` covers the families beyond the snapshot.
 
 mod daemon;
+mod selfproc;
 
 use std::collections::BTreeSet;
 
