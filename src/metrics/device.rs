@@ -98,7 +98,7 @@ pub(super) const DEVICE: &[Family<Device>] = &[
     gauge(
         "gpumem_device_memory_held_bytes",
         "bytes",
-        "Used memory by holder: live processes, zombie (state Z or D), exited (listed by NVML, gone from /proc), unattributed. Adds up to used.",
+        "Used memory by holder: live processes, zombie (state Z or X, or stuck in D past stuck_after), exited (listed by NVML, gone from /proc), unattributed. Adds up to used.",
         |d, e| {
             let Some(h) = d.holders.filter(|_| d.up) else { return };
             for (holder, v) in [
