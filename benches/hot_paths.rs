@@ -27,6 +27,8 @@ use std::time::Duration;
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use gpumemd::alerts::AlertEngine;
 use gpumemd::config::Config;
+use gpumemd::diagnosis::peaks::PeakTracker;
+use gpumemd::history::History;
 use gpumemd::metrics::{self, DaemonState, Format};
 use gpumemd::pipeline::Pipeline;
 use gpumemd::reload::ReloadStatus;
@@ -168,6 +170,37 @@ fn hot_paths(c: &mut Criterion) {
         c.benchmark_group("rules_eval").bench_function(id(gpus, per_gpu), |b| {
             b.iter(|| black_box(eval::evaluate(&rules, &state, &snap, "bench-host")));
         });
+
+        // Issue 15's additions, to set beside pipeline_build: the peak
+        // windows the pipeline keeps (one observe per process and per device
+        // each poll) and the history the follower task records per snapshot.
+        let mut peaks = PeakTracker::new(60.0);
+        let mut device_peaks = PeakTracker::new(60.0);
+        let mut t = EPOCH;
+        c.benchmark_group("peaks_observe")
+            .bench_function(id(gpus, per_gpu), |b| {
+                b.iter(|| {
+                    t += 1.0;
+                    for (i, d) in snap.devices.iter().enumerate() {
+                        black_box(device_peaks.observe(&(i as u32), t, d.memory.map(|m| m.used_bytes)));
+                        for p in &d.processes {
+                            black_box(peaks.observe(&(i as u32, p.pid), t, p.used_bytes));
+                        }
+                    }
+                    peaks.retain_seen();
+                    device_peaks.retain_seen();
+                });
+            });
+        let mut recent = History::new(900, cfg.processes.top_n);
+        let mut next = snap.clone();
+        c.benchmark_group("history_record")
+            .bench_function(id(gpus, per_gpu), |b| {
+                b.iter(|| {
+                    next.seq += 1;
+                    next.timestamp += 1.0;
+                    recent.record(black_box(&next));
+                });
+            });
 
         let mut engine = AlertEngine::new(rules.clone(), "bench-host".into(), 100);
         engine.evaluate(&snap);
