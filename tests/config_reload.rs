@@ -45,6 +45,18 @@ fn unblock(fifo: &Path, text: &str) {
     }
 }
 
+/// The binary with `args`, `--config path` and info logs on a piped stderr.
+fn daemon(args: &[&str], path: &Path) -> Child {
+    Command::new(BIN)
+        .args(args)
+        .arg("--config")
+        .arg(path)
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gpumemd")
+}
+
 fn signal(child: &Child, sig: Signal) {
     let pid = Pid::from_raw(child.id() as i32).expect("a child has a positive pid");
     kill_process(pid, sig).expect("signal the child");
@@ -118,13 +130,7 @@ fn sigterm_ends_the_daemon_while_a_reload_is_stuck() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gpumemd.toml");
     std::fs::write(&path, config_text(dir.path())).expect("write config");
-    let mut child = Command::new(BIN)
-        .args(["--demo", "--web.listen-address", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start gpumemd");
+    let mut child = daemon(&["--demo", "--web.listen-address", "127.0.0.1:0"], &path);
     let mut log = Lines::new(child.stderr.take().expect("stderr"));
     log.wait_for("listening", WAIT);
     mkfifo(&path);
@@ -142,14 +148,16 @@ fn sighup_reload_keeps_the_command_line_and_reports_no_false_restart() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gpumemd.toml");
     std::fs::write(&path, config_text(dir.path())).expect("write config");
-    let mut child = Command::new(BIN)
-        .args(["--demo", "--nvml-lib", "/nonexistent/libnvidia-ml.so"])
-        .args(["--web.listen-address", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start gpumemd");
+    let mut child = daemon(
+        &[
+            "--demo",
+            "--nvml-lib",
+            "/nonexistent/libnvidia-ml.so",
+            "--web.listen-address",
+            "127.0.0.1:0",
+        ],
+        &path,
+    );
     let mut log = Lines::new(child.stderr.take().expect("stderr"));
     log.wait_for("listening", WAIT);
     std::fs::write(&path, config_text(dir.path()) + "[processes]\ntop_n = 3\n").expect("rewrite");
@@ -163,13 +171,7 @@ fn sighup_reload_keeps_the_command_line_and_reports_no_false_restart() {
     assert!(restart.is_empty(), "false restart warning: {restart:?}");
 
     // A restart-only setting really changed is still reported.
-    let mut child = Command::new(BIN)
-        .args(["--demo", "--web.listen-address", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start gpumemd");
+    let mut child = daemon(&["--demo", "--web.listen-address", "127.0.0.1:0"], &path);
     let mut log = Lines::new(child.stderr.take().expect("stderr"));
     log.wait_for("listening", WAIT);
     std::fs::write(&path, config_text(dir.path()) + "[processes]\nlabel_max_bytes = 64\n").expect("rewrite");
@@ -199,13 +201,7 @@ async fn an_early_sighup_does_not_kill_the_daemon() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gpumemd.toml");
     mkfifo(&path);
-    let mut child = Command::new(BIN)
-        .args(["--demo", "--web.listen-address", "127.0.0.1:0", "--config"])
-        .arg(&path)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start gpumemd");
+    let mut child = daemon(&["--demo", "--web.listen-address", "127.0.0.1:0"], &path);
     let pid = child.id();
     wait_true(WAIT, "the SIGHUP handler", || catches_sighup(pid)).await;
     signal(&child, Signal::HUP);
