@@ -1,3 +1,5 @@
+//! Unit tests of `history.rs`: alignment, bounds, filters and what is not recorded.
+
 use super::*;
 use crate::snapshot::{Device, Holders, Memory, Process};
 
