@@ -14,8 +14,6 @@ use std::time::Duration;
 use common::{App, spawn_app, test_config, wait_until};
 use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -47,18 +45,7 @@ impl Raw {
 }
 
 async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Raw {
-    let mut s = TcpStream::connect(addr).await.expect("connect");
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).await.expect("write request");
-    let mut raw = Vec::new();
-    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut raw))
-        .await
-        .expect("response within 10 s")
-        .expect("read response");
+    let raw = common::request_raw(addr, "GET", path, headers).await;
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("end of header");
     let head = String::from_utf8_lossy(&raw[..split]).to_string();
     let mut lines = head.lines();

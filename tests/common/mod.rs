@@ -115,6 +115,12 @@ pub async fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Resp
 }
 
 pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Response {
+    parse(&request_raw(addr, method, path, headers).await)
+}
+
+/// The whole response, header and body, as bytes (for bodies that are not
+/// text, such as gzip).
+pub async fn request_raw(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Vec<u8> {
     let mut s = TcpStream::connect(addr).await.expect("connect");
     let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
@@ -127,7 +133,7 @@ pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&st
         .await
         .expect("response within 10 s")
         .expect("read response");
-    parse(&raw)
+    raw
 }
 
 fn parse(raw: &[u8]) -> Response {
