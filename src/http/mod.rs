@@ -10,6 +10,7 @@ mod handlers;
 mod serve;
 mod tls;
 pub mod webconfig;
+mod webwatch;
 
 pub use serve::serve;
 

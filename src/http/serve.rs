@@ -29,12 +29,13 @@ use tower::ServiceExt;
 
 use super::auth;
 use super::deadline::WriteDeadline;
-use super::webconfig::{WebConfig, WebConfigWatch};
+use super::webconfig::WebConfig;
+use super::webwatch::WebConfigWatch;
 
 /// What every connection task shares.
 struct App {
     router: Router,
-    web: WebConfigWatch,
+    web: Arc<WebConfigWatch>,
 }
 
 /// Serves `router` on `listener` until `shutdown` turns true, then stops
@@ -60,6 +61,8 @@ pub async fn serve(
         max_connections = max,
         "HTTP server started"
     );
+    let web = Arc::new(web);
+    tokio::spawn(web.clone().follow(shutdown.clone()));
     let app = Arc::new(App { router, web });
     let permits = Arc::new(Semaphore::new(max));
     // Clients that have sent nothing yet wait in a pool of their own, so
@@ -86,7 +89,6 @@ pub async fn serve(
             drop(stream);
             continue;
         };
-        app.web.refresh();
         let (app, permits, stop) = (app.clone(), permits.clone(), shutdown.clone());
         tokio::spawn(async move {
             let Some(permit) = first_bytes(&app, &stream, wait, &permits, stop.clone()).await else {

@@ -8,8 +8,8 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{HeaderName, HeaderValue};
 use serde::Deserialize;
@@ -115,7 +115,7 @@ pub struct WebConfig {
     pub rate_limit: Option<Arc<RateLimiter>>,
     pub limits: Limits,
     /// Files whose change means "load again": the YAML and what it names.
-    watched: Vec<PathBuf>,
+    pub(super) watched: Vec<PathBuf>,
 }
 
 /// Loads and checks `path` completely: YAML, certificates, keys, hashes.
@@ -144,7 +144,7 @@ pub fn parse(text: &str, path: &Path) -> Result<WebConfig, WebConfigError> {
 
 /// One line: a library's multi-line message is joined with spaces, and
 /// other control characters (a file name's "\r") are escaped.
-fn error(path: &Path, msg: String) -> WebConfigError {
+pub(super) fn error(path: &Path, msg: String) -> WebConfigError {
     let msg = msg
         .chars()
         .map(|c| match c {
@@ -292,113 +292,4 @@ fn limits(l: &LimitsFile) -> Result<Limits, String> {
 /// Go-style durations ("10s", "1m30s", "500ms").
 fn duration(s: &str, key: &str) -> Result<Duration, String> {
     humantime::parse_duration(s.trim()).map_err(|e| format!("{key}: {s:?} is not a duration like \"10s\": {e}"))
-}
-
-/// The file's identity for change detection: a replaced file (rename, a
-/// Kubernetes secret's symlink swap) changes inode or mtime or size.
-type Stamp = Option<(std::time::SystemTime, u64, u64)>;
-
-fn stamp(p: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::metadata(p).ok()?;
-    Some((m.modified().ok()?, m.len(), m.ino()))
-}
-
-/// How often the files are looked at, at most.
-const CHECK_EVERY: Duration = Duration::from_secs(1);
-
-struct WatchState {
-    next_check: Instant,
-    stamps: Vec<Stamp>,
-    /// The stamps of a load that failed: not retried (nor logged) again
-    /// until a file changes once more.
-    failed: Option<Vec<Stamp>>,
-}
-
-/// The current web config, re-loaded when its files change.
-pub struct WebConfigWatch {
-    path: Option<PathBuf>,
-    current: RwLock<Arc<WebConfig>>,
-    state: Mutex<WatchState>,
-}
-
-impl WebConfigWatch {
-    /// Loads `path`, or the built-in defaults (plain HTTP, no auth) without one.
-    ///
-    /// # Errors
-    /// The file's first problem.
-    pub fn new(path: Option<&Path>) -> Result<Self, WebConfigError> {
-        let cfg = match path {
-            Some(p) => load(p)?,
-            None => WebConfig::default(),
-        };
-        let stamps = cfg.watched.iter().map(|p| stamp(p)).collect();
-        Ok(Self {
-            path: path.map(Path::to_path_buf),
-            current: RwLock::new(Arc::new(cfg)),
-            state: Mutex::new(WatchState {
-                next_check: Instant::now() + CHECK_EVERY,
-                stamps,
-                failed: None,
-            }),
-        })
-    }
-
-    /// The config in force now.
-    pub fn current(&self) -> Arc<WebConfig> {
-        match self.current.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
-    }
-
-    /// Re-loads when a watched file changed; called per accepted connection
-    /// and cheap in between (one clock read). A broken new config keeps the
-    /// old one in force and is logged once.
-    pub fn refresh(&self) {
-        let Some(path) = &self.path else { return };
-        let Ok(mut st) = self.state.lock() else { return };
-        let now = Instant::now();
-        if now < st.next_check {
-            return;
-        }
-        st.next_check = now + CHECK_EVERY;
-        let cur = self.current();
-        let stamps: Vec<Stamp> = cur.watched.iter().map(|p| stamp(p)).collect();
-        if stamps == st.stamps || st.failed.as_ref() == Some(&stamps) {
-            return;
-        }
-        match load(path).and_then(|next| same_mode(&cur, next, path)) {
-            Ok(next) => {
-                tracing::info!(file = %path.display(), tls = next.tls.is_some(), "web config reloaded");
-                // Stamps taken before the load: a file that changes during
-                // it is then seen as changed next time, not missed.
-                st.stamps = if next.watched == cur.watched {
-                    stamps
-                } else {
-                    next.watched.iter().map(|p| stamp(p)).collect()
-                };
-                st.failed = None;
-                if let Ok(mut g) = self.current.write() {
-                    *g = Arc::new(next);
-                }
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot reload the web config; keeping the one in force");
-                st.failed = Some(stamps);
-            }
-        }
-    }
-}
-
-/// TLS on a plain listener (or the reverse) would break every client at
-/// once; that switch waits for a restart.
-fn same_mode(cur: &WebConfig, next: WebConfig, path: &Path) -> Result<WebConfig, WebConfigError> {
-    if cur.tls.is_some() != next.tls.is_some() {
-        return Err(WebConfigError {
-            path: path.display().to_string(),
-            msg: "turning TLS on or off takes a restart".into(),
-        });
-    }
-    Ok(next)
 }

@@ -135,3 +135,58 @@ async fn slow_handlers_get_503_after_the_request_timeout() {
     stop.send(true).expect("stop");
     server.await.expect("join").expect("serve");
 }
+
+/// The web config replaced by a FIFO nobody writes (or a hung network
+/// mount): the re-load check blocks on its own thread, and HTTP goes on
+/// serving with the config in force, and stops on time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_web_config_that_blocks_on_read_does_not_stop_http() {
+    use std::os::unix::fs::OpenOptionsExt;
+    // O_NONBLOCK on Linux (x86-64 and arm64).
+    const O_NONBLOCK: i32 = 0o4000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let yaml = write(dir.path(), "web.yml", "limits:\n  request_timeout: 5s\n");
+    let router = axum::Router::new().route("/fast", axum::routing::get(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let server = tokio::spawn(gpumemd::http::serve(listener, router, Some(yaml.clone()), rx));
+    assert_eq!(common::get(addr, "/fast", &[]).await.body, "ok");
+
+    std::fs::remove_file(&yaml).expect("rm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&yaml)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success(), "mkfifo failed");
+    // A non-blocking open for writing succeeds once a reader has the FIFO
+    // open: the daemon's check is then inside the read, where it stays
+    // while this end is held open and nothing is written.
+    let writer = wait_until(WAIT, "the daemon to open the FIFO", || {
+        let p = yaml.clone();
+        async move {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(O_NONBLOCK)
+                .open(&p)
+                .ok()
+        }
+    })
+    .await;
+    for _ in 0..20 {
+        let r = tokio::time::timeout(Duration::from_secs(5), common::get(addr, "/fast", &[]))
+            .await
+            .expect("HTTP answers while the web config read is stuck");
+        assert_eq!(r.body, "ok");
+    }
+    let t = Instant::now();
+    stop.send(true).expect("stop");
+    tokio::time::timeout(Duration::from_secs(5), server)
+        .await
+        .expect("serve stops while the read is stuck")
+        .expect("join")
+        .expect("serve");
+    assert!(t.elapsed() < Duration::from_secs(5));
+    // Let the stuck reader finish: it reads EOF, fails to parse nothing.
+    drop(writer);
+}
