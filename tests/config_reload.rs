@@ -10,17 +10,17 @@ mod common;
 
 use std::io::Write;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::proc::{daemon, signal, wait_exit};
 use common::{Lines, get, request, sample, spawn_app, wait_true};
 use gpumemd::config::Config;
 use gpumemd::reload::RELOAD_DEADLINE;
 use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
-use rustix::process::{Pid, Signal, kill_process};
+use rustix::process::Signal;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
 const WAIT: Duration = Duration::from_secs(20);
 
 fn config_text(state: &Path) -> String {
@@ -42,41 +42,6 @@ fn mkfifo(path: &Path) {
 fn unblock(fifo: &Path, text: &str) {
     if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(fifo) {
         let _ = f.write_all(text.as_bytes());
-    }
-}
-
-/// The binary with `args`, `--config path` and info logs on a piped stderr.
-fn daemon(args: &[&str], path: &Path) -> Child {
-    Command::new(BIN)
-        .args(args)
-        .arg("--config")
-        .arg(path)
-        .env("RUST_LOG", "info")
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start gpumemd")
-}
-
-fn signal(child: &Child, sig: Signal) {
-    let pid = Pid::from_raw(child.id() as i32).expect("a child has a positive pid");
-    kill_process(pid, sig).expect("signal the child");
-}
-
-/// Waits for the child to exit (on a thread, so the wait has a deadline);
-/// kills it and fails when it does not exit in time.
-fn wait_exit(child: Child, timeout: Duration) -> std::process::ExitStatus {
-    let pid = Pid::from_raw(child.id() as i32).expect("a child has a positive pid");
-    let (tx, rx) = std::sync::mpsc::channel();
-    let mut child = child;
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait());
-    });
-    match rx.recv_timeout(timeout) {
-        Ok(status) => status.expect("wait for gpumemd"),
-        Err(_) => {
-            let _ = kill_process(pid, Signal::KILL);
-            panic!("gpumemd did not exit within {timeout:?}");
-        }
     }
 }
 

@@ -433,3 +433,75 @@ fn files(dir: &Path) -> usize {
         })
         .unwrap_or(0)
 }
+
+/// The whole daemon, stopped with SIGTERM while a rule fires and restarted
+/// with a config under which it no longer fires: the webhook gets that
+/// alert's `resolved` from the restarted daemon (its open alerts are kept
+/// in the state dir), once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_resolves_after_a_restart_what_fired_at_its_shutdown() {
+    use common::Lines;
+    use common::proc::{daemon, signal, wait_exit};
+    let (rx, addr) = Receiver::start(loopback(), &[], None).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    let config = |above: &str| {
+        format!(
+            "[poll]\ninterval = \"100ms\"\n[alerting]\ndefault_rules = false\n[state]\ndir = \"{}\"\n\
+             [notify.webhook]\nurl = \"http://{addr}/hook\"\nretry_initial = \"20ms\"\nretry_max = \"100ms\"\n\
+             [[rule]]\nname = \"RestartProbe\"\nkind = \"device_used_bytes\"\nabove = \"{above}\"\nfor = \"0s\"\n",
+            dir.path().join("state").display()
+        )
+    };
+    // (gpu, status) of every RestartProbe alert delivered, in order.
+    let probe = |d: &[Value]| -> Vec<(String, String)> {
+        d.iter()
+            .flat_map(|m| m["alerts"].as_array().cloned().unwrap_or_default())
+            .filter(|a| a["labels"]["alertname"] == "RestartProbe")
+            .map(|a| {
+                (
+                    a["labels"]["gpu"].as_str().unwrap_or("").into(),
+                    a["status"].as_str().unwrap_or("").into(),
+                )
+            })
+            .collect()
+    };
+    let gpus = |d: &[Value], status: &str| -> Vec<String> {
+        let mut g: Vec<String> = probe(d).into_iter().filter(|t| t.1 == status).map(|t| t.0).collect();
+        g.sort();
+        g
+    };
+    let run = |text: String| {
+        std::fs::write(&path, text).expect("write config");
+        let mut child = daemon(&["--demo", "--web.listen-address", "127.0.0.1:0"], &path);
+        let mut log = Lines::new(child.stderr.take().expect("stderr"));
+        log.wait_for("listening", Duration::from_secs(20));
+        (child, log)
+    };
+
+    let (first, _log) = run(config("1B"));
+    wait_true(Duration::from_secs(20), "RestartProbe firing at the webhook", || {
+        !gpus(&rx.delivered(), "firing").is_empty()
+    })
+    .await;
+    signal(&first, rustix::process::Signal::TERM);
+    assert!(wait_exit(first, Duration::from_secs(20)).success());
+    let fired = gpus(&rx.delivered(), "firing");
+    assert!(
+        gpus(&rx.delivered(), "resolved").is_empty(),
+        "resolved before the restart"
+    );
+
+    let (second, _log) = run(config("1000TiB"));
+    wait_true(
+        Duration::from_secs(20),
+        "RestartProbe resolved after the restart",
+        || gpus(&rx.delivered(), "resolved") == fired,
+    )
+    .await;
+    signal(&second, rustix::process::Signal::TERM);
+    assert!(wait_exit(second, Duration::from_secs(20)).success());
+    // Each resolved once, and nothing fired again.
+    assert_eq!(gpus(&rx.delivered(), "resolved"), fired, "{:?}", probe(&rx.delivered()));
+    assert_eq!(gpus(&rx.delivered(), "firing"), fired, "{:?}", probe(&rx.delivered()));
+}

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod alertmanager;
+pub mod proc;
 
 use std::future::Future;
 use std::io::Write as _;
