@@ -321,3 +321,26 @@ async fn alert_loop(
         out.send_replace(Arc::new(engine.view()));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// A full disk accepts an empty file but no data: the probe's file
+    /// replaced by a link to /dev/full (every write fails with ENOSPC) must
+    /// read as not writable, and the same dir with room as writable.
+    #[test]
+    fn the_state_dir_probe_sees_a_full_disk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let probe = dir.path().join(format!(".gpumemd-probe-{}", std::process::id()));
+        std::os::unix::fs::symlink("/dev/full", &probe).expect("symlink");
+        assert!(
+            std::fs::File::create(&probe).is_ok(),
+            "creating the file works on a full disk"
+        );
+        assert!(!super::state_dir_writable(dir.path()), "a full disk read as writable");
+        // The probe removes its file (here the link): the disk has room again.
+        assert!(
+            super::state_dir_writable(dir.path()),
+            "a dir with room read as not writable"
+        );
+    }
+}
