@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# gpumemd's idle cost on a real GPU (issue 21): 8 PyTorch processes hold
+# 1 GiB each and sleep; gpumemd polls every second with the default config
+# (plus any extra TOML in IDLE_EXTRA_TOML); its CPU time (utime + stime from
+# /proc/PID/stat) is read over a measured window after a warm-up, and its
+# RSS at the end. Prints one line: "idle cpu_percent=<% of a core> rss_kib=..".
+# Usage: scripts/h200/idle.sh GPUMEMD OUT_DIR [SECONDS]
+set -uo pipefail
+gm=${1:?gpumemd binary}; out=${2:?out dir}; secs=${3:-120}
+mkdir -p "$out"
+work=$(mktemp -d)
+port=${PORT:-19949}
+printf '[poll]\ninterval = "1s"\n[state]\ndir = "%s/state"\n%s\n' "$work" "${IDLE_EXTRA_TOML:-}" >"$work/gpumemd.toml"
+pids=()
+for i in $(seq 8); do
+  timeout $((secs + 60)) python3 -c '
+import torch, time, sys
+x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+torch.cuda.synchronize()
+open(sys.argv[1], "w").close()
+time.sleep(3600)' "$work/ready.$i" >"$work/w$i.log" 2>&1 &
+  pids+=($!)
+done
+for _ in $(seq 600); do [ "$(ls "$work"/ready.* 2>/dev/null | wc -l)" -ge 8 ] && break; sleep 0.1; done
+"$gm" --config "$work/gpumemd.toml" --web.listen-address "127.0.0.1:$port" >"$out/idle-gpumemd.log" 2>&1 &
+gpid=$!
+trap 'kill $gpid "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
+for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null && break; sleep 0.1; done
+sleep 10   # warm-up: identity cache filled, first utilisation samples taken
+ticks() { awk '{print $14 + $15}' "/proc/$gpid/stat"; }
+hz=$(getconf CLK_TCK)
+t0=$(ticks); s0=$(date +%s.%N)
+sleep "$secs"
+t1=$(ticks); s1=$(date +%s.%N)
+rss=$(awk '/VmRSS/ {print $2}' "/proc/$gpid/status")
+procs=$(curl -s "http://127.0.0.1:$port/metrics" | grep -c '^gpumem_process_memory_used_bytes{')
+python3 - "$t0" "$t1" "$s0" "$s1" "$hz" "$rss" "$procs" <<'PY' | tee -a "$out/summary.txt"
+import sys
+t0, t1, s0, s1, hz, rss, procs = sys.argv[1:]
+cpu = (float(t1) - float(t0)) / float(hz)
+wall = float(s1) - float(s0)
+print(f"idle cpu_percent={100 * cpu / wall:.3f} cpu_s={cpu:.2f} wall_s={wall:.1f} rss_kib={rss} process_series={procs}")
+PY
