@@ -4,6 +4,7 @@
 //! errors to exit codes; tests call `run()` directly on 127.0.0.1:0.
 
 pub mod alerts;
+pub mod allocator;
 pub mod attribution;
 pub mod cli;
 pub mod clock;
@@ -97,8 +98,12 @@ pub async fn run(
     // (reclaim, when enabled, has already refused to start without it).
     let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
     let state_dir_writable = configured.then(|| probe_state_dir(cfg.state.dir.clone(), stop_rx.clone()));
-    let pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
+    let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
         .with_peak_window(cfg.poll.peak_window.get().as_secs_f64());
+    let allocator = start_allocator(&cfg, stop_rx.clone());
+    if let Some(a) = &allocator {
+        pipeline = pipeline.with_allocator(a.clone());
+    }
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
     let points = history::History::points_for(cfg.poll.history.get(), cfg.poll.interval.get());
     let recent = Arc::new(std::sync::Mutex::new(history::History::new(
@@ -123,7 +128,9 @@ pub async fn run(
         config: cfg_rx.clone(),
         reload_status: status_rx,
         reload: reload_tx,
-        counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable),
+        counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable)
+            .with_allocator(allocator.clone()),
+        allocator,
         build: build_info(),
         history: recent,
     };
@@ -169,6 +176,18 @@ pub async fn run(
         Ok(Err(e)) => Err(RunError::Serve(std::io::Error::other(e.to_string()))),
         Err(_) => Err(RunError::Drain(DRAIN_TIMEOUT)),
     }
+}
+
+/// The allocator view's shared state when `[allocator]` is enabled, with
+/// its receiver thread. A socket that cannot be made is logged once and the
+/// state kept (figures stay absent; the counters still export).
+fn start_allocator(cfg: &Config, shutdown: watch::Receiver<bool>) -> Option<Arc<allocator::AllocatorState>> {
+    if !cfg.allocator.enabled {
+        return None;
+    }
+    let state = Arc::new(allocator::AllocatorState::new(&cfg.allocator));
+    let _ = allocator::receiver::start(&cfg.allocator, state.clone(), shutdown);
+    Some(state)
 }
 
 /// Starts delivery to Alertmanager / the webhook when any is configured. An

@@ -53,6 +53,8 @@ pub struct Pipeline {
     /// one, idleness is unknown rather than "idle since start".
     util_seen: std::collections::HashSet<String>,
     devices: DeviceIds,
+    /// The allocator view, when `[allocator]` is enabled (or the demo).
+    allocator: Option<std::sync::Arc<crate::allocator::AllocatorState>>,
 }
 
 /// Small ids for the UUIDs of the devices present, so a `ProcKey` is `Copy`
@@ -109,7 +111,14 @@ impl Pipeline {
             device_peaks: PeakTracker::new(DEFAULT_PEAK_WINDOW),
             util_seen: Default::default(),
             devices: DeviceIds::default(),
+            allocator: None,
         }
+    }
+
+    /// Joins the figures processes report about their allocators.
+    pub fn with_allocator(mut self, state: std::sync::Arc<crate::allocator::AllocatorState>) -> Self {
+        self.allocator = Some(state);
+        self
     }
 
     /// Peaks over `seconds` instead of the default 60 (`[poll] peak_window`).
@@ -164,6 +173,9 @@ impl Pipeline {
             devices.push(dev);
         }
         aggregate_mig_parents(&mut devices);
+        if let Some(a) = &self.allocator {
+            a.join(&mut devices, now);
+        }
         self.forget_gone(&devices);
         (raw.driver, devices)
     }

@@ -1,0 +1,1 @@
+//! Placeholder: the demo feeder comes in a later commit.
