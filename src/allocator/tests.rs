@@ -336,3 +336,67 @@ fn config_checks_name_the_key() {
     );
     let _unused: Option<DeviceReport> = None;
 }
+
+/// Through the pipeline, as the daemon runs it: two processes whose NVML
+/// figure grows alike; one's tensors grow (a leak), the other's do not
+/// (its cache grows).
+#[test]
+fn the_pipeline_tells_a_tensor_leak_from_a_growing_cache() {
+    use crate::pipeline::Pipeline;
+    use crate::source::{RawDevice, RawPoll, RawProcess};
+    let proc_root = tempfile::tempdir().unwrap();
+    let mut cfg = crate::config::Config::defaults(false).processes;
+    cfg.proc_root = proc_root.path().to_path_buf();
+    cfg.leak_window = crate::units::PositiveDuration::new(Duration::from_secs(60)).unwrap();
+    let st = Arc::new(state());
+    let mut pipe = Pipeline::new(&cfg).with_allocator(st.clone());
+    let mib = 1u64 << 20;
+    let mut last = Vec::new();
+    for s in 0..180u64 {
+        let used = 2 * GIB + s * 4 * mib;
+        let raw = RawPoll {
+            devices: vec![RawDevice {
+                uuid: "GPU-a".into(),
+                up: true,
+                memory: Some(Memory {
+                    total_bytes: 80 * GIB,
+                    used_bytes: 2 * used,
+                    free_bytes: 80 * GIB - 2 * used,
+                    reserved_bytes: Some(0),
+                }),
+                processes: [1, 2]
+                    .map(|pid| RawProcess {
+                        pid,
+                        used_bytes: Some(used),
+                        ..RawProcess::default()
+                    })
+                    .to_vec(),
+                ..RawDevice::default()
+            }],
+            ..RawPoll::default()
+        };
+        let (_, devs) = pipe.build(raw, s as f64);
+        last = devs;
+        for (pid, allocated) in [(1, GIB + s * 4 * mib), (2, GIB)] {
+            let dev = DeviceReport {
+                uuid: "GPU-a".into(),
+                allocated: AllocPair {
+                    current: allocated,
+                    peak: allocated,
+                },
+                reserved: AllocPair {
+                    current: used - GIB / 2,
+                    peak: used,
+                },
+                ..DeviceReport::default()
+            };
+            assert_eq!(st.record(pid, vec![dev], s as f64), Outcome::Accepted);
+        }
+    }
+    let verdict = |pid: u32| {
+        let p = last[0].processes.iter().find(|p| p.pid == pid).unwrap();
+        (p.leak_suspected, p.allocator.as_ref().and_then(|a| a.growth))
+    };
+    assert_eq!(verdict(1), (true, Some("tensors")));
+    assert_eq!(verdict(2), (false, Some("cache")));
+}
