@@ -180,6 +180,8 @@ pub struct AllocatorFigures {
     /// Unix seconds of the latest out-of-memory error this daemon saw
     /// reported (the OOM count rose), if any.
     pub last_oom_at: Option<f64>,
+    /// Unix seconds of the latest report whose retry count rose.
+    pub last_retry_at: Option<f64>,
     pub tensors_bytes: u64,
     pub cache_bytes: u64,
     /// Absent when NVML's own figure is.
@@ -240,6 +242,22 @@ pub struct Device {
     pub unreleased: Vec<Unreleased>,
     /// Why `up` is false, or which fields could not be read.
     pub errors: Vec<String>,
+    /// Out-of-memory errors processes reported on this GPU in the last
+    /// minutes (the allocator view); the process may have exited since.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ooms: Vec<RecentOom>,
+}
+
+/// An out-of-memory error a process reported (details in `/api/v1/events`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecentOom {
+    /// Unix seconds the report arrived.
+    pub time: f64,
+    pub pid: u32,
+    pub comm: String,
+    pub user: String,
+    /// The largest other holders of the GPU then, as "comm (pid) 12.0 GiB, ...".
+    pub others: String,
 }
 
 /// Cumulative poller counters, carried in every snapshot so a scrape reads

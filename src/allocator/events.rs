@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 use serde::Serialize;
 
 use super::message::DeviceReport;
-use crate::snapshot::Device;
+use crate::snapshot::{Device, RecentOom};
 
 /// One holder of a GPU when an OOM was reported.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -97,6 +97,16 @@ impl OomEvent {
         }
     }
 
+    /// The user of the process, from the table.
+    pub fn user(&self) -> String {
+        self.gpu
+            .processes
+            .iter()
+            .find(|r| r.pid == self.pid)
+            .map(|r| r.user.clone())
+            .unwrap_or_default()
+    }
+
     /// The largest holders other than the process that hit the OOM, as
     /// "comm (pid) 12.0 GiB", at most `n`: what the alert names.
     pub fn biggest_others(&self, n: usize) -> Vec<String> {
@@ -137,5 +147,22 @@ impl Events {
 
     pub fn list(&self) -> Vec<OomEvent> {
         self.list.iter().cloned().collect()
+    }
+
+    /// The events of GPU `uuid` since Unix time `since`, for the snapshot.
+    pub fn recent(&self, uuid: &str, since: f64) -> Vec<RecentOom> {
+        self.list
+            .iter()
+            .rev()
+            .take_while(|e| e.time >= since)
+            .filter(|e| e.uuid == uuid)
+            .map(|e| RecentOom {
+                time: e.time,
+                pid: e.pid,
+                comm: e.comm.clone(),
+                user: e.user(),
+                others: e.biggest_others(3).join(", "),
+            })
+            .collect()
     }
 }

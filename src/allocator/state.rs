@@ -17,6 +17,10 @@ use super::events::{Events, OomEvent, Table};
 use super::message::{self, DeviceReport, MessageError};
 use crate::snapshot::{AllocatorFigures, Device};
 
+/// How long a reported OOM stays on its device in the snapshot (what the
+/// `process_oom` rule kind sees): ten minutes.
+pub const OOM_RECENT_SECONDS: f64 = 600.0;
+
 /// What became of one datagram: the `result` label of
 /// `gpumem_allocator_messages_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +82,8 @@ struct Report {
     devices: Vec<DeviceReport>,
     /// Per device (same order): when the OOM count last rose.
     last_oom: Vec<Option<f64>>,
+    /// Per device (same order): when the retry count last rose.
+    last_retry: Vec<Option<f64>>,
 }
 
 #[derive(Debug, Default)]
@@ -186,29 +192,31 @@ impl AllocatorState {
         }
         let prev = g.reports.remove(&pid);
         let mut last_oom = Vec::with_capacity(devices.len());
+        let mut last_retry = Vec::with_capacity(devices.len());
         for d in &devices {
             let before = prev
                 .as_ref()
                 .and_then(|r| r.devices.iter().position(|p| p.uuid == d.uuid).map(|i| (r, i)));
-            let (old_ooms, old_at) = before.map_or((0, None), |(r, i)| {
-                (r.devices[i].ooms, r.last_oom.get(i).copied().flatten())
-            });
+            let old = |at: fn(&Report) -> &Vec<Option<f64>>| before.and_then(|(r, i)| at(r).get(i).copied().flatten());
+            let (old_ooms, old_retries) =
+                before.map_or((0, 0), |(r, i)| (r.devices[i].ooms, r.devices[i].alloc_retries));
             if d.ooms > old_ooms {
                 last_oom.push(Some(now));
                 let table = g.tables.get(&d.uuid).cloned().unwrap_or_default();
                 g.events.push(OomEvent::new(now, pid, d, table));
             } else {
-                last_oom.push(old_at);
+                last_oom.push(old(|r| &r.last_oom));
             }
+            let rose = d.alloc_retries > old_retries;
+            last_retry.push(if rose { Some(now) } else { old(|r| &r.last_retry) });
         }
-        g.reports.insert(
-            pid,
-            Report {
-                at: now,
-                devices,
-                last_oom,
-            },
-        );
+        let report = Report {
+            at: now,
+            devices,
+            last_oom,
+            last_retry,
+        };
+        g.reports.insert(pid, report);
         Outcome::Accepted
     }
 
@@ -228,7 +236,7 @@ impl AllocatorState {
             reports,
             buckets,
             tables,
-            ..
+            events,
         } = &mut *g;
         reports.retain(|pid, _| listed.contains_key(pid));
         buckets.retain(|pid, _| listed.contains_key(pid));
@@ -245,6 +253,7 @@ impl AllocatorState {
             if any {
                 tables.insert(d.uuid.clone(), Table::of(d, now));
             }
+            d.ooms = events.recent(&d.uuid, now - OOM_RECENT_SECONDS);
         }
     }
 
@@ -282,6 +291,7 @@ fn figures(r: &Report, uuid: &str, used: Option<u64>) -> Option<AllocatorFigures
         ooms: d.ooms,
         reported_at: r.at,
         last_oom_at: r.last_oom.get(i).copied().flatten(),
+        last_retry_at: r.last_retry.get(i).copied().flatten(),
         tensors_bytes: d.allocated.current,
         cache_bytes: d.reserved.current.saturating_sub(d.allocated.current),
         other_bytes: used.map(|u| u.saturating_sub(d.reserved.current)),
