@@ -100,7 +100,8 @@ pub async fn run(
     let state_dir_writable = configured.then(|| probe_state_dir(cfg.state.dir.clone(), stop_rx.clone()));
     let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
         .with_peak_window(cfg.poll.peak_window.get().as_secs_f64());
-    let allocator = start_allocator(&cfg, stop_rx.clone());
+    let demo = source.demo_name().is_some();
+    let allocator = start_allocator(&cfg, demo, stop_rx.clone());
     if let Some(a) = &allocator {
         pipeline = pipeline.with_allocator(a.clone());
     }
@@ -111,6 +112,9 @@ pub async fn run(
         cfg.processes.top_n,
     )));
     tokio::spawn(history::follow(snapshots.clone(), recent.clone(), stop_rx.clone()));
+    if let (true, Some(a)) = (demo, &allocator) {
+        tokio::spawn(allocator::demo::follow(snapshots.clone(), a.clone(), stop_rx.clone()));
+    }
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
@@ -178,15 +182,22 @@ pub async fn run(
     }
 }
 
-/// The allocator view's shared state when `[allocator]` is enabled, with
-/// its receiver thread. A socket that cannot be made is logged once and the
-/// state kept (figures stay absent; the counters still export).
-fn start_allocator(cfg: &Config, shutdown: watch::Receiver<bool>) -> Option<Arc<allocator::AllocatorState>> {
-    if !cfg.allocator.enabled {
+/// The allocator view's shared state when `[allocator]` is enabled (with
+/// its receiver thread) or in the demo (fed by the demo's processes, with a
+/// socket only if enabled too). A socket that cannot be made is logged once
+/// and the state kept (figures stay absent; the counters still export).
+fn start_allocator(
+    cfg: &Config,
+    demo: bool,
+    shutdown: watch::Receiver<bool>,
+) -> Option<Arc<allocator::AllocatorState>> {
+    if !cfg.allocator.enabled && !demo {
         return None;
     }
     let state = Arc::new(allocator::AllocatorState::new(&cfg.allocator));
-    let _ = allocator::receiver::start(&cfg.allocator, state.clone(), shutdown);
+    if cfg.allocator.enabled {
+        let _ = allocator::receiver::start(&cfg.allocator, state.clone(), shutdown);
+    }
     Some(state)
 }
 
