@@ -65,7 +65,8 @@ import json, sys, time, urllib.request
 port, secs, out = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 base = f"http://127.0.0.1:{port}"
 end = time.time() + secs + 3
-with open(f"{out}/snapshots.jsonl", "w") as snaps:
+next_scrape = time.time() + 15
+with open(f"{out}/snapshots.jsonl", "w") as snaps, open(f"{out}/scrapes.jsonl", "w") as scrapes:
     while time.time() < end:
         t = time.time()
         try:
@@ -76,6 +77,15 @@ with open(f"{out}/snapshots.jsonl", "w") as snaps:
             snaps.write(json.dumps({"t": t, "ts": s["timestamp"], "processes": procs}) + "\n")
         except Exception as e:
             snaps.write(json.dumps({"t": t, "error": str(e)}) + "\n")
+        if t >= next_scrape:  # the allocator families while the workloads live
+            try:
+                body = urllib.request.urlopen(base + "/metrics", timeout=5).read().decode()
+                keep = [l for l in body.splitlines() if l.startswith(("gpumem_process_allocator", "gpumem_process_ooms",
+                        "gpumem_process_alloc_retries", "gpumem_allocator", "gpumem_process_leak_suspected"))]
+                scrapes.write(json.dumps({"t": t, "lines": keep}) + "\n")
+            except Exception as e:
+                scrapes.write(json.dumps({"t": t, "error": str(e)}) + "\n")
+            next_scrape += 15
         time.sleep(max(0.0, 1.0 - (time.time() - t)))
 PY
 wait "${kids[@]}" 2>/dev/null

@@ -33,6 +33,13 @@ for k, v in logs.items():
     for l in v:
         if "error" in l and "oom" not in l:
             info(f"{k} error", l["error"])
+for k in logs:
+    try:
+        err = open(os.path.join(out, f"{k}.err")).read().strip().splitlines()
+    except OSError:
+        err = []
+    if err:
+        info(f"{k} stderr", err[-1][:300])
 snaps = [s for s in lines("snapshots.jsonl") if "processes" in s]
 info("snapshots", len(snaps))
 
@@ -48,10 +55,12 @@ def rows(pid):
 metrics = open(os.path.join(out, "metrics.txt")).read() if os.path.exists(os.path.join(out, "metrics.txt")) else ""
 counts = dict(re.findall(r'gpumem_allocator_messages_total\{result="(\w+)"\} (\d+)', metrics))
 say(int(counts.get("accepted", 0)) > 0, "reports accepted", counts)
+scraped = [l for s in lines("scrapes.jsonl") for l in s.get("lines", [])]
+fams = sorted({l.split("{")[0] for l in scraped if f'pid="{pids["leak"]}"' in l})
 say(
-    any(f'pid="{pids["leak"]}",kind="allocated"' in l for l in metrics.splitlines()) or not pids["leak"],
+    bool(pids["leak"]) and "gpumem_process_allocator_bytes" in fams,
     "metrics",
-    "gpumem_process_allocator_bytes present for the leak process" if pids["leak"] else "no leak pid",
+    f"families with the leak process (pid {pids['leak']}) in scrapes during the run: {fams}",
 )
 
 # 2. The leak is flagged as a tensor leak.
