@@ -4,6 +4,7 @@
 //! errors to exit codes; tests call `run()` directly on 127.0.0.1:0.
 
 pub mod alerts;
+pub mod allocator;
 pub mod attribution;
 pub mod cli;
 pub mod clock;
@@ -97,8 +98,13 @@ pub async fn run(
     // (reclaim, when enabled, has already refused to start without it).
     let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
     let state_dir_writable = configured.then(|| probe_state_dir(cfg.state.dir.clone(), stop_rx.clone()));
-    let pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
+    let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
         .with_peak_window(cfg.poll.peak_window.get().as_secs_f64());
+    let demo = source.demo_name().is_some();
+    let allocator = start_allocator(&cfg, demo, stop_rx.clone());
+    if let Some(a) = &allocator {
+        pipeline = pipeline.with_allocator(a.clone());
+    }
     let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(&cfg), stop_rx.clone())?;
     let points = history::History::points_for(cfg.poll.history.get(), cfg.poll.interval.get());
     let recent = Arc::new(std::sync::Mutex::new(history::History::new(
@@ -106,6 +112,9 @@ pub async fn run(
         cfg.processes.top_n,
     )));
     tokio::spawn(history::follow(snapshots.clone(), recent.clone(), stop_rx.clone()));
+    if let (true, Some(a)) = (demo, &allocator) {
+        tokio::spawn(allocator::demo::follow(snapshots.clone(), a.clone(), stop_rx.clone()));
+    }
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
@@ -123,7 +132,9 @@ pub async fn run(
         config: cfg_rx.clone(),
         reload_status: status_rx,
         reload: reload_tx,
-        counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable),
+        counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable)
+            .with_allocator(allocator.clone()),
+        allocator,
         build: build_info(),
         history: recent,
     };
@@ -169,6 +180,25 @@ pub async fn run(
         Ok(Err(e)) => Err(RunError::Serve(std::io::Error::other(e.to_string()))),
         Err(_) => Err(RunError::Drain(DRAIN_TIMEOUT)),
     }
+}
+
+/// The allocator view's shared state when `[allocator]` is enabled (with
+/// its receiver thread) or in the demo (fed by the demo's processes, with a
+/// socket only if enabled too). A socket that cannot be made is logged once
+/// and the state kept (figures stay absent; the counters still export).
+fn start_allocator(
+    cfg: &Config,
+    demo: bool,
+    shutdown: watch::Receiver<bool>,
+) -> Option<Arc<allocator::AllocatorState>> {
+    if !cfg.allocator.enabled && !demo {
+        return None;
+    }
+    let state = Arc::new(allocator::AllocatorState::new(&cfg.allocator));
+    if cfg.allocator.enabled {
+        let _ = allocator::receiver::start(&cfg.allocator, state.clone(), shutdown);
+    }
+    Some(state)
 }
 
 /// Starts delivery to Alertmanager / the webhook when any is configured. An

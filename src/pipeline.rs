@@ -9,6 +9,7 @@
 use crate::attribution::{CgroupInfo, ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::config::Processes;
 use crate::diagnosis::leak::{LeakConfig, LeakTracker};
+use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{IdleTracker, LateRelease, ProcKey, holder_split, proc_key};
@@ -53,6 +54,10 @@ pub struct Pipeline {
     /// one, idleness is unknown rather than "idle since start".
     util_seen: std::collections::HashSet<String>,
     devices: DeviceIds,
+    /// The allocator view, when `[allocator]` is enabled (or the demo).
+    allocator: Option<std::sync::Arc<crate::allocator::AllocatorState>>,
+    /// Leak trends of `allocated` for processes that report it.
+    tensor_leaks: TensorLeaks,
 }
 
 /// Small ids for the UUIDs of the devices present, so a `ProcKey` is `Copy`
@@ -101,7 +106,7 @@ impl Pipeline {
         Self {
             cfg: cfg.clone(),
             procfs,
-            leak: LeakTracker::new(leak),
+            leak: LeakTracker::new(leak.clone()),
             late: LateRelease::default(),
             idle: IdleTracker::default(),
             stuck: StuckTracker::default(),
@@ -109,7 +114,15 @@ impl Pipeline {
             device_peaks: PeakTracker::new(DEFAULT_PEAK_WINDOW),
             util_seen: Default::default(),
             devices: DeviceIds::default(),
+            allocator: None,
+            tensor_leaks: TensorLeaks::new(leak),
         }
+    }
+
+    /// Joins the figures processes report about their allocators.
+    pub fn with_allocator(mut self, state: std::sync::Arc<crate::allocator::AllocatorState>) -> Self {
+        self.allocator = Some(state);
+        self
     }
 
     /// Peaks over `seconds` instead of the default 60 (`[poll] peak_window`).
@@ -123,7 +136,7 @@ impl Pipeline {
     pub fn retained(&self) -> Retained {
         let (late_devices, late_pending) = self.late.sizes();
         Retained {
-            leak_series: self.leak.len(),
+            leak_series: self.leak.len() + self.tensor_leaks.len(),
             idle_entries: self.idle.tracked(),
             late_devices,
             late_pending,
@@ -164,6 +177,10 @@ impl Pipeline {
             devices.push(dev);
         }
         aggregate_mig_parents(&mut devices);
+        if let Some(a) = self.allocator.clone() {
+            a.join(&mut devices, now);
+            self.judge_tensors(&mut devices, now);
+        }
         self.forget_gone(&devices);
         (raw.driver, devices)
     }
@@ -199,6 +216,18 @@ impl Pipeline {
             let holders = holder_split(m.used_bytes, &dev.processes);
             dev.unreleased = self.late.observe(&dev.uuid, now, late_after, &dev.processes, &holders);
             dev.holders = Some(holders);
+        }
+    }
+
+    /// The leak verdict of processes that report their allocator comes from
+    /// their tensors' trend (diagnosis/leak_alloc.rs).
+    fn judge_tensors(&mut self, devices: &mut [Device], now: f64) {
+        for dev in devices.iter_mut() {
+            let dev_id = self.devices.id(&dev.uuid);
+            for p in dev.processes.iter_mut().filter(|p| p.allocator.is_some()) {
+                let key = proc_key(dev_id, p);
+                self.tensor_leaks.judge(&key, p, now);
+            }
         }
     }
 
@@ -269,6 +298,7 @@ impl Pipeline {
         let present = |uuid: &str| uuids.contains(uuid);
         self.devices.ids.retain(|uuid, _| present(uuid));
         self.leak.retain_seen();
+        self.tensor_leaks.retain_seen();
         self.idle.retain_seen();
         self.stuck.retain_seen();
         self.peaks.retain_seen();

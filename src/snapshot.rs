@@ -150,6 +150,47 @@ pub struct Process {
     /// Seconds this process has held memory with no SM activity.
     pub idle_seconds: Option<f64>,
     pub idle: bool,
+    /// What the process's own allocator reports for this GPU (it opted in
+    /// with `gpumemd-torch`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<AllocatorFigures>,
+}
+
+/// One current/peak pair of `torch.cuda.memory_stats()`, bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllocPair {
+    pub current: u64,
+    pub peak: u64,
+}
+
+/// A process's allocator figures for one GPU, and NVML's figure split by
+/// them: `tensors` (allocated), `cache` (reserved minus allocated) and
+/// `other` (NVML's figure minus reserved: CUDA context, NCCL, libraries).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct AllocatorFigures {
+    pub allocated: AllocPair,
+    pub reserved: AllocPair,
+    pub active: AllocPair,
+    pub inactive_split: AllocPair,
+    pub alloc_retries: u64,
+    pub ooms: u64,
+    /// Unix seconds of the report these figures come from.
+    pub reported_at: f64,
+    /// Unix seconds of the latest out-of-memory error this daemon saw
+    /// reported (the OOM count rose), if any.
+    pub last_oom_at: Option<f64>,
+    /// Unix seconds of the latest report whose retry count rose.
+    pub last_retry_at: Option<f64>,
+    pub tensors_bytes: u64,
+    pub cache_bytes: u64,
+    /// Absent when NVML's own figure is.
+    pub other_bytes: Option<u64>,
+    /// With the inside view the leak verdict judges `allocated`: "tensors"
+    /// when live tensors grow, "cache" when only NVML's figure (the cache)
+    /// grows; absent when neither.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub growth: Option<&'static str>,
 }
 
 impl Process {
@@ -201,6 +242,22 @@ pub struct Device {
     pub unreleased: Vec<Unreleased>,
     /// Why `up` is false, or which fields could not be read.
     pub errors: Vec<String>,
+    /// Out-of-memory errors processes reported on this GPU in the last
+    /// minutes (the allocator view); the process may have exited since.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ooms: Vec<RecentOom>,
+}
+
+/// An out-of-memory error a process reported (details in `/api/v1/events`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RecentOom {
+    /// Unix seconds the report arrived.
+    pub time: f64,
+    pub pid: u32,
+    pub comm: String,
+    pub user: String,
+    /// The largest other holders of the GPU then, as "comm (pid) 12.0 GiB, ...".
+    pub others: String,
 }
 
 /// Cumulative poller counters, carried in every snapshot so a scrape reads

@@ -110,9 +110,80 @@ fn processes(out: &mut String, list: &[Process]) {
             "  {:>8}  {:<16} {:<10} {:<8} {:>10}  {:>11}  {:<14} {:<18} {:<8}",
             p.pid, p.comm, p.user, holder, used, growth, owner, p.placement.unit, p.placement.job
         );
+        if let Some(a) = &p.allocator {
+            allocator_line(out, a);
+        }
+    }
+}
+
+/// NVML's figure split by the process's own allocator report (gpumemd-torch).
+fn allocator_line(out: &mut String, a: &crate::snapshot::AllocatorFigures) {
+    let other = a.other_bytes.map(human).unwrap_or_else(|| "n/a".into());
+    let _ = write!(
+        out,
+        "  {:>8}  = tensors {} + cache {} + other {}; split {}, retries {}, OOMs {}",
+        "",
+        human(a.tensors_bytes),
+        human(a.cache_bytes),
+        other,
+        human(a.inactive_split.current),
+        a.alloc_retries,
+        a.ooms
+    );
+    match a.growth {
+        Some(g) => {
+            let _ = writeln!(out, "; growing: {g}");
+        }
+        None => out.push('\n'),
     }
 }
 
 fn short(s: &str) -> String {
     s.chars().take(12).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{AllocPair, AllocatorFigures};
+
+    #[test]
+    fn a_reporting_process_gets_its_split_under_its_row() {
+        let gib = 1u64 << 30;
+        let with = Process {
+            pid: 7,
+            used_bytes: Some(10 * gib),
+            allocator: Some(AllocatorFigures {
+                inactive_split: AllocPair {
+                    current: gib,
+                    peak: gib,
+                },
+                alloc_retries: 4,
+                tensors_bytes: 6 * gib,
+                cache_bytes: 3 * gib,
+                other_bytes: Some(gib),
+                growth: Some("tensors"),
+                ..AllocatorFigures::default()
+            }),
+            ..Process::default()
+        };
+        let without = Process {
+            pid: 8,
+            used_bytes: Some(gib),
+            ..Process::default()
+        };
+        let mut out = String::new();
+        processes(&mut out, &[with, without]);
+        let lines: Vec<&str> = out.lines().collect();
+        assert_eq!(lines.len(), 4, "header, 7, its split, 8:\n{out}");
+        let want = format!(
+            "= tensors {} + cache {} + other {}; split {}, retries 4, OOMs 0; growing: tensors",
+            human(6 * gib),
+            human(3 * gib),
+            human(gib),
+            human(gib)
+        );
+        assert!(lines[2].trim_start().starts_with(&want), "{}", lines[2]);
+        assert!(lines[3].trim_start().starts_with('8'));
+    }
 }

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use gpumemd::alerts::AlertEngine;
+use gpumemd::allocator::AllocatorState;
 use gpumemd::config::Config;
 use gpumemd::metrics::{self, Format};
 use gpumemd::pipeline::Pipeline;
@@ -25,13 +26,16 @@ const POLLS: u64 = 40;
 fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine) {
     let sc = Scenario::resolve("default").expect("built-in");
     let mut src = SimulatedSource::new(sc, Duration::from_secs(1), EPOCH);
-    let mut pipe = Pipeline::for_source(&cfg.processes, &src);
+    // The demo's allocator view, fed as the daemon feeds it (after each poll).
+    let alloc = std::sync::Arc::new(AllocatorState::new(&cfg.allocator));
+    let mut pipe = Pipeline::for_source(&cfg.processes, &src).with_allocator(alloc.clone());
     let mut engine = AlertEngine::new(cfg.effective_rules(), "demo-host".into(), 100);
     let mut last = None;
     for i in 0..POLLS {
         let raw = src.poll(i % 2 == 0).expect("simulated poll");
         let (driver, devices) = pipe.build(raw, EPOCH + i as f64);
         let now = EPOCH + i as f64;
+        gpumemd::allocator::demo::feed(&alloc, &devices, i as f64, now);
         let snap = Snapshot {
             seq: i + 1,
             timestamp: now,
@@ -122,6 +126,8 @@ fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
         "GpuMemoryHeldByExitedProcess",
         "GpuUserQuotaExceeded",
         "GpuIdleHolder",
+        "GpuOutOfMemory",
+        "GpuMemoryFragmented",
     ] {
         assert!(
             firing.contains(&want),
@@ -131,6 +137,21 @@ fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
     let procs: Vec<_> = snap.devices.iter().flat_map(|d| &d.processes).collect();
     let leak = procs.iter().find(|p| p.pid == 4202).expect("leaking worker");
     assert!(leak.leak_suspected, "the leaking worker is flagged: {leak:?}");
+    let growth = |p: &gpumemd::snapshot::Process| p.allocator.as_ref().map(|a| a.growth);
+    assert_eq!(growth(leak), Some(Some("tensors")), "as a tensor leak");
+    let cacher = procs.iter().find(|p| p.pid == 5101).expect("warming-up pod");
+    assert!(!cacher.leak_suspected && cacher.allocator.as_ref().is_some_and(|a| a.cache_bytes > 20 << 30));
+    let oom = &snap.devices[0].ooms;
+    assert_eq!(
+        oom.iter().map(|o| o.pid).collect::<Vec<_>>(),
+        [4303],
+        "the notebook's OOM"
+    );
+    assert!(
+        oom[0].others.contains("(4101)"),
+        "names the training job: {}",
+        oom[0].others
+    );
     let train = procs.iter().find(|p| p.pid == 4101).expect("training job");
     assert!(!train.leak_suspected, "a warm-up is not a leak");
     assert!(procs.iter().any(|p| p.pid == 5303 && p.state == "exited"));

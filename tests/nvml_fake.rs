@@ -9,6 +9,8 @@
 mod common;
 // A root test file resolves `mod x;` beside itself; the modules live in
 // tests/nvml_fake/ so that cargo does not take them for test binaries.
+#[path = "nvml_fake/allocator.rs"]
+mod allocator;
 #[path = "nvml_fake/devices.rs"]
 mod devices;
 #[path = "nvml_fake/driver.rs"]

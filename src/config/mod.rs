@@ -43,6 +43,7 @@ pub struct Config {
     pub alerting: Alerting,
     pub notify: crate::notify::NotifyConfig,
     pub reclaim: crate::reclaim::ReclaimConfig,
+    pub allocator: crate::allocator::AllocatorConfig,
     /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
     #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::rules::RuleConfig>,
@@ -376,6 +377,9 @@ impl Config {
             .and_then(|()| self.reclaim.check_rules(&self.rules))
         {
             return Err(invalid(&["reclaim", e.key], e.message));
+        }
+        if let Err((key, message)) = self.allocator.check() {
+            return Err(invalid(&["allocator", key], message));
         }
         self.processes.group_by.sort();
         self.processes.group_by.dedup();

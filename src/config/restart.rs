@@ -27,6 +27,8 @@ pub struct RestartOnly<'a> {
     notify: &'a crate::notify::NotifyConfig,
     alerting: Alerting<'a>,
     processes: Pipeline<'a>,
+    /// The receiver binds its socket and sizes its limits once.
+    allocator: &'a crate::allocator::AllocatorConfig,
 }
 
 #[derive(Debug, PartialEq, Serialize)]
@@ -83,6 +85,7 @@ impl<'a> RestartOnly<'a> {
                 utilization_interval: p.utilization_interval,
                 idle_after: p.idle_after,
             },
+            allocator: &c.allocator,
         }
     }
 }

@@ -4,6 +4,7 @@
 //! this module must not read clocks, /proc or NVML.
 
 pub mod leak;
+pub mod leak_alloc;
 pub mod peaks;
 pub mod stuck;
 

@@ -107,6 +107,13 @@ pub async fn reload(State(st): State<AppState>) -> Response {
     }
 }
 
+/// `GET /api/v1/events`: recent out-of-memory events, oldest first (an
+/// empty list when the allocator view is off).
+pub async fn events(State(st): State<AppState>) -> Response {
+    let events = st.allocator.as_ref().map(|a| a.events()).unwrap_or_default();
+    json(&serde_json::json!({ "events": events }))
+}
+
 fn json<T: serde::Serialize>(v: &T) -> Response {
     match serde_json::to_vec(v) {
         Ok(body) => (

@@ -41,6 +41,8 @@ pub struct AppState {
     pub build: BuildInfo,
     /// The last minutes of polls, for `GET /api/v1/history`.
     pub history: SharedHistory,
+    /// The allocator view (out-of-memory events), when enabled.
+    pub allocator: Option<Arc<crate::allocator::AllocatorState>>,
 }
 
 /// The daemon's routes. `get` also answers HEAD; other methods get 405.
@@ -56,6 +58,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/snapshot", get(handlers::snapshot))
         .route("/api/v1/alerts", get(handlers::alerts))
         .route("/api/v1/history", get(handlers::history))
+        .route("/api/v1/events", get(handlers::events))
         .route("/-/reload", post(handlers::reload))
         .with_state(state)
         .layer(compression())

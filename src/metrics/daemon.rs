@@ -12,6 +12,7 @@ use super::family::{Emit, Family, write_table};
 use super::selfproc::{PROCESS, SelfStats};
 use super::text::{Kind, Writer};
 use crate::alerts::AlertsView;
+use crate::allocator::AllocatorState;
 use crate::notify::{NotifierStats, Notifiers};
 use crate::reclaim::{ReclaimStats, Reclaimer};
 use crate::reload::ReloadStatus;
@@ -24,6 +25,8 @@ pub struct Counters {
     notifiers: Option<Arc<Notifiers>>,
     /// Re-probed in the background by the daemon; read at scrape time.
     state_dir_writable: Option<Arc<AtomicBool>>,
+    /// The allocator receiver's counts, when `[allocator]` is enabled.
+    allocator: Option<Arc<AllocatorState>>,
 }
 
 impl Counters {
@@ -48,7 +51,14 @@ impl Counters {
             reclaimer,
             notifiers,
             state_dir_writable,
+            allocator: None,
         }
+    }
+
+    /// Also exports the allocator receiver's message counts.
+    pub fn with_allocator(mut self, allocator: Option<Arc<AllocatorState>>) -> Self {
+        self.allocator = allocator;
+        self
     }
 }
 
@@ -58,6 +68,7 @@ impl std::fmt::Debug for Counters {
             .field("reclaimer", &self.reclaimer.is_some())
             .field("notifiers", &self.notifiers.is_some())
             .field("state_dir_writable", &self.state_dir_writable)
+            .field("allocator", &self.allocator.is_some())
             .finish()
     }
 }
@@ -97,6 +108,9 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     }
     if let Some(r) = &c.reclaimer {
         RECLAIM.write(w, [&r.stats()]);
+    }
+    if let Some(a) = &c.allocator {
+        ALLOCATOR.write(w, [&a.counts()]);
     }
 }
 
@@ -178,6 +192,18 @@ pub(super) const RECLAIM: Family<ReclaimStats> = family(
     |r, e| {
         for (a, res, v) in r.entries() {
             e(&[("action", a), ("result", res)], v.into());
+        }
+    },
+);
+
+pub(super) const ALLOCATOR: Family<Vec<(&'static str, u64)>> = family(
+    "gpumem_allocator_messages_total",
+    Kind::Counter,
+    "",
+    "Allocator reports received from processes (gpumemd-torch), by result: accepted or why dropped.",
+    |counts, e| {
+        for (result, v) in counts {
+            e(&[("result", result)], (*v).into());
         }
     },
 );

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use super::text::{Digits, Kind, Writer};
 use crate::config::Processes;
-use crate::snapshot::{Device, Process, Snapshot};
+use crate::snapshot::{AllocPair, AllocatorFigures, Device, Process, Snapshot};
 
 /// The processes of `d` that get series: above `min_bytes`, largest first,
 /// at most `top_n`. Processes with unavailable memory rank last but count.
@@ -44,6 +44,7 @@ pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     }
     identity_families(w, &rows, &prefixes, cfg);
     per_process_gauges(w, &rows, &prefixes);
+    allocator_families(w, &rows, &prefixes);
     w.family(
         "gpumem_processes_not_exported",
         Kind::Gauge,
@@ -140,6 +141,64 @@ fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
             if let Some(v) = get(p) {
                 w.sample_after(name, prefixes.get(r.clone()).unwrap_or_default(), &[], v);
             }
+        }
+    }
+}
+
+/// The allocator view of processes that report it (gpumemd-torch): no
+/// sample for the others, whose figures are unknown, not zero.
+fn allocator_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
+    type Pairs = fn(&AllocatorFigures) -> [(&'static str, AllocPair); 4];
+    let pairs: Pairs = |a| {
+        [
+            ("allocated", a.allocated),
+            ("reserved", a.reserved),
+            ("active", a.active),
+            ("inactive_split", a.inactive_split),
+        ]
+    };
+    let with = || {
+        rows.iter()
+            .filter_map(|(_, p, r)| Some((p.allocator.as_ref()?, prefixes.get(r.clone()).unwrap_or_default())))
+    };
+    type OfPair = fn(AllocPair) -> u64;
+    type OfFigures = fn(&AllocatorFigures) -> u64;
+    let tables: [(&str, &str, OfPair); 2] = [
+        (
+            "gpumem_process_allocator_bytes",
+            "Bytes as the process's own caching allocator reports them, by kind (allocated: live tensors; reserved: held from the driver; active; inactive_split: fragmentation).",
+            |p| p.current,
+        ),
+        (
+            "gpumem_process_allocator_peak_bytes",
+            "Peak bytes since the process started (or reset its peaks), by kind, as its allocator reports them.",
+            |p| p.peak,
+        ),
+    ];
+    for (name, help, get) in tables {
+        w.family(name, Kind::Gauge, help);
+        for (a, prefix) in with() {
+            for (kind, pair) in pairs(a) {
+                w.sample_after(name, prefix, &[("kind", kind)], get(pair));
+            }
+        }
+    }
+    let counters: [(&str, &str, OfFigures); 2] = [
+        (
+            "gpumem_process_ooms_total",
+            "Out-of-memory errors the process's allocator raised on this GPU.",
+            |a| a.ooms,
+        ),
+        (
+            "gpumem_process_alloc_retries_total",
+            "Device allocations the process's allocator retried after freeing its cache (memory pressure).",
+            |a| a.alloc_retries,
+        ),
+    ];
+    for (name, help, get) in counters {
+        w.family(name, Kind::Counter, help);
+        for (a, prefix) in with() {
+            w.sample_after(name, prefix, &[], get(a));
         }
     }
 }

@@ -144,7 +144,7 @@ fn step(
     for (k, v) in &rule.cfg.labels {
         labels.insert(k.clone(), v.clone());
     }
-    let annotations = render_annotations(rule, &labels, inst.value, &inst.model);
+    let annotations = render_annotations(rule, &labels, inst.value, &inst.model, inst.others.as_deref());
     // The idle-holder kind measures its own duration (idle seconds >= for).
     let hold_for = if rule.cfg.kind == RuleKind::ProcessIdleHolder {
         0.0
@@ -194,6 +194,7 @@ fn render_annotations(
     labels: &BTreeMap<String, String>,
     value: f64,
     model: &str,
+    others: Option<&str>,
 ) -> BTreeMap<String, String> {
     let mut vars: BTreeMap<&str, String> = labels.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
     let threshold = rule.cfg.above.or(rule.cfg.below).map(|t| t.0);
@@ -205,6 +206,7 @@ fn render_annotations(
         threshold.map(|t| humanize(rule.cfg.kind, t)).unwrap_or_default(),
     );
     vars.insert("model", model.to_string());
+    vars.insert("others", others.unwrap_or_default().to_string());
     rule.annotations
         .iter()
         .map(|(k, t)| (k.clone(), t.render(&vars)))
@@ -221,9 +223,11 @@ fn format_num(v: f64) -> String {
 
 fn humanize(kind: RuleKind, v: f64) -> String {
     match kind {
-        RuleKind::DeviceUsedRatio => format!("{:.1}%", v * 100.0),
+        RuleKind::DeviceUsedRatio | RuleKind::ProcessFragmentation => format!("{:.1}%", v * 100.0),
         RuleKind::ProcessGrowthRate => format!("{}/s", human(v.max(0.0) as u64)),
-        RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing => format_num(v),
+        RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessOom => {
+            format_num(v)
+        }
         _ => human(v.max(0.0) as u64),
     }
 }

@@ -21,6 +21,8 @@ pub(super) struct Instance {
     pub(super) holds: Option<bool>,
     pub(super) model: String,
     pub(super) targets: Vec<ProcessRef>,
+    /// `process_oom`: the largest other holders then, for annotations.
+    pub(super) others: Option<String>,
 }
 
 /// A process an alert is about (what a `terminate` action would signal).
@@ -120,11 +122,14 @@ pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
                 holds: Some(failing),
                 model: String::new(),
                 targets: vec![],
+                others: None,
             }]
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices.collect()),
+        RuleKind::ProcessOom => devices.flat_map(|d| oom_instances(m, d)).collect(),
         k if k.is_process() => {
             let idle_for = rule.cfg.for_.0;
+            let now = snap.timestamp;
             devices
                 .flat_map(|d| {
                     d.processes
@@ -132,7 +137,7 @@ pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
                         .filter(|p| process_matches(m, p))
                         .map(move |p| (d, p))
                 })
-                .filter_map(|(d, p)| process_instance(rule, k, idle_for, d, p))
+                .filter_map(|(d, p)| process_instance(rule, k, (idle_for, now), d, p))
                 .collect()
         }
         k => devices.filter_map(|d| device_instance(k, rule.cfg.holder, d)).collect(),
@@ -165,16 +170,68 @@ fn device_instance(kind: RuleKind, holder: Option<Holder>, d: &Device) -> Option
         holds,
         model: d.name.clone(),
         targets: vec![],
+        others: None,
     })
 }
 
-fn process_instance(rule: &Rule, kind: RuleKind, idle_for: f64, d: &Device, p: &Process) -> Option<Instance> {
+/// How recently the allocator's retries must have risen for
+/// `process_fragmentation` to see a process: its cache is then failing it.
+const RETRIES_RECENT_SECONDS: f64 = 600.0;
+
+/// Share of reserved memory not holding tensors, for a process whose
+/// allocator retried a cudaMalloc recently; `None` otherwise.
+fn fragmentation(p: &Process, now: f64) -> Option<f64> {
+    let a = p.allocator.as_ref()?;
+    let recent = a.last_retry_at.is_some_and(|t| now - t <= RETRIES_RECENT_SECONDS);
+    (recent && a.reserved.current > 0).then(|| a.cache_bytes as f64 / a.reserved.current as f64)
+}
+
+/// One instance per out-of-memory error reported on `d` recently (the
+/// process may have exited since: the OOM often ends the job).
+fn oom_instances<'a>(m: &'a Matchers, d: &'a Device) -> impl Iterator<Item = Instance> + 'a {
+    d.ooms
+        .iter()
+        .filter(move |o| process_matches_user(m, &o.user))
+        .map(move |o| {
+            let mut labels = device_labels(d);
+            labels.insert("pid".into(), o.pid.to_string());
+            labels.insert("comm".into(), o.comm.clone());
+            labels.insert("user".into(), o.user.clone());
+            Instance {
+                key: format!("{}/{}/{}", d.uuid, o.pid, o.time.to_bits()),
+                labels,
+                value: 1.0,
+                holds: Some(true),
+                model: d.name.clone(),
+                targets: vec![],
+                others: Some(o.others.clone()),
+            }
+        })
+}
+
+/// `match` of an OOM, which knows only the user of its process.
+fn process_matches_user(m: &Matchers, user: &str) -> bool {
+    (m.user.is_empty() || m.user.iter().any(|u| u == user))
+        && m.container.is_empty()
+        && m.pod.is_empty()
+        && m.unit.is_empty()
+        && m.job.is_empty()
+}
+
+fn process_instance(
+    rule: &Rule,
+    kind: RuleKind,
+    (idle_for, now): (f64, f64),
+    d: &Device,
+    p: &Process,
+) -> Option<Instance> {
     let used = p.used_bytes.unwrap_or(0) as f64;
     let (value, holds) = match kind {
         RuleKind::ProcessUsedBytes => (p.used_bytes? as f64, None),
         RuleKind::ProcessGrowthRate => (p.growth_bytes_per_second?, None),
         RuleKind::ProcessLeakSuspected => (f64::from(u8::from(p.leak_suspected)), Some(p.leak_suspected)),
         RuleKind::ProcessIdleHolder => (used, Some(used > 0.0 && p.idle_seconds.is_some_and(|s| s >= idle_for))),
+        RuleKind::ProcessFragmentation => (fragmentation(p, now)?, None),
         _ => return None,
     };
     if !could_hold(rule, value, holds) {
@@ -194,6 +251,7 @@ fn process_instance(rule: &Rule, kind: RuleKind, idle_for: f64, d: &Device, p: &
         holds,
         model: d.name.clone(),
         targets: wants_targets(rule).then(|| process_ref(d, p)).into_iter().collect(),
+        others: None,
     })
 }
 
@@ -231,6 +289,7 @@ fn group_instances(rule: &Rule, devices: Vec<&Device>) -> Vec<Instance> {
             holds: None,
             model: String::new(),
             targets,
+            others: None,
         })
         .collect()
 }

@@ -31,6 +31,11 @@ pub enum RuleKind {
     ProcessGrowthRate,
     ProcessLeakSuspected,
     ProcessIdleHolder,
+    /// Share of the allocator's reserved memory not in tensors, while its
+    /// allocation retries climb (the allocator view).
+    ProcessFragmentation,
+    /// A process reported an out-of-memory error in the last ten minutes.
+    ProcessOom,
     GroupUsedBytes,
     PollFailing,
 }
@@ -40,7 +45,11 @@ impl RuleKind {
     pub fn is_boolean(self) -> bool {
         matches!(
             self,
-            RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessIdleHolder
+            RuleKind::DeviceLost
+                | RuleKind::ProcessLeakSuspected
+                | RuleKind::PollFailing
+                | RuleKind::ProcessIdleHolder
+                | RuleKind::ProcessOom
         )
     }
 
@@ -51,6 +60,7 @@ impl RuleKind {
                 | RuleKind::ProcessGrowthRate
                 | RuleKind::ProcessLeakSuspected
                 | RuleKind::ProcessIdleHolder
+                | RuleKind::ProcessFragmentation
         )
     }
 }
@@ -255,10 +265,13 @@ fn check_thresholds(cfg: &RuleConfig) -> Result<(), String> {
     if !t.is_finite() {
         return Err("threshold must be a finite number".into());
     }
-    if cfg.kind == RuleKind::DeviceUsedRatio && !(0.0..=1.0).contains(&t) {
-        return Err(format!(
-            "device_used_ratio threshold {t} is outside 0..1; write 0.9 or \"90%\""
-        ));
+    if matches!(cfg.kind, RuleKind::DeviceUsedRatio | RuleKind::ProcessFragmentation) && !(0.0..=1.0).contains(&t) {
+        let kind = if cfg.kind == RuleKind::DeviceUsedRatio {
+            "device_used_ratio"
+        } else {
+            "process_fragmentation"
+        };
+        return Err(format!("{kind} threshold {t} is outside 0..1; write 0.9 or \"90%\""));
     }
     if let Some(c) = cfg.clear {
         if above && c.0 > t {
@@ -302,5 +315,7 @@ pub fn parse_rule_set(text: &str) -> Result<Vec<RuleConfig>, String> {
     Ok(set.rule)
 }
 
+#[cfg(test)]
+mod allocator_tests;
 #[cfg(test)]
 mod tests;

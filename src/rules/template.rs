@@ -4,8 +4,9 @@
 
 use std::collections::BTreeMap;
 
-/// Names a template may use: the value and threshold (raw and humanised)
-/// and every label an alert can carry.
+/// Names a template may use: the value and threshold (raw and humanised),
+/// every label an alert can carry, and `others` (the largest other holders
+/// of the GPU when a `process_oom` alert's OOM was reported).
 pub const NAMES: &[&str] = &[
     "value",
     "value_human",
@@ -27,6 +28,7 @@ pub const NAMES: &[&str] = &[
     "holder",
     "group_by",
     "group",
+    "others",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

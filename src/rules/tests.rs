@@ -233,8 +233,8 @@ fn invalid_rules_say_why() {
 
 #[test]
 fn builtin_rule_sets_are_valid() {
-    assert_eq!(parse_rule_set(DEFAULT_RULES).map(|r| r.len()), Ok(6));
-    assert_eq!(parse_rule_set(DEMO_RULES).map(|r| r.len()), Ok(8));
+    assert_eq!(parse_rule_set(DEFAULT_RULES).map(|r| r.len()), Ok(7));
+    assert_eq!(parse_rule_set(DEMO_RULES).map(|r| r.len()), Ok(10));
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! renders a small snapshot built here and reads the exposition back;
 //! `daemon.rs` covers the families beyond the snapshot.
 
+mod allocator;
 mod daemon;
 mod selfproc;
 

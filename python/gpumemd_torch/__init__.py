@@ -1,0 +1,179 @@
+"""Reports PyTorch's caching-allocator figures to the gpumemd daemon.
+
+Owns: a daemon thread that, every couple of seconds and at once after an
+out-of-memory error, reads ``torch.cuda.memory_stats(i)`` for each CUDA
+device this process uses and sends one small JSON datagram (format v1,
+docs/design.md "The allocator view") to gpumemd's Unix socket.
+
+Must not: raise into the training code, import torch or initialise CUDA
+itself (it reads the torch the job imported, only once CUDA is
+initialised), block (the socket is non-blocking; a full queue or an absent
+daemon drops the report), or claim a PID (the kernel tells the daemon who
+sent it).
+"""
+
+import json
+import os
+import socket
+import sys
+import threading
+
+__all__ = ["start", "stop", "collect", "DEFAULT_SOCKET"]
+__version__ = "0.1.0"
+
+DEFAULT_SOCKET = "/run/gpumemd/allocator.sock"
+VERSION = 1
+_KINDS = ("allocated", "reserved", "active", "inactive_split")
+
+_lock = threading.Lock()
+_reporter = None
+
+
+def _disabled():
+    return os.environ.get("GPUMEMD_TORCH", "").strip().lower() in ("0", "false", "no", "off")
+
+
+def _uuid(torch, i, cache):
+    """NVML's UUID of device i (torch gives it without the GPU- prefix)."""
+    u = cache.get(i)
+    if u is None:
+        u = str(torch.cuda.get_device_properties(i).uuid)
+        if not u.startswith(("GPU-", "MIG-")):
+            u = "GPU-" + u
+        cache[i] = u
+    return u
+
+
+def collect(torch, uuids=None):
+    """The per-device figures of this process, as the message's list.
+
+    Only devices whose allocator ever reserved memory (or hit an OOM) are
+    listed: those are the ones NVML lists this process on, and a device
+    the process does not use would make the daemon drop the whole report.
+    """
+    if uuids is None:
+        uuids = {}
+    cuda = torch.cuda
+    if not cuda.is_initialized():
+        return []
+    out = []
+    for i in range(cuda.device_count()):
+        s = cuda.memory_stats(i)
+        if not s:
+            continue
+        ooms = int(s.get("num_ooms", 0))
+        if int(s.get("reserved_bytes.all.peak", 0)) == 0 and ooms == 0:
+            continue
+        d = {"uuid": _uuid(torch, i, uuids)}
+        for k in _KINDS:
+            d[k] = {
+                "current": int(s.get(k + "_bytes.all.current", 0)),
+                "peak": int(s.get(k + "_bytes.all.peak", 0)),
+            }
+        d["alloc_retries"] = int(s.get("num_alloc_retries", 0))
+        d["ooms"] = ooms
+        out.append(d)
+    return out
+
+
+def encode(devices):
+    return json.dumps({"v": VERSION, "devices": devices}, separators=(",", ":")).encode()
+
+
+class _Reporter(threading.Thread):
+    def __init__(self, path, interval):
+        super().__init__(name="gpumemd-torch", daemon=True)
+        self.path = path
+        self.interval = interval
+        self.wake = threading.Event()
+        self.stopping = False
+        self.sent = 0
+        self.dropped = 0
+        self._uuids = {}
+        self._sock = None
+        self._observer = False
+
+    def _torch(self):
+        # The job's torch, never an import of our own: a process that does
+        # not use torch pays nothing.
+        return sys.modules.get("torch")
+
+    def _attach_oom_observer(self, torch):
+        """Wake at once on an OOM. The callback runs in the allocating
+        thread (after the allocator released its lock), so it only sets an
+        event; the figures are read on this thread."""
+        if self._observer:
+            return
+        self._observer = True
+        attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
+        if attach is None:
+            return  # num_ooms in the periodic report still shows it
+        try:
+            attach(lambda *_: self.wake.set())
+        except Exception:
+            pass
+
+    def report_once(self):
+        torch = self._torch()
+        if torch is None or not hasattr(torch, "cuda"):
+            return False
+        if not torch.cuda.is_initialized():
+            return False
+        self._attach_oom_observer(torch)
+        devices = collect(torch, self._uuids)
+        if not devices:
+            return False
+        if self._sock is None:
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self._sock.setblocking(False)
+        try:
+            self._sock.sendto(encode(devices), self.path)
+            self.sent += 1
+            return True
+        except OSError:
+            # No daemon, no socket, or its queue is full: stay silent.
+            self.dropped += 1
+            return False
+
+    def run(self):
+        while not self.stopping:
+            try:
+                self.report_once()
+            except Exception:
+                # Never into the training code; try again next time.
+                self.dropped += 1
+            self.wake.wait(self.interval)
+            self.wake.clear()
+
+
+def start(socket_path=None, interval=2.0):
+    """Starts reporting (once per process; later calls return the same
+    reporter). Returns None when ``GPUMEMD_TORCH=0`` turns it off. Never
+    raises."""
+    global _reporter
+    try:
+        if _disabled():
+            return None
+        with _lock:
+            if _reporter is None or not _reporter.is_alive():
+                path = socket_path or os.environ.get("GPUMEMD_SOCKET") or DEFAULT_SOCKET
+                _reporter = _Reporter(path, float(interval))
+                _reporter.start()
+            return _reporter
+    except Exception:
+        return None
+
+
+def stop():
+    """Stops the reporter thread (for tests and orderly shutdowns)."""
+    global _reporter
+    with _lock:
+        r, _reporter = _reporter, None
+    if r is not None:
+        r.stopping = True
+        r.wake.set()
+        r.join(timeout=5)
+
+
+if os.environ.get("GPUMEMD_TORCH", "").strip() == "1":
+    start()

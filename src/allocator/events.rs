@@ -1,0 +1,168 @@
+//! The bounded store of out-of-memory events behind `GET /api/v1/events`:
+//! each one the time, the GPU, the process and its allocator figures, and
+//! the whole holder table of that GPU as of the latest poll before the
+//! report (who else held how much). Owns the event's JSON shape and the
+//! bound; it must not decide when an OOM happened (the state does).
+
+use std::collections::VecDeque;
+
+use serde::Serialize;
+
+use super::message::DeviceReport;
+use crate::snapshot::{Device, RecentOom};
+
+/// One holder of a GPU when an OOM was reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TableRow {
+    pub pid: u32,
+    pub comm: String,
+    pub user: String,
+    pub holder: String,
+    /// NVML's figure; absent when NVML could not say.
+    pub used_bytes: Option<u64>,
+    /// The row's own allocator figures, when it reports them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocated_bytes: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reserved_bytes: Option<u64>,
+}
+
+/// A GPU's memory and holders at one poll, largest holder first.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Table {
+    pub polled_at: f64,
+    pub total_bytes: Option<u64>,
+    pub used_bytes: Option<u64>,
+    pub free_bytes: Option<u64>,
+    pub processes: Vec<TableRow>,
+}
+
+impl Table {
+    /// The table of `d` as polled at Unix time `polled_at`.
+    pub fn of(d: &Device, polled_at: f64) -> Table {
+        Table {
+            polled_at,
+            total_bytes: d.memory.map(|m| m.total_bytes),
+            used_bytes: d.memory.map(|m| m.used_bytes),
+            free_bytes: d.memory.map(|m| m.free_bytes),
+            processes: d
+                .processes
+                .iter()
+                .map(|p| TableRow {
+                    pid: p.pid,
+                    comm: p.comm.clone(),
+                    user: p.user.clone(),
+                    holder: p.holder.map(|h| h.as_str()).unwrap_or("unknown").to_string(),
+                    used_bytes: p.used_bytes,
+                    allocated_bytes: p.allocator.as_ref().map(|a| a.allocated.current),
+                    reserved_bytes: p.allocator.as_ref().map(|a| a.reserved.current),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// An out-of-memory error a process reported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OomEvent {
+    /// Always "oom" (other kinds of events share the endpoint's list).
+    pub kind: &'static str,
+    /// Unix seconds the report arrived.
+    pub time: f64,
+    pub uuid: String,
+    pub pid: u32,
+    pub comm: String,
+    /// The process's figures for that GPU in the report.
+    pub allocator: DeviceReport,
+    /// That GPU's holders at the latest poll before the report.
+    pub gpu: Table,
+}
+
+impl OomEvent {
+    pub fn new(time: f64, pid: u32, d: &DeviceReport, gpu: Table) -> Self {
+        let comm = gpu
+            .processes
+            .iter()
+            .find(|r| r.pid == pid)
+            .map(|r| r.comm.clone())
+            .unwrap_or_default();
+        OomEvent {
+            kind: "oom",
+            time,
+            uuid: d.uuid.clone(),
+            pid,
+            comm,
+            allocator: d.clone(),
+            gpu,
+        }
+    }
+
+    /// The user of the process, from the table.
+    pub fn user(&self) -> String {
+        self.gpu
+            .processes
+            .iter()
+            .find(|r| r.pid == self.pid)
+            .map(|r| r.user.clone())
+            .unwrap_or_default()
+    }
+
+    /// The largest holders other than the process that hit the OOM, as
+    /// "comm (pid) 12.0 GiB", at most `n`: what the alert names.
+    pub fn biggest_others(&self, n: usize) -> Vec<String> {
+        self.gpu
+            .processes
+            .iter()
+            .filter(|r| r.pid != self.pid)
+            .take(n)
+            .map(|r| {
+                let gib = r.used_bytes.unwrap_or(0) as f64 / f64::from(1u32 << 30);
+                format!("{} ({}) {gib:.1} GiB", r.comm, r.pid)
+            })
+            .collect()
+    }
+}
+
+/// Bounded: the oldest event goes when a new one would exceed `cap`.
+#[derive(Debug, Default)]
+pub struct Events {
+    cap: usize,
+    list: VecDeque<OomEvent>,
+}
+
+impl Events {
+    pub fn new(cap: usize) -> Self {
+        Events {
+            cap: cap.max(1),
+            list: VecDeque::new(),
+        }
+    }
+
+    pub fn push(&mut self, e: OomEvent) {
+        while self.list.len() >= self.cap.max(1) {
+            self.list.pop_front();
+        }
+        self.list.push_back(e);
+    }
+
+    pub fn list(&self) -> Vec<OomEvent> {
+        self.list.iter().cloned().collect()
+    }
+
+    /// The events of GPU `uuid` since Unix time `since`, for the snapshot.
+    pub fn recent(&self, uuid: &str, since: f64) -> Vec<RecentOom> {
+        self.list
+            .iter()
+            .rev()
+            .take_while(|e| e.time >= since)
+            .filter(|e| e.uuid == uuid)
+            .map(|e| RecentOom {
+                time: e.time,
+                pid: e.pid,
+                comm: e.comm.clone(),
+                user: e.user(),
+                others: e.biggest_others(3).join(", "),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,81 @@
+//! The wire format of an allocator report (docs/design.md, "Allocator
+//! reports"): one small versioned JSON object per datagram. Owns parsing and
+//! the shape checks; it must not decide who sent it (the kernel says) or
+//! whether the sender may speak for a GPU (the state does).
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::snapshot::AllocPair as Pair;
+
+/// The only version this daemon reads.
+pub const VERSION: u32 = 1;
+
+/// More devices than any node has: a report naming more is refused.
+pub const MAX_DEVICES: usize = 64;
+
+/// Why a datagram is not a report.
+#[derive(Debug, Error, PartialEq)]
+pub enum MessageError {
+    #[error("not a report: {0}")]
+    Malformed(String),
+    #[error("unsupported version {0} (this daemon reads {VERSION})")]
+    Version(u64),
+}
+
+/// The figures of one device as the job's allocator sees them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceReport {
+    /// NVML's UUID, `GPU-` prefix included.
+    pub uuid: String,
+    /// Bytes in live tensors.
+    pub allocated: Pair,
+    /// Bytes the caching allocator holds from the driver (tensors + cache).
+    pub reserved: Pair,
+    /// Bytes in blocks in use (tensors, rounded up to block sizes).
+    pub active: Pair,
+    /// Free bytes inside partly used blocks: fragmentation.
+    pub inactive_split: Pair,
+    /// cudaMalloc calls that failed and were retried after freeing the cache.
+    pub alloc_retries: u64,
+    /// Out-of-memory errors the allocator raised.
+    pub ooms: u64,
+}
+
+/// A whole report.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+struct Wire {
+    v: u64,
+    devices: Vec<DeviceReport>,
+}
+
+/// Parses one datagram.
+///
+/// # Errors
+/// Not UTF-8 JSON of the expected shape, a version this daemon does not
+/// read, too many devices, or a UUID that is empty or too long.
+pub fn parse(bytes: &[u8]) -> Result<Vec<DeviceReport>, MessageError> {
+    // The version first, so a newer sender gets "version" and not a shape
+    // complaint about fields this daemon does not know.
+    #[derive(Deserialize)]
+    struct V {
+        v: Option<u64>,
+    }
+    let v: V = serde_json::from_slice(bytes).map_err(|e| MessageError::Malformed(e.to_string()))?;
+    match v.v {
+        Some(v) if v == u64::from(VERSION) => {}
+        Some(other) => return Err(MessageError::Version(other)),
+        None => return Err(MessageError::Malformed("no version field `v`".into())),
+    }
+    let w: Wire = serde_json::from_slice(bytes).map_err(|e| MessageError::Malformed(e.to_string()))?;
+    debug_assert_eq!(w.v, u64::from(VERSION));
+    if w.devices.len() > MAX_DEVICES {
+        return Err(MessageError::Malformed(format!("{} devices", w.devices.len())));
+    }
+    for d in &w.devices {
+        if d.uuid.is_empty() || d.uuid.len() > 96 {
+            return Err(MessageError::Malformed("bad device uuid".into()));
+        }
+    }
+    Ok(w.devices)
+}

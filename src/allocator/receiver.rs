@@ -1,0 +1,182 @@
+//! The socket side of the allocator view: binds the Unix datagram socket
+//! with `SO_PASSCRED`, so every datagram carries the kernel's word for its
+//! sender (`SCM_CREDENTIALS`: the real PID unless the sender is privileged),
+//! and hands each datagram with that PID to [`AllocatorState::receive`] on
+//! its own thread. It must not parse reports or hold the state's lock
+//! itself, and never runs on the poll thread or the async workers.
+
+use std::io::IoSliceMut;
+use std::mem::MaybeUninit;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg, sockopt};
+use thiserror::Error;
+use tokio::sync::watch;
+
+use super::config::AllocatorConfig;
+use super::state::AllocatorState;
+use crate::clock::unix_now;
+
+/// How often the receive loop looks at the shutdown flag.
+const WAKE: Duration = Duration::from_millis(250);
+
+/// Why the receiver did not start (monitoring goes on without it).
+#[derive(Debug, Error)]
+pub enum ReceiverError {
+    #[error(
+        "allocator socket {path}: directory {dir} does not exist; create it (systemd: RuntimeDirectory=gpumemd) or set [allocator] socket"
+    )]
+    NoDir { path: PathBuf, dir: PathBuf },
+    #[error("allocator socket {path}: {what}: {source}")]
+    Io {
+        path: PathBuf,
+        what: &'static str,
+        source: std::io::Error,
+    },
+    #[error("allocator socket {path}: {message}")]
+    Config { path: PathBuf, message: String },
+}
+
+/// The bound socket; the file is removed when this is dropped.
+#[derive(Debug)]
+pub struct Receiver {
+    sock: UnixDatagram,
+    path: PathBuf,
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Receiver {
+    /// Binds the socket of `cfg`, replacing a stale socket file (a left-over
+    /// of a previous run) but never another kind of file.
+    ///
+    /// # Errors
+    /// A missing or unwritable directory, a non-socket file in the way, a
+    /// bad mode or group.
+    pub fn bind(cfg: &AllocatorConfig) -> Result<Receiver, ReceiverError> {
+        let path = cfg.socket.clone();
+        let io = |what, source| ReceiverError::Io {
+            path: cfg.socket.clone(),
+            what,
+            source,
+        };
+        let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
+        if !dir.is_dir() {
+            return Err(ReceiverError::NoDir { path, dir });
+        }
+        match std::fs::symlink_metadata(&path) {
+            Ok(m) if m.file_type().is_socket() => {
+                std::fs::remove_file(&path).map_err(|e| io("removing the old socket", e))?
+            }
+            Ok(_) => {
+                return Err(ReceiverError::Config {
+                    path: path.clone(),
+                    message: "exists and is not a socket; not replacing it".into(),
+                });
+            }
+            Err(_) => {}
+        }
+        let sock = UnixDatagram::bind(&path).map_err(|e| io("cannot bind (is the directory writable?)", e))?;
+        let rx = Receiver { sock, path };
+        sockopt::set_socket_passcred(&rx.sock, true).map_err(|e| io("SO_PASSCRED", e.into()))?;
+        rx.sock
+            .set_read_timeout(Some(WAKE))
+            .map_err(|e| io("read timeout", e))?;
+        let mode = cfg.mode_bits().map_err(|message| ReceiverError::Config {
+            path: rx.path.clone(),
+            message,
+        })?;
+        std::fs::set_permissions(&rx.path, std::fs::Permissions::from_mode(mode)).map_err(|e| io("chmod", e))?;
+        if !cfg.group.is_empty() {
+            let gid = group_id(&cfg.group).ok_or_else(|| ReceiverError::Config {
+                path: rx.path.clone(),
+                message: format!("no group `{}` (a name in /etc/group or a numeric gid)", cfg.group),
+            })?;
+            std::os::unix::fs::chown(&rx.path, None, Some(gid)).map_err(|e| io("chown", e))?;
+        }
+        Ok(rx)
+    }
+
+    /// Receives until `shutdown` turns true, on the calling thread.
+    pub fn run(self, state: &AllocatorState, shutdown: &watch::Receiver<bool>) {
+        // One byte more than the limit, so an oversize datagram is seen as
+        // such even where the kernel does not report its full length.
+        let mut buf = vec![0u8; state.max_bytes() + 1];
+        let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
+        let mut logged = false;
+        while !*shutdown.borrow() {
+            let mut cmsg = RecvAncillaryBuffer::new(&mut space);
+            let got = recvmsg(
+                &self.sock,
+                &mut [IoSliceMut::new(&mut buf)],
+                &mut cmsg,
+                RecvFlags::TRUNC,
+            );
+            let msg = match got {
+                Ok(m) => m,
+                Err(e) if e == rustix::io::Errno::AGAIN || e == rustix::io::Errno::INTR => continue,
+                Err(e) => {
+                    if !logged {
+                        tracing::warn!(error = %e, "allocator socket: receive failed");
+                        logged = true;
+                    }
+                    std::thread::sleep(WAKE);
+                    continue;
+                }
+            };
+            let mut pid = None;
+            for m in cmsg.drain() {
+                if let RecvAncillaryMessage::ScmCredentials(c) = m {
+                    pid = u32::try_from(c.pid.as_raw_nonzero().get()).ok();
+                }
+            }
+            let kept = msg.bytes.min(buf.len());
+            let outcome = state.receive(pid, &buf[..kept], msg.bytes, unix_now());
+            tracing::trace!(?pid, bytes = msg.bytes, result = outcome.as_str(), "allocator report");
+        }
+    }
+}
+
+/// Binds and starts the receive thread; logs one clear error and returns
+/// `None` when the socket cannot be made (monitoring goes on without it).
+pub fn start(cfg: &AllocatorConfig, state: Arc<AllocatorState>, shutdown: watch::Receiver<bool>) -> Option<()> {
+    let rx = match Receiver::bind(cfg) {
+        Ok(rx) => rx,
+        Err(e) => {
+            tracing::error!("allocator view disabled: {e}");
+            return None;
+        }
+    };
+    tracing::info!(socket = %cfg.socket.display(), "allocator view: receiving reports");
+    let spawned = std::thread::Builder::new()
+        .name("gpumemd-alloc".into())
+        .spawn(move || rx.run(&state, &shutdown));
+    match spawned {
+        Ok(_) => Some(()),
+        Err(e) => {
+            tracing::error!(error = %e, "allocator view disabled: cannot start its thread");
+            None
+        }
+    }
+}
+
+/// A numeric gid, or a group name looked up in /etc/group.
+fn group_id(group: &str) -> Option<u32> {
+    if let Ok(n) = group.parse() {
+        return Some(n);
+    }
+    let text = std::fs::read_to_string("/etc/group").ok()?;
+    text.lines().find_map(|l| {
+        let mut f = l.split(':');
+        (f.next()? == group).then_some(())?;
+        f.nth(1)?.parse().ok()
+    })
+}

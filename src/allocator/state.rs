@@ -1,0 +1,300 @@
+//! The shared latest-state map between the receiver (or the demo feeder)
+//! and the poll pipeline. Owns the checks a report passes once the kernel
+//! has named its sender (size, rate per PID, version and shape, the PID is
+//! one NVML lists, every GPU it names is one that PID uses), the count of
+//! each outcome, and forgetting a PID when NVML stops listing it. It must
+//! not read sockets, /proc or NVML: the receiver hands it bytes and a PID,
+//! the pipeline hands it each poll's devices. The lock is held for map
+//! updates only (parsing happens outside it), so the poll never waits on a
+//! sender.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use super::config::AllocatorConfig;
+use super::events::{Events, OomEvent, Table};
+use super::message::{self, DeviceReport, MessageError};
+use crate::snapshot::{AllocatorFigures, Device};
+
+/// How long a reported OOM stays on its device in the snapshot (what the
+/// `process_oom` rule kind sees): ten minutes.
+pub const OOM_RECENT_SECONDS: f64 = 600.0;
+
+/// What became of one datagram: the `result` label of
+/// `gpumem_allocator_messages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Accepted,
+    /// Longer than `max_message_bytes` (or cut short by the kernel).
+    Oversize,
+    /// Not JSON of the report's shape (garbage, truncated).
+    Malformed,
+    /// A `v` this daemon does not read.
+    Version,
+    /// The kernel gave no sender credentials.
+    NoCredentials,
+    /// NVML does not list the sender's PID on any GPU.
+    UnknownPid,
+    /// The report names a GPU the sender does not use.
+    ForeignGpu,
+    /// Over the sender's rate.
+    RateLimited,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 8] = [
+        Outcome::Accepted,
+        Outcome::Oversize,
+        Outcome::Malformed,
+        Outcome::Version,
+        Outcome::NoCredentials,
+        Outcome::UnknownPid,
+        Outcome::ForeignGpu,
+        Outcome::RateLimited,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Accepted => "accepted",
+            Outcome::Oversize => "oversize",
+            Outcome::Malformed => "malformed",
+            Outcome::Version => "unsupported_version",
+            Outcome::NoCredentials => "no_credentials",
+            Outcome::UnknownPid => "unknown_pid",
+            Outcome::ForeignGpu => "foreign_gpu",
+            Outcome::RateLimited => "rate_limited",
+        }
+    }
+}
+
+/// A token bucket per PID: `rate` a second, bursts of four times that.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: f64,
+}
+
+/// The latest report of one PID.
+#[derive(Debug, Clone)]
+struct Report {
+    at: f64,
+    devices: Vec<DeviceReport>,
+    /// Per device (same order): when the OOM count last rose.
+    last_oom: Vec<Option<f64>>,
+    /// Per device (same order): when the retry count last rose.
+    last_retry: Vec<Option<f64>>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// PID -> UUIDs of the GPUs NVML lists it on, as of the latest poll.
+    listed: HashMap<u32, Vec<String>>,
+    reports: HashMap<u32, Report>,
+    buckets: HashMap<u32, Bucket>,
+    /// Holder tables of the GPUs that have a reporting process, as of the
+    /// latest poll: what an OOM event shows.
+    tables: HashMap<String, Table>,
+    events: Events,
+}
+
+/// Shared between the receiver thread and the pipeline (behind an `Arc`).
+#[derive(Debug)]
+pub struct AllocatorState {
+    max_bytes: usize,
+    rate: f64,
+    stale_after: f64,
+    inner: Mutex<Inner>,
+    counts: [AtomicU64; 8],
+}
+
+impl AllocatorState {
+    pub fn new(cfg: &AllocatorConfig) -> Self {
+        let inner = Inner {
+            events: Events::new(cfg.events),
+            ..Inner::default()
+        };
+        Self {
+            max_bytes: usize::try_from(cfg.max_message_bytes.0).unwrap_or(usize::MAX),
+            rate: cfg.rate_limit,
+            stale_after: cfg.stale_after.get().as_secs_f64(),
+            inner: Mutex::new(inner),
+            counts: Default::default(),
+        }
+    }
+
+    /// The largest datagram accepted, for the receiver's buffer.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves plain maps behind: still usable.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn count(&self, o: Outcome) -> Outcome {
+        if let Some(c) = self.counts.get(o as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        o
+    }
+
+    /// One datagram from the socket: `pid` as the kernel gave it, `len` its
+    /// full length (may exceed `bytes` when the kernel cut it), received at
+    /// Unix time `now`. Counts and returns the outcome.
+    pub fn receive(&self, pid: Option<u32>, bytes: &[u8], len: usize, now: f64) -> Outcome {
+        let Some(pid) = pid.filter(|&p| p != 0) else {
+            return self.count(Outcome::NoCredentials);
+        };
+        if len > self.max_bytes || bytes.len() < len {
+            return self.count(Outcome::Oversize);
+        }
+        if let Err(drop) = self.admit(pid, now) {
+            return self.count(drop);
+        }
+        let devices = match message::parse(bytes) {
+            Ok(d) => d,
+            Err(MessageError::Version(_)) => return self.count(Outcome::Version),
+            Err(MessageError::Malformed(_)) => return self.count(Outcome::Malformed),
+        };
+        self.count(self.record(pid, devices, now))
+    }
+
+    /// Whether `pid` is listed and within its rate (taking a token), before
+    /// any parsing: a flood costs a lookup per datagram. Buckets exist only
+    /// for listed PIDs, so a sender cannot grow the map.
+    fn admit(&self, pid: u32, now: f64) -> Result<(), Outcome> {
+        let mut g = self.lock();
+        if !g.listed.contains_key(&pid) {
+            return Err(Outcome::UnknownPid);
+        }
+        let cap = self.rate * 4.0;
+        let b = g.buckets.entry(pid).or_insert(Bucket { tokens: cap, at: now });
+        b.tokens = (b.tokens + (now - b.at).max(0.0) * self.rate).min(cap);
+        b.at = now;
+        if b.tokens < 1.0 {
+            return Err(Outcome::RateLimited);
+        }
+        b.tokens -= 1.0;
+        Ok(())
+    }
+
+    /// Stores a parsed report of `pid` (from the socket, or from the demo
+    /// feeder, which has no socket). Does not count it.
+    pub fn record(&self, pid: u32, devices: Vec<DeviceReport>, now: f64) -> Outcome {
+        let mut g = self.lock();
+        let Some(uses) = g.listed.get(&pid) else {
+            return Outcome::UnknownPid;
+        };
+        if devices.iter().any(|d| !uses.contains(&d.uuid)) {
+            return Outcome::ForeignGpu;
+        }
+        let prev = g.reports.remove(&pid);
+        let mut last_oom = Vec::with_capacity(devices.len());
+        let mut last_retry = Vec::with_capacity(devices.len());
+        for d in &devices {
+            let before = prev
+                .as_ref()
+                .and_then(|r| r.devices.iter().position(|p| p.uuid == d.uuid).map(|i| (r, i)));
+            let old = |at: fn(&Report) -> &Vec<Option<f64>>| before.and_then(|(r, i)| at(r).get(i).copied().flatten());
+            let (old_ooms, old_retries) =
+                before.map_or((0, 0), |(r, i)| (r.devices[i].ooms, r.devices[i].alloc_retries));
+            if d.ooms > old_ooms {
+                last_oom.push(Some(now));
+                let table = g.tables.get(&d.uuid).cloned().unwrap_or_default();
+                g.events.push(OomEvent::new(now, pid, d, table));
+            } else {
+                last_oom.push(old(|r| &r.last_oom));
+            }
+            let rose = d.alloc_retries > old_retries;
+            last_retry.push(if rose { Some(now) } else { old(|r| &r.last_retry) });
+        }
+        let report = Report {
+            at: now,
+            devices,
+            last_oom,
+            last_retry,
+        };
+        g.reports.insert(pid, report);
+        Outcome::Accepted
+    }
+
+    /// Called by the pipeline after each poll: notes which PIDs use which
+    /// GPUs, forgets PIDs NVML no longer lists, and sets each reporting
+    /// process's figures (fresh ones only) on `devices`.
+    pub fn join(&self, devices: &mut [Device], now: f64) {
+        let mut g = self.lock();
+        g.listed.clear();
+        for d in devices.iter() {
+            for p in &d.processes {
+                g.listed.entry(p.pid).or_default().push(d.uuid.clone());
+            }
+        }
+        let Inner {
+            listed,
+            reports,
+            buckets,
+            tables,
+            events,
+        } = &mut *g;
+        reports.retain(|pid, _| listed.contains_key(pid));
+        buckets.retain(|pid, _| listed.contains_key(pid));
+        tables.clear();
+        for d in devices.iter_mut() {
+            let mut any = false;
+            for p in &mut d.processes {
+                p.allocator = reports
+                    .get(&p.pid)
+                    .filter(|r| now - r.at <= self.stale_after)
+                    .and_then(|r| figures(r, &d.uuid, p.used_bytes));
+                any |= p.allocator.is_some();
+            }
+            if any {
+                tables.insert(d.uuid.clone(), Table::of(d, now));
+            }
+            d.ooms = events.recent(&d.uuid, now - OOM_RECENT_SECONDS);
+        }
+    }
+
+    /// `(result, count)` for every outcome, in a fixed order.
+    pub fn counts(&self) -> Vec<(&'static str, u64)> {
+        Outcome::ALL
+            .iter()
+            .map(|&o| (o.as_str(), self.counts[o as usize].load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// The OOM events kept, oldest first.
+    pub fn events(&self) -> Vec<OomEvent> {
+        self.lock().events.list()
+    }
+
+    /// PIDs with a report, a rate bucket or a listing: what is held.
+    pub fn tracked(&self) -> (usize, usize, usize) {
+        let g = self.lock();
+        (g.reports.len(), g.buckets.len(), g.listed.len())
+    }
+}
+
+/// The snapshot's figures of one device of a report, with NVML's figure
+/// (`used`) split into tensors, cache and the rest.
+fn figures(r: &Report, uuid: &str, used: Option<u64>) -> Option<AllocatorFigures> {
+    let i = r.devices.iter().position(|d| d.uuid == uuid)?;
+    let d = &r.devices[i];
+    Some(AllocatorFigures {
+        allocated: d.allocated,
+        reserved: d.reserved,
+        active: d.active,
+        inactive_split: d.inactive_split,
+        alloc_retries: d.alloc_retries,
+        ooms: d.ooms,
+        reported_at: r.at,
+        last_oom_at: r.last_oom.get(i).copied().flatten(),
+        last_retry_at: r.last_retry.get(i).copied().flatten(),
+        tensors_bytes: d.allocated.current,
+        cache_bytes: d.reserved.current.saturating_sub(d.allocated.current),
+        other_bytes: used.map(|u| u.saturating_sub(d.reserved.current)),
+        growth: None,
+    })
+}

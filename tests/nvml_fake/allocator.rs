@@ -1,0 +1,213 @@
+//! The allocator view end to end: the real daemon (NVML stand-in listing
+//! this test's own PID, or a Python child's), its real socket, and reports
+//! sent by this process with std, then by the `gpumemd-torch` package itself
+//! (with a fake torch module). The kernel names the sender; these tests
+//! rely on that, which is why the stand-in lists real PIDs.
+
+use std::os::unix::net::UnixDatagram;
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{wait_true, wait_until};
+use crate::harness::*;
+
+const UUID: &str = "GPU-3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d";
+const GIB: u64 = 1 << 30;
+
+/// A one-GPU scenario listing `pid` (3 GiB) and 4243 (5 GiB).
+fn scenario_with(dir: &Path, pid: u32) -> std::path::PathBuf {
+    let text = format!(
+        "driver_version = \"550.54.15\"\nnvml_version = \"12.550.54.15\"\ncuda_driver_version = 12040\n\n\
+         [[device]]\nuuid = \"{UUID}\"\nname = \"NVIDIA H100 80GB HBM3\"\npci_bus_id = \"00000000:1B:00.0\"\n\
+         total = \"81559MiB\"\nreserved = \"535MiB\"\n\n\
+         [[device.process]]\npid = {pid}\nused = \"3GiB\"\n\n[[device.process]]\npid = 4243\nused = \"5GiB\"\n"
+    );
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn report(uuid: &str, allocated: u64, reserved: u64, ooms: u64) -> String {
+    format!(
+        r#"{{"v":1,"devices":[{{"uuid":"{uuid}","allocated":{{"current":{allocated},"peak":{allocated}}},"reserved":{{"current":{reserved},"peak":{reserved}}},"active":{{"current":{allocated},"peak":{allocated}}},"inactive_split":{{"current":0,"peak":0}},"alloc_retries":3,"ooms":{ooms}}}]}}"#
+    )
+}
+
+fn common_sample(body: &str, result: &str) -> f64 {
+    crate::common::sample(
+        body,
+        "gpumem_allocator_messages_total",
+        &[&format!("result=\"{result}\"")],
+    )
+    .unwrap_or(0.0)
+}
+
+fn allocator_section(sock: &Path) -> String {
+    format!("[allocator]\nenabled = true\nsocket = \"{}\"\n", sock.display())
+}
+
+fn figures_of(snap: &Value, pid: u32) -> Option<Value> {
+    snap["devices"][0]["processes"]
+        .as_array()?
+        .iter()
+        .find(|p| p["pid"] == pid)
+        .and_then(|p| p.get("allocator").cloned())
+}
+
+#[tokio::test]
+async fn reports_over_the_socket_reach_the_snapshot_metrics_and_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let scen = scenario_with(dir.path(), me);
+    let sock = dir.path().join("a.sock");
+    let extra = allocator_section(&sock);
+    let d = Daemon::start(Opts {
+        scenario_path: Some(&scen),
+        extra: &extra,
+        ..Opts::default()
+    });
+    wait_true(WAIT, "the socket", || sock.exists()).await;
+    let tx = UnixDatagram::unbound().unwrap();
+    let send = |body: String| tx.send_to(body.as_bytes(), &sock).unwrap();
+    // Until the first poll lists us, a report is dropped as unknown_pid:
+    // resend on each check (the rate limit lets bursts of 8 through).
+    let a = wait_until(WAIT, "our figures in the snapshot", || {
+        send(report(UUID, GIB, 2 * GIB, 0));
+        async { figures_of(&d.snapshot().await, me) }
+    })
+    .await;
+    assert_eq!(a["tensors_bytes"], GIB);
+    assert_eq!(a["cache_bytes"], GIB);
+    assert_eq!(a["other_bytes"], GIB, "NVML's 3 GiB minus 2 GiB reserved");
+    let body = d.metrics().await;
+    for line in [
+        format!("gpumem_process_allocator_bytes{{uuid=\"{UUID}\",pid=\"{me}\",kind=\"allocated\"}} {GIB}"),
+        format!(
+            "gpumem_process_allocator_bytes{{uuid=\"{UUID}\",pid=\"{me}\",kind=\"reserved\"}} {}",
+            2 * GIB
+        ),
+        format!("gpumem_process_alloc_retries_total{{uuid=\"{UUID}\",pid=\"{me}\"}} 3"),
+    ] {
+        assert!(has_line(&body, &line), "missing {line}");
+    }
+    assert!(!body.contains("pid=\"4243\",kind="), "4243 does not report");
+    // An OOM: one event with the GPU's holder table. Resent until it
+    // passes the rate limit the resends above used up.
+    let ev = wait_until(WAIT, "an OOM event", || {
+        send(report(UUID, GIB, 2 * GIB, 1));
+        async {
+            let v: Value = serde_json::from_str(&d.get("/api/v1/events").await.body).ok()?;
+            v["events"].as_array()?.first().cloned()
+        }
+    })
+    .await;
+    assert_eq!(
+        (ev["kind"].as_str(), ev["pid"].as_u64()),
+        (Some("oom"), Some(u64::from(me)))
+    );
+    let other = ev["gpu"]["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pid"] == 4243)
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(other["used_bytes"], 5 * GIB);
+    // A GPU we do not use: dropped and counted.
+    wait_until(WAIT, "a foreign_gpu count", || {
+        send(report("GPU-00000000-0000-0000-0000-000000000000", 1, 1, 0));
+        async {
+            let body = d.metrics().await;
+            (common_sample(&body, "foreign_gpu") >= 1.0).then_some(())
+        }
+    })
+    .await;
+    let v: Value = serde_json::from_str(&d.get("/api/v1/events").await.body).unwrap();
+    assert_eq!(
+        v["events"].as_array().map(Vec::len),
+        Some(1),
+        "resending the same count is no new OOM"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_socket_dir_is_one_error_and_monitoring_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let scen = scenario_with(dir.path(), 4242);
+    let extra = allocator_section(&dir.path().join("no/such/dir/a.sock"));
+    let d = Daemon::start(Opts {
+        scenario_path: Some(&scen),
+        extra: &extra,
+        ..Opts::default()
+    });
+    d.ready().await;
+    let body = d.metrics().await;
+    assert!(has_line(&body, &format!("gpumem_device_up{{uuid=\"{UUID}\"}} 1")));
+    assert!(body.contains("gpumem_allocator_messages_total{result=\"accepted\"} 0"));
+    let errors: Vec<String> = d
+        .logs()
+        .into_iter()
+        .filter(|l| l.contains("allocator view disabled"))
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(errors[0].contains("does not exist"), "{}", errors[0]);
+}
+
+/// The Python package itself, with a fake torch, against the real daemon.
+#[tokio::test]
+async fn the_python_package_reports_to_the_daemon() {
+    let python = Path::new("/usr/bin/python3");
+    if !python.exists() {
+        eprintln!("SKIPPED: no /usr/bin/python3");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("a.sock");
+    let fake = dir.path().join("fake");
+    std::fs::create_dir(&fake).unwrap();
+    std::fs::write(
+        fake.join("torch.py"),
+        "import types\nclass cuda:\n    is_initialized = staticmethod(lambda: True)\n    device_count = staticmethod(lambda: 1)\n    \
+         memory_stats = staticmethod(lambda i: {'allocated_bytes.all.current': 7, 'reserved_bytes.all.current': 9, \
+         'reserved_bytes.all.peak': 9, 'num_ooms': 0})\n    \
+         get_device_properties = staticmethod(lambda i: types.SimpleNamespace(uuid='3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d'))\n",
+    )
+    .unwrap();
+    let pkg = Path::new(env!("CARGO_MANIFEST_DIR")).join("python");
+    let child = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import time, torch, gpumemd_torch; gpumemd_torch.start(interval=0.1); time.sleep(120)",
+        ])
+        .env("PYTHONPATH", format!("{}:{}", fake.display(), pkg.display()))
+        .env("GPUMEMD_SOCKET", &sock)
+        .spawn()
+        .unwrap();
+    let child = KillOnDrop(child);
+    let scen = scenario_with(dir.path(), child.0.id());
+    let extra = allocator_section(&sock);
+    let d = Daemon::start(Opts {
+        scenario_path: Some(&scen),
+        extra: &extra,
+        ..Opts::default()
+    });
+    let a = wait_until(WAIT, "the child's figures", || async {
+        figures_of(&d.snapshot().await, child.0.id())
+    })
+    .await;
+    assert_eq!(
+        (a["allocated"]["current"].as_u64(), a["reserved"]["current"].as_u64()),
+        (Some(7), Some(9))
+    );
+}
+
+/// A child process that is killed and reaped however the test ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
