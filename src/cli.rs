@@ -4,12 +4,28 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
+pub use crate::logging::{LogFormat, LogLevel};
+
+/// `--version`: the version, the git revision and the build date, set by
+/// build.rs (revision "unknown" outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("GPUMEMD_REVISION"),
+    ", built ",
+    env!("GPUMEMD_BUILD_DATE"),
+    ")"
+);
+
+/// Where `/metrics` is served unless `--web.telemetry-path` says otherwise.
+pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "gpumemd",
-    version,
+    version = VERSION,
     about = "GPU memory monitoring daemon: who holds GPU memory, what leaks, what was never released",
     args_conflicts_with_subcommands = true
 )]
@@ -66,16 +82,15 @@ pub struct RunArgs {
     /// Web config file (Prometheus exporter-toolkit format): TLS, basic auth, response headers, limits.
     #[arg(long = "web.config.file", value_name = "FILE")]
     pub web_config: Option<PathBuf>,
-    /// Log format.
-    #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
+    /// Path under which to expose the metrics.
+    #[arg(long = "web.telemetry-path", value_name = "PATH", default_value = DEFAULT_TELEMETRY_PATH)]
+    pub telemetry_path: String,
+    /// Only log messages with the given severity or above [default: info, or RUST_LOG when set].
+    #[arg(long = "log.level", value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+    /// Output format of log messages (`--log-format` and `text` are the old spellings).
+    #[arg(long = "log.format", alias = "log-format", value_enum, default_value_t = LogFormat::Logfmt)]
     pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
 }
 
 impl Cli {
@@ -125,8 +140,35 @@ mod tests {
     }
 
     #[test]
+    fn exporter_flags_and_the_old_log_spelling() {
+        match parse(&[
+            "--log.format",
+            "json",
+            "--log.level",
+            "debug",
+            "--web.telemetry-path",
+            "/m",
+        ]) {
+            Command::Run(r) => {
+                assert_eq!(r.log_format, LogFormat::Json);
+                assert_eq!(r.log_level, Some(LogLevel::Debug));
+                assert_eq!(r.telemetry_path, "/m");
+            }
+            c => panic!("{c:?}"),
+        }
+        match parse(&["--log-format", "text"]) {
+            Command::Run(r) => {
+                assert_eq!(r.log_format, LogFormat::Logfmt, "the old spelling still works");
+                assert_eq!((r.log_level, r.telemetry_path.as_str()), (None, "/metrics"));
+            }
+            c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
     fn bad_flags_are_refused() {
         assert!(Cli::try_parse_from(["gpumemd", "--log-format", "xml"]).is_err());
+        assert!(Cli::try_parse_from(["gpumemd", "--log.level", "chatty"]).is_err());
         assert!(Cli::try_parse_from(["gpumemd", "snapshot", "--web.listen-address", ":1"]).is_err());
     }
 }

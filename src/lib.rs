@@ -11,6 +11,7 @@ pub mod config;
 pub mod diagnosis;
 pub mod history;
 pub mod http;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod pipeline;
@@ -110,6 +111,7 @@ pub async fn run(
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
     let web_config = cfg.server.web_config_file.clone();
+    let telemetry_path = cfg.overrides.telemetry_path.clone();
     let (cfg_tx, cfg_rx) = watch::channel(Arc::new(cfg));
     let started = reload::ReloadStatus {
         successful: true,
@@ -126,6 +128,7 @@ pub async fn run(
         counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable),
         build: build_info(),
         history: recent,
+        telemetry_path: telemetry_path.unwrap_or_else(|| cli::DEFAULT_TELEMETRY_PATH.to_string()),
     };
     let hook = alert_hooks(reclaimer.clone(), notifiers);
     tokio::spawn(alert_loop(

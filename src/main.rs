@@ -3,12 +3,11 @@
 //! one-line message and a non-zero exit code. All behaviour lives in the
 //! library; nothing here polls or serves by itself.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gpumemd::cli::{Cli, Command, LogFormat, RunArgs, SourceArgs};
+use gpumemd::cli::{Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RunArgs, SourceArgs};
 use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
 use gpumemd::pipeline::Pipeline;
@@ -31,19 +30,6 @@ fn main() -> ExitCode {
             eprintln!("gpumemd: {msg}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn init_logging(format: LogFormat, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match format {
-        LogFormat::Text => b.init(),
-        LogFormat::Json => b.json().init(),
     }
 }
 
@@ -75,6 +61,14 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, Strin
         nvml_lib: src.nvml_lib.clone(),
         listen,
         web_config_file: run.and_then(|r| r.web_config.clone()),
+        telemetry_path: match run {
+            Some(r) if r.telemetry_path != DEFAULT_TELEMETRY_PATH => {
+                gpumemd::http::check_telemetry_path(&r.telemetry_path)
+                    .map_err(|e| format!("--web.telemetry-path: {e}"))?;
+                Some(r.telemetry_path.clone())
+            }
+            _ => None,
+        },
     })
 }
 
@@ -102,7 +96,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         let _in_runtime = rt.enter();
         gpumemd::shutdown::install_early()
     };
-    init_logging(args.log_format, "info");
+    gpumemd::logging::init(args.log_format, args.log_level, "info");
     let cfg = load_config(&args.source, &overrides(&args.source, Some(&args))?)?;
     // Checked before binding, so a bad file is one line and exit 1, not a
     // server that starts and then fails.
@@ -116,7 +110,7 @@ fn run(args: RunArgs) -> Result<(), String> {
     rt.block_on(async move {
         let listener = bind(&cfg.server.listen).await?;
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(address = %addr, version = env!("CARGO_PKG_VERSION"), "listening");
+        tracing::info!(address = %addr, version = gpumemd::cli::VERSION, "listening");
         gpumemd::run(cfg, source, listener, shutdown)
             .await
             .map_err(|e| e.to_string())
@@ -155,7 +149,7 @@ fn check_config(file: &Path, demo: bool) -> Result<(), String> {
 }
 
 fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
-    init_logging(LogFormat::Text, "warn");
+    gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
     let now = unix_now();
