@@ -48,6 +48,10 @@ pub enum Command {
         #[arg(long)]
         demo: bool,
     },
+    /// Did this job (or these PIDs, uids, users) leave GPU memory behind?
+    /// Exit 0 (no), 1 (yes, with where and by whom) or 2 (cannot tell), one
+    /// line on stdout. For Slurm epilogs and node health checks (docs/slurm.md).
+    Check(CheckArgs),
     /// Poll once, print a table (or JSON) and exit.
     Snapshot {
         #[command(flatten)]
@@ -70,6 +74,41 @@ pub struct SourceArgs {
     /// NVML library to load (name or path) [default: libnvidia-ml.so.1].
     #[arg(long = "nvml-lib", value_name = "PATH")]
     pub nvml_lib: Option<String>,
+}
+
+/// `gpumemd check`: where the snapshot comes from and what counts.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CheckArgs {
+    /// Ask the running daemon at this URL (e.g. http://127.0.0.1:9947)
+    /// instead of polling once here.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The finished Slurm job: its processes must hold no GPU memory.
+    #[arg(long, value_name = "ID")]
+    pub job: Vec<String>,
+    /// These PIDs must hold no GPU memory (repeat or comma-separate).
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Processes of this uid must hold no GPU memory.
+    #[arg(long, value_name = "UID")]
+    pub uid: Vec<u32>,
+    /// Processes of this user must hold no GPU memory.
+    #[arg(long, value_name = "NAME")]
+    pub user: Vec<String>,
+    /// Only these users may hold GPU memory (e.g. root on an idle node).
+    #[arg(long = "allow-user", value_name = "NAME")]
+    pub allow_user: Vec<String>,
+    /// Only these Slurm jobs may hold GPU memory (the jobs still running).
+    #[arg(long = "allow-job", value_name = "ID")]
+    pub allow_job: Vec<String>,
+    /// Unattributed memory per GPU tolerated (e.g. 512MiB, 0).
+    #[arg(long = "max-unattributed", value_name = "BYTES", default_value = "512MiB")]
+    pub max_unattributed: String,
+    /// How long to wait for the daemon.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub timeout: String,
 }
 
 #[derive(Debug, Clone, Default, Args)]

@@ -5,6 +5,7 @@
 
 pub mod alerts;
 pub mod attribution;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod config;

@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gpumemd::cli::{Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RunArgs, SourceArgs};
+use gpumemd::check::{Criteria, Scope, Verdict, fetch_snapshot};
+use gpumemd::cli::{CheckArgs, Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RunArgs, SourceArgs};
 use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
 use gpumemd::pipeline::Pipeline;
@@ -23,6 +24,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::CheckConfig { file, demo } => check_config(&file, demo),
         Command::Snapshot { source, json } => snapshot(&source, json),
+        Command::Check(args) => return check(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -149,6 +151,18 @@ fn check_config(file: &Path, demo: bool) -> Result<(), String> {
 }
 
 fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
+    let snap = poll_once(src)?;
+    if json {
+        let text = serde_json::to_string_pretty(&snap).map_err(|e| format!("cannot print JSON: {e}"))?;
+        println!("{text}");
+    } else {
+        print!("{}", gpumemd::table::render(&snap));
+    }
+    Ok(())
+}
+
+/// One poll through the production pipeline, for `snapshot` and `check`.
+fn poll_once(src: &SourceArgs) -> Result<Snapshot, String> {
     gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
@@ -173,12 +187,54 @@ fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
         last_success_timestamp: Some(now),
         ..PollStats::default()
     };
-    let snap = Snapshot::of_poll(outcome, source.demo_name(), stats);
-    if json {
-        let text = serde_json::to_string_pretty(&snap).map_err(|e| format!("cannot print JSON: {e}"))?;
-        println!("{text}");
-    } else {
-        print!("{}", gpumemd::table::render(&snap));
-    }
-    Ok(())
+    Ok(Snapshot::of_poll(outcome, source.demo_name(), stats))
+}
+
+/// `gpumemd check`: one line on stdout, exit 0/1/2 (2 also when it cannot
+/// ask: bad arguments, daemon unreachable, no NVML).
+fn check(args: &CheckArgs) -> ExitCode {
+    let verdict = match check_criteria(args).and_then(|c| check_verdict(args, &c)) {
+        Ok(v) => v,
+        Err(msg) => Verdict {
+            code: 2,
+            line: format!("UNKNOWN: {msg}"),
+        },
+    };
+    println!("{}", verdict.line);
+    ExitCode::from(verdict.code)
+}
+
+fn check_criteria(a: &CheckArgs) -> Result<Criteria, String> {
+    let max = gpumemd::units::parse_size(&a.max_unattributed).map_err(|e| format!("--max-unattributed: {e}"))?;
+    Ok(Criteria {
+        scope: Scope {
+            jobs: a.job.clone(),
+            pids: a.pid.clone(),
+            uids: a.uid.clone(),
+            users: a.user.clone(),
+        },
+        allow: Scope {
+            jobs: a.allow_job.clone(),
+            users: a.allow_user.clone(),
+            ..Scope::default()
+        },
+        max_unattributed: max.0,
+    })
+}
+
+fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, String> {
+    let Some(url) = &a.url else {
+        let snap = poll_once(&a.source)?;
+        let body = serde_json::to_string(&snap).map_err(|e| format!("cannot encode the snapshot: {e}"))?;
+        return Ok(gpumemd::check::judge_json(&body, c));
+    };
+    let timeout = gpumemd::units::parse_duration(&a.timeout).map_err(|e| format!("--timeout: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let body = rt
+        .block_on(fetch_snapshot(url, timeout.get()))
+        .map_err(|e| format!("cannot tell: {e}"))?;
+    Ok(gpumemd::check::judge_json(&body, c))
 }
