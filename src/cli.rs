@@ -52,6 +52,12 @@ pub enum Command {
     /// Exit 0 (no), 1 (yes, with where and by whom) or 2 (cannot tell), one
     /// line on stdout. For Slurm epilogs and node health checks (docs/slurm.md).
     Check(CheckArgs),
+    /// Print the man page (roff) or a shell's completion script.
+    #[command(hide = true)]
+    Generate {
+        #[arg(value_enum)]
+        what: Generate,
+    },
     /// Poll once, print a table (or JSON) and exit.
     Snapshot {
         #[command(flatten)]
@@ -60,6 +66,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `gpumemd generate` writes to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generate {
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the man page or a completion script for [`Cli`] to `out`.
+pub fn generate(what: Generate, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let mut cmd = Cli::command();
+    let shell = match what {
+        Generate::Man => return clap_mangen::Man::new(cmd).render(out),
+        Generate::Bash => Shell::Bash,
+        Generate::Zsh => Shell::Zsh,
+        Generate::Fish => Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut cmd, "gpumemd", out);
+    Ok(())
 }
 
 /// Where the data comes from; shared by `run` and `snapshot`.

@@ -25,6 +25,11 @@ fn main() -> ExitCode {
         Command::CheckConfig { file, demo } => check_config(&file, demo),
         Command::Snapshot { source, json } => snapshot(&source, json),
         Command::Check(args) => return check(&args),
+        Command::Generate { what } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
+            // `gpumemd generate man | head` is not a failure.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write: {e}")),
+            _ => Ok(()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

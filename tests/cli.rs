@@ -314,3 +314,28 @@ fn log_level_error_hides_info_and_a_clashing_telemetry_path_is_refused() {
     let o = gpumemd(&["--demo", "--log.level", "info", "--web.listen-address", &addr]);
     assert!(stderr(&o).contains("level=info"), "{}", stderr(&o));
 }
+
+#[test]
+fn man_page_and_completions_come_from_the_cli_definition() {
+    let man = gpumemd(&["generate", "man"]);
+    assert!(man.status.success(), "{}", stderr(&man));
+    let man = String::from_utf8_lossy(&man.stdout);
+    assert!(man.starts_with(".ie") && man.contains(".TH gpumemd 1"), "{man}");
+    for flag in ["web.telemetry\\-path", "log.level", "log.format"] {
+        assert!(man.contains(flag), "the man page lacks {flag}");
+    }
+    for (shell, needle) in [
+        ("bash", "_gpumemd()"),
+        ("zsh", "#compdef gpumemd"),
+        ("fish", "complete -c gpumemd"),
+    ] {
+        let o = gpumemd(&["generate", shell]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains(needle), "{shell}: {text}");
+        assert!(
+            text.contains("check-config") && text.contains("telemetry"),
+            "{shell} lacks commands or flags"
+        );
+    }
+    assert!(gpumemd(&["generate", "powershell"]).status.code() == Some(2));
+}
