@@ -4,12 +4,28 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
+
+pub use crate::logging::{LogFormat, LogLevel};
+
+/// `--version`: the version, the git revision and the build date, set by
+/// build.rs (revision "unknown" outside a git checkout).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (revision ",
+    env!("GPUMEMD_REVISION"),
+    ", built ",
+    env!("GPUMEMD_BUILD_DATE"),
+    ")"
+);
+
+/// Where `/metrics` is served unless `--web.telemetry-path` says otherwise.
+pub const DEFAULT_TELEMETRY_PATH: &str = "/metrics";
 
 #[derive(Debug, Parser)]
 #[command(
     name = "gpumemd",
-    version,
+    version = VERSION,
     about = "GPU memory monitoring daemon: who holds GPU memory, what leaks, what was never released",
     args_conflicts_with_subcommands = true
 )]
@@ -32,6 +48,16 @@ pub enum Command {
         #[arg(long)]
         demo: bool,
     },
+    /// Did this job (or these PIDs, uids, users) leave GPU memory behind?
+    /// Exit 0 (no), 1 (yes, with where and by whom) or 2 (cannot tell), one
+    /// line on stdout. For Slurm epilogs and node health checks (docs/slurm.md).
+    Check(CheckArgs),
+    /// Print the man page (roff) or a shell's completion script.
+    #[command(hide = true)]
+    Generate {
+        #[arg(value_enum)]
+        what: Generate,
+    },
     /// Poll once, print a table (or JSON) and exit.
     Snapshot {
         #[command(flatten)]
@@ -40,6 +66,30 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// What `gpumemd generate` writes to stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Generate {
+    Man,
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// Writes the man page or a completion script for [`Cli`] to `out`.
+pub fn generate(what: Generate, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    use clap::CommandFactory;
+    use clap_complete::Shell;
+    let mut cmd = Cli::command();
+    let shell = match what {
+        Generate::Man => return clap_mangen::Man::new(cmd).render(out),
+        Generate::Bash => Shell::Bash,
+        Generate::Zsh => Shell::Zsh,
+        Generate::Fish => Shell::Fish,
+    };
+    clap_complete::generate(shell, &mut cmd, "gpumemd", out);
+    Ok(())
 }
 
 /// Where the data comes from; shared by `run` and `snapshot`.
@@ -56,6 +106,41 @@ pub struct SourceArgs {
     pub nvml_lib: Option<String>,
 }
 
+/// `gpumemd check`: where the snapshot comes from and what counts.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CheckArgs {
+    /// Ask the running daemon at this URL (e.g. http://127.0.0.1:9947)
+    /// instead of polling once here.
+    #[arg(long, value_name = "URL")]
+    pub url: Option<String>,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// The finished Slurm job: its processes must hold no GPU memory.
+    #[arg(long, value_name = "ID")]
+    pub job: Vec<String>,
+    /// These PIDs must hold no GPU memory (repeat or comma-separate).
+    #[arg(long, value_name = "PID", value_delimiter = ',')]
+    pub pid: Vec<u32>,
+    /// Processes of this uid must hold no GPU memory.
+    #[arg(long, value_name = "UID")]
+    pub uid: Vec<u32>,
+    /// Processes of this user must hold no GPU memory.
+    #[arg(long, value_name = "NAME")]
+    pub user: Vec<String>,
+    /// Only these users may hold GPU memory (e.g. root on an idle node).
+    #[arg(long = "allow-user", value_name = "NAME")]
+    pub allow_user: Vec<String>,
+    /// Only these Slurm jobs may hold GPU memory (the jobs still running).
+    #[arg(long = "allow-job", value_name = "ID")]
+    pub allow_job: Vec<String>,
+    /// Unattributed memory per GPU tolerated (e.g. 512MiB, 0).
+    #[arg(long = "max-unattributed", value_name = "BYTES", default_value = "512MiB")]
+    pub max_unattributed: String,
+    /// How long to wait for the daemon.
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub timeout: String,
+}
+
 #[derive(Debug, Clone, Default, Args)]
 pub struct RunArgs {
     #[command(flatten)]
@@ -66,16 +151,15 @@ pub struct RunArgs {
     /// Web config file (Prometheus exporter-toolkit format): TLS, basic auth, response headers, limits.
     #[arg(long = "web.config.file", value_name = "FILE")]
     pub web_config: Option<PathBuf>,
-    /// Log format.
-    #[arg(long = "log-format", value_enum, default_value_t = LogFormat::Text)]
+    /// Path under which to expose the metrics.
+    #[arg(long = "web.telemetry-path", value_name = "PATH", default_value = DEFAULT_TELEMETRY_PATH)]
+    pub telemetry_path: String,
+    /// Only log messages with the given severity or above [default: info, or RUST_LOG when set].
+    #[arg(long = "log.level", value_enum, value_name = "LEVEL")]
+    pub log_level: Option<LogLevel>,
+    /// Output format of log messages (`--log-format` and `text` are the old spellings).
+    #[arg(long = "log.format", alias = "log-format", value_enum, default_value_t = LogFormat::Logfmt)]
     pub log_format: LogFormat,
-}
-
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    #[default]
-    Text,
-    Json,
 }
 
 impl Cli {
@@ -125,8 +209,35 @@ mod tests {
     }
 
     #[test]
+    fn exporter_flags_and_the_old_log_spelling() {
+        match parse(&[
+            "--log.format",
+            "json",
+            "--log.level",
+            "debug",
+            "--web.telemetry-path",
+            "/m",
+        ]) {
+            Command::Run(r) => {
+                assert_eq!(r.log_format, LogFormat::Json);
+                assert_eq!(r.log_level, Some(LogLevel::Debug));
+                assert_eq!(r.telemetry_path, "/m");
+            }
+            c => panic!("{c:?}"),
+        }
+        match parse(&["--log-format", "text"]) {
+            Command::Run(r) => {
+                assert_eq!(r.log_format, LogFormat::Logfmt, "the old spelling still works");
+                assert_eq!((r.log_level, r.telemetry_path.as_str()), (None, "/metrics"));
+            }
+            c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
     fn bad_flags_are_refused() {
         assert!(Cli::try_parse_from(["gpumemd", "--log-format", "xml"]).is_err());
+        assert!(Cli::try_parse_from(["gpumemd", "--log.level", "chatty"]).is_err());
         assert!(Cli::try_parse_from(["gpumemd", "snapshot", "--web.listen-address", ":1"]).is_err());
     }
 }

@@ -6,12 +6,15 @@
 pub mod alerts;
 pub mod allocator;
 pub mod attribution;
+pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod diagnosis;
 pub mod history;
 pub mod http;
+pub mod links;
+pub mod logging;
 pub mod metrics;
 pub mod notify;
 pub mod pipeline;
@@ -119,6 +122,7 @@ pub async fn run(
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
     let web_config = cfg.server.web_config_file.clone();
+    let telemetry_path = cfg.overrides.telemetry_path.clone();
     let (cfg_tx, cfg_rx) = watch::channel(Arc::new(cfg));
     let started = reload::ReloadStatus {
         successful: true,
@@ -137,8 +141,9 @@ pub async fn run(
         allocator,
         build: build_info(),
         history: recent,
+        telemetry_path: telemetry_path.unwrap_or_else(|| cli::DEFAULT_TELEMETRY_PATH.to_string()),
     };
-    let hook = alert_hooks(reclaimer.clone(), notifiers);
+    let hook = alert_hooks(reclaimer.clone(), notifiers, cfg_rx.clone());
     tokio::spawn(alert_loop(
         snapshots,
         cfg_rx.clone(),
@@ -221,11 +226,29 @@ fn start_notifiers(cfg: &Config, shutdown: watch::Receiver<bool>) -> Option<Arc<
 /// or resolved (and resends of the firing set), and reclaim for alerts that
 /// fired with `action = "terminate"`. Both write files (outbox, audit log),
 /// so they run on the blocking pool, never on the async workers.
-fn alert_hooks(reclaimer: Arc<reclaim::Reclaimer>, notifiers: Option<Arc<notify::Notifiers>>) -> OnAlerts {
+fn alert_hooks(
+    reclaimer: Arc<reclaim::Reclaimer>,
+    notifiers: Option<Arc<notify::Notifiers>>,
+    cfg: watch::Receiver<Arc<Config>>,
+) -> OnAlerts {
+    let host = alerts::hostname();
     Box::new(move |transitions, engine| {
         if let Some(n) = &notifiers {
-            let changed = alerts::changed_payloads(transitions);
-            let firing: Vec<notify::AlertPayload> = engine.firing().map(alerts::payload).collect();
+            // Read at each evaluation, so a reload of `[links]` applies.
+            let generator = {
+                let c = cfg.borrow();
+                let port = config::parse_listen(&c.server.listen).map_or(0, |a| a.port);
+                c.links.generator_url(&host, port)
+            };
+            let with_link = |mut p: notify::AlertPayload| {
+                p.generator_url.clone_from(&generator);
+                p
+            };
+            let changed: Vec<_> = alerts::changed_payloads(transitions)
+                .into_iter()
+                .map(with_link)
+                .collect();
+            let firing: Vec<_> = engine.firing().map(alerts::payload).map(with_link).collect();
             let n = n.clone();
             tokio::task::spawn_blocking(move || n.submit(&changed, &firing));
         }

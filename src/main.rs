@@ -3,12 +3,12 @@
 //! one-line message and a non-zero exit code. All behaviour lives in the
 //! library; nothing here polls or serves by itself.
 
-use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use gpumemd::cli::{Cli, Command, LogFormat, RunArgs, SourceArgs};
+use gpumemd::check::{Criteria, Scope, Verdict, fetch_snapshot};
+use gpumemd::cli::{CheckArgs, Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RunArgs, SourceArgs};
 use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
 use gpumemd::pipeline::Pipeline;
@@ -24,6 +24,12 @@ fn main() -> ExitCode {
         Command::Run(args) => run(args),
         Command::CheckConfig { file, demo } => check_config(&file, demo),
         Command::Snapshot { source, json } => snapshot(&source, json),
+        Command::Check(args) => return check(&args),
+        Command::Generate { what } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
+            // `gpumemd generate man | head` is not a failure.
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write: {e}")),
+            _ => Ok(()),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -31,19 +37,6 @@ fn main() -> ExitCode {
             eprintln!("gpumemd: {msg}");
             ExitCode::FAILURE
         }
-    }
-}
-
-fn init_logging(format: LogFormat, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    match format {
-        LogFormat::Text => b.init(),
-        LogFormat::Json => b.json().init(),
     }
 }
 
@@ -75,6 +68,14 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, Strin
         nvml_lib: src.nvml_lib.clone(),
         listen,
         web_config_file: run.and_then(|r| r.web_config.clone()),
+        telemetry_path: match run {
+            Some(r) if r.telemetry_path != DEFAULT_TELEMETRY_PATH => {
+                gpumemd::http::check_telemetry_path(&r.telemetry_path)
+                    .map_err(|e| format!("--web.telemetry-path: {e}"))?;
+                Some(r.telemetry_path.clone())
+            }
+            _ => None,
+        },
     })
 }
 
@@ -102,7 +103,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         let _in_runtime = rt.enter();
         gpumemd::shutdown::install_early()
     };
-    init_logging(args.log_format, "info");
+    gpumemd::logging::init(args.log_format, args.log_level, "info");
     let cfg = load_config(&args.source, &overrides(&args.source, Some(&args))?)?;
     // Checked before binding, so a bad file is one line and exit 1, not a
     // server that starts and then fails.
@@ -116,7 +117,7 @@ fn run(args: RunArgs) -> Result<(), String> {
     rt.block_on(async move {
         let listener = bind(&cfg.server.listen).await?;
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!(address = %addr, version = env!("CARGO_PKG_VERSION"), "listening");
+        tracing::info!(address = %addr, version = gpumemd::cli::VERSION, "listening");
         gpumemd::run(cfg, source, listener, shutdown)
             .await
             .map_err(|e| e.to_string())
@@ -155,7 +156,19 @@ fn check_config(file: &Path, demo: bool) -> Result<(), String> {
 }
 
 fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
-    init_logging(LogFormat::Text, "warn");
+    let snap = poll_once(src)?;
+    if json {
+        let text = serde_json::to_string_pretty(&snap).map_err(|e| format!("cannot print JSON: {e}"))?;
+        println!("{text}");
+    } else {
+        print!("{}", gpumemd::table::render(&snap));
+    }
+    Ok(())
+}
+
+/// One poll through the production pipeline, for `snapshot` and `check`.
+fn poll_once(src: &SourceArgs) -> Result<Snapshot, String> {
+    gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
     let now = unix_now();
@@ -179,12 +192,54 @@ fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
         last_success_timestamp: Some(now),
         ..PollStats::default()
     };
-    let snap = Snapshot::of_poll(outcome, source.demo_name(), stats);
-    if json {
-        let text = serde_json::to_string_pretty(&snap).map_err(|e| format!("cannot print JSON: {e}"))?;
-        println!("{text}");
-    } else {
-        print!("{}", gpumemd::table::render(&snap));
-    }
-    Ok(())
+    Ok(Snapshot::of_poll(outcome, source.demo_name(), stats))
+}
+
+/// `gpumemd check`: one line on stdout, exit 0/1/2 (2 also when it cannot
+/// ask: bad arguments, daemon unreachable, no NVML).
+fn check(args: &CheckArgs) -> ExitCode {
+    let verdict = match check_criteria(args).and_then(|c| check_verdict(args, &c)) {
+        Ok(v) => v,
+        Err(msg) => Verdict {
+            code: 2,
+            line: format!("UNKNOWN: {msg}"),
+        },
+    };
+    println!("{}", verdict.line);
+    ExitCode::from(verdict.code)
+}
+
+fn check_criteria(a: &CheckArgs) -> Result<Criteria, String> {
+    let max = gpumemd::units::parse_size(&a.max_unattributed).map_err(|e| format!("--max-unattributed: {e}"))?;
+    Ok(Criteria {
+        scope: Scope {
+            jobs: a.job.clone(),
+            pids: a.pid.clone(),
+            uids: a.uid.clone(),
+            users: a.user.clone(),
+        },
+        allow: Scope {
+            jobs: a.allow_job.clone(),
+            users: a.allow_user.clone(),
+            ..Scope::default()
+        },
+        max_unattributed: max.0,
+    })
+}
+
+fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, String> {
+    let Some(url) = &a.url else {
+        let snap = poll_once(&a.source)?;
+        let body = serde_json::to_string(&snap).map_err(|e| format!("cannot encode the snapshot: {e}"))?;
+        return Ok(gpumemd::check::judge_json(&body, c));
+    };
+    let timeout = gpumemd::units::parse_duration(&a.timeout).map_err(|e| format!("--timeout: {e}"))?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let body = rt
+        .block_on(fetch_snapshot(url, timeout.get()))
+        .map_err(|e| format!("cannot tell: {e}"))?;
+    Ok(gpumemd::check::judge_json(&body, c))
 }

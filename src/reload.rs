@@ -184,6 +184,7 @@ mod tests {
             nvml_lib: Some("/opt/fake/libnvidia-ml.so".into()),
             listen: Some("127.0.0.1:0".into()),
             web_config_file: None,
+            telemetry_path: None,
         }
         .apply(&mut cfg);
         std::fs::write(&path, "[nvml]\nlibrary = \"from-file.so\"\n[processes]\ntop_n = 7\n").expect("write");

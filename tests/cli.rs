@@ -1,11 +1,16 @@
 //! The `gpumemd` binary as a user runs it: exit codes and one-line errors
-//! for bad input, `check-config`, `snapshot`, JSON logs, and a clean exit 0
-//! on SIGTERM.
+//! for bad input, `check-config`, `snapshot`, JSON and logfmt logs, the
+//! exporter flags (`--version`, `--log.level`, `--web.telemetry-path`), and a
+//! clean exit 0 on SIGTERM.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
+
+mod common;
+
+use common::Lines;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
 
@@ -199,4 +204,138 @@ fn sigterm_exits_0() {
     assert_eq!(code.expect("wait"), Some(0));
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(rest.iter().any(|l| l.contains("SIGTERM received")), "{rest:?}");
+}
+
+#[test]
+fn version_names_the_revision_and_build_date() {
+    let o = gpumemd(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let want = format!("gpumemd {} (revision ", env!("CARGO_PKG_VERSION"));
+    assert!(out.starts_with(&want), "{out}");
+    let date = out.trim_end().trim_end_matches(')').rsplit(' ').next().unwrap_or("");
+    let parts: Vec<&str> = date.split('-').collect();
+    assert!(
+        parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
+        "a YYYY-MM-DD build date in {out}"
+    );
+}
+
+/// `key=value` pairs of a logfmt line (quoted values unescaped just enough
+/// for the test: no `\"` inside the values it reads).
+fn logfmt(line: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut rest = line;
+    while let Some(eq) = rest.find('=') {
+        let key = rest[..eq].trim().to_string();
+        let after = &rest[eq + 1..];
+        let (value, next) = match after.strip_prefix('"') {
+            Some(q) => {
+                let end = q.find('"').expect("closing quote");
+                (q[..end].to_string(), &q[end + 1..])
+            }
+            None => {
+                let end = after.find(' ').unwrap_or(after.len());
+                (after[..end].to_string(), &after[end..])
+            }
+        };
+        out.insert(key, value);
+        rest = next;
+    }
+    out
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("read");
+    body
+}
+
+#[test]
+fn logfmt_by_default_and_metrics_on_the_telemetry_path() {
+    let mut child = Command::new(BIN)
+        .args([
+            "--demo",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--web.telemetry-path",
+            "/prom",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut log = Lines::new(child.stderr.take().expect("stderr"));
+    let kv = logfmt(&log.wait_for("msg=listening", Duration::from_secs(20)));
+    assert_eq!(kv.get("level").map(String::as_str), Some("info"), "{kv:?}");
+    assert!(
+        kv.get("ts").is_some_and(|t| t.ends_with('Z') && t.contains('T')),
+        "{kv:?}"
+    );
+    let addr = kv.get("address").expect("address").clone();
+    let metrics = http_get(&addr, "/prom");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.contains("gpumem_build_info"), "{metrics}");
+    assert!(http_get(&addr, "/metrics").starts_with("HTTP/1.1 404"));
+    let _ = child.kill();
+    let _ = child.wait();
+    // Every line, not only the one read, is logfmt.
+    assert!(
+        log.seen
+            .iter()
+            .all(|l| l.starts_with("ts=") && logfmt(l).contains_key("msg")),
+        "{:?}",
+        log.seen
+    );
+}
+
+#[test]
+fn log_level_error_hides_info_and_a_clashing_telemetry_path_is_refused() {
+    let o = gpumemd(&["--demo", "--web.telemetry-path", "/-/ready"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim(),
+        "gpumemd: --web.telemetry-path: `/-/ready` is already a route of gpumemd"
+    );
+    // A taken port fails after logging starts: at error level the only
+    // line is the failure itself, none of the info lines before it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let o = gpumemd(&["--demo", "--log.level", "error", "--web.listen-address", &addr]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(!err.contains("level=info"), "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    let o = gpumemd(&["--demo", "--log.level", "info", "--web.listen-address", &addr]);
+    assert!(stderr(&o).contains("level=info"), "{}", stderr(&o));
+}
+
+#[test]
+fn man_page_and_completions_come_from_the_cli_definition() {
+    let man = gpumemd(&["generate", "man"]);
+    assert!(man.status.success(), "{}", stderr(&man));
+    let man = String::from_utf8_lossy(&man.stdout);
+    assert!(man.starts_with(".ie") && man.contains(".TH gpumemd 1"), "{man}");
+    for flag in ["web.telemetry\\-path", "log.level", "log.format"] {
+        assert!(man.contains(flag), "the man page lacks {flag}");
+    }
+    for (shell, needle) in [
+        ("bash", "_gpumemd()"),
+        ("zsh", "#compdef gpumemd"),
+        ("fish", "complete -c gpumemd"),
+    ] {
+        let o = gpumemd(&["generate", shell]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains(needle), "{shell}: {text}");
+        assert!(
+            text.contains("check-config") && text.contains("telemetry"),
+            "{shell} lacks commands or flags"
+        );
+    }
+    assert!(gpumemd(&["generate", "powershell"]).status.code() == Some(2));
 }

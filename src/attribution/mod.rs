@@ -21,6 +21,7 @@
 
 mod cgroup;
 mod memtree;
+mod nss;
 mod procfs;
 mod redact;
 mod stat;
@@ -32,6 +33,7 @@ mod tests;
 
 pub use cgroup::parse_cgroup;
 pub use memtree::{MemProcess, MemTree, MemWriter, cgroup_path};
+pub use nss::{Lookup, NssNames, system_lookup};
 pub use procfs::{ProcFs, Task, read_task};
 pub use redact::{format_cmdline, redact_cmdline};
 // Public for tests/fuzz.rs, which feeds them arbitrary bytes.

@@ -11,11 +11,12 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cgroup::parse_cgroup;
+use super::nss::{Lookup, NssNames, system_lookup};
 use super::redact::format_cmdline;
 use super::stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
 use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
@@ -70,13 +71,31 @@ pub struct ProcFs {
     buf: Vec<u8>,
 }
 
+/// The system's name service, only where it answers for the processes
+/// read: the host's own `/proc` with the host's own `/etc/passwd`. A
+/// container reading a mounted host tree would get the container's users.
+fn host_nss(dir: &DirTree) -> Option<NssNames> {
+    let host = dir.root() == Path::new("/proc") && dir.passwd() == Path::new("/etc/passwd");
+    host.then(|| NssNames::start(system_lookup()))
+}
+
 impl ProcFs {
-    /// A directory tree rooted at `root` (e.g. "/proc"); users from `/etc/passwd`.
+    /// A directory tree rooted at `root` (e.g. "/proc"); users from
+    /// `/etc/passwd`, and on the host's own tree (`/proc`, `/etc/passwd`)
+    /// from the name service too (LDAP, SSSD).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         let dir = DirTree::new(root, "/etc/passwd");
         let mut fs = ProcFs::on(Arc::new(dir.clone()));
+        fs.users.set_nss(host_nss(&dir));
         fs.dir = Some(dir);
         fs
+    }
+
+    /// Asks `lookup` for the uids passwd lacks (tests: a slow or fake
+    /// directory); `None` turns the name service off.
+    pub fn with_name_service(mut self, lookup: Option<Lookup>) -> Self {
+        self.users.set_nss(lookup.map(NssNames::start));
+        self
     }
 
     /// Reads `tree` (e.g. a simulated fleet's [`MemTree`](super::MemTree)),
@@ -108,8 +127,9 @@ impl ProcFs {
         if let Some(dir) = &self.dir {
             let dir = DirTree::new(dir.root(), path);
             self.tree = Arc::new(dir.clone());
-            self.dir = Some(dir);
             self.users = UserCache::new();
+            self.users.set_nss(host_nss(&dir));
+            self.dir = Some(dir);
         }
         self
     }

@@ -81,6 +81,11 @@ impl DirTree {
         &self.root
     }
 
+    /// The passwd file users come from.
+    pub fn passwd(&self) -> &Path {
+        &self.passwd
+    }
+
     fn path(&self, file: TreeFile) -> PathBuf {
         match file {
             TreeFile::Pid(pid, f) => self.root.join(pid.to_string()).join(f.name()),

@@ -1,13 +1,15 @@
-//! uid -> user name from a passwd file, cached.
+//! uid -> user name from a passwd file, cached, then from the name service
+//! (LDAP, SSSD) for the uids the file lacks, when one is attached.
 //!
-//! Owns: parsing passwd and deciding when to re-read it. Must not: use NSS or
-//! libc (LDAP/sssd users therefore show as numbers), or re-read the file on a
+//! Owns: parsing passwd and deciding when to re-read it. Must not: call NSS
+//! itself (that is `nss.rs`, off the poll thread), or re-read the file on a
 //! cache miss: container uids are usually unknown to the host, and a miss
 //! must not cost a file read for every such process every second.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::nss::NssNames;
 use super::tree::{ProcTree, TreeFile};
 
 /// A passwd file larger than this is cut: no real one comes near it.
@@ -24,6 +26,10 @@ pub(crate) struct UserCache {
     /// (mtime, len) of the file we parsed; `None` when never read or missing.
     loaded: Option<(SystemTime, u64)>,
     last_check: Option<Instant>,
+    /// Names of the uids passwd lacks; `None` when the passwd file is not
+    /// the host's own (a container with a host passwd mounted: its NSS
+    /// would answer for the container, not the host).
+    nss: Option<NssNames>,
 }
 
 impl UserCache {
@@ -34,17 +40,30 @@ impl UserCache {
             names: HashMap::new(),
             loaded: None,
             last_check: None,
+            nss: None,
         }
+    }
+
+    /// Also asks the name service for uids passwd lacks (`None`: never).
+    pub(crate) fn set_nss(&mut self, nss: Option<NssNames>) {
+        self.nss = nss;
     }
 
     pub(crate) fn set_recheck(&mut self, recheck: Duration) {
         self.recheck = recheck;
     }
 
-    /// The user name for `uid`, or the uid as text when passwd lacks it.
+    /// The user name for `uid`: from passwd, else from the name service's
+    /// cache, else the uid as text (until the name service answers).
     pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree) -> String {
         self.refresh_if_due(tree);
-        self.names.get(&uid).cloned().unwrap_or_else(|| uid.to_string())
+        if let Some(n) = self.names.get(&uid) {
+            return n.clone();
+        }
+        self.nss
+            .as_ref()
+            .and_then(|n| n.get(uid))
+            .unwrap_or_else(|| uid.to_string())
     }
 
     fn refresh_if_due(&mut self, tree: &dyn ProcTree) {
@@ -140,6 +159,25 @@ mod tests {
         file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
             .expect("set mtime");
         assert_eq!(cache.name(1001, &tree), "bob");
+    }
+
+    #[test]
+    fn passwd_first_then_the_name_service_once_it_answered() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("passwd");
+        std::fs::write(&path, "alice:x:1000:1000::/:/bin/sh\n").expect("write");
+        let tree = DirTree::new(dir.path(), &path);
+        let nss = NssNames::start(std::sync::Arc::new(|uid| (uid != 7).then(|| format!("ldap{uid}"))));
+        let mut cache = UserCache::new();
+        cache.set_nss(Some(nss));
+        assert_eq!(cache.name(1000, &tree), "alice", "passwd wins");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while cache.name(5000, &tree) == "5000" {
+            assert!(Instant::now() < deadline, "the name service never answered");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(cache.name(5000, &tree), "ldap5000");
+        assert_eq!(cache.name(7, &tree), "7", "unknown to both: the number");
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub struct Config {
     pub notify: crate::notify::NotifyConfig,
     pub reclaim: crate::reclaim::ReclaimConfig,
     pub allocator: crate::allocator::AllocatorConfig,
+    pub links: crate::links::LinksConfig,
     /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
     #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::rules::RuleConfig>,
@@ -317,9 +318,16 @@ impl Config {
         } else {
             crate::rules::parse_rule_set(crate::rules::DEFAULT_RULES).unwrap_or_default()
         };
+        // Built-in rules link to their runbook section (absolute, for
+        // receivers that know nothing of gpumemd's docs).
         let mut out: Vec<crate::rules::RuleConfig> = base
             .into_iter()
             .filter(|b| !self.rules.iter().any(|r| r.name == b.name))
+            .map(|mut b| {
+                let url = self.links.runbook_url(&b.name);
+                b.annotations.entry("runbook_url".into()).or_insert(url);
+                b
+            })
             .collect();
         out.extend(self.rules.iter().cloned());
         // Every rule was validated at load; a failure here cannot happen,
@@ -368,6 +376,7 @@ impl Config {
             return Err(invalid(&["server", "listen"], message));
         }
         self.check_rules(origin, &doc)?;
+        self.links.check().map_err(|m| invalid(&["links"], m))?;
         if let Err(message) = self.notify.validate() {
             return Err(keyed_error(origin, &doc, &message));
         }

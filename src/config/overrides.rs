@@ -1,5 +1,6 @@
 //! Command-line settings that win over the config file (`--nvml-lib`,
-//! `--web.listen-address`, `--web.config.file`). Kept as one typed value on
+//! `--web.listen-address`, `--web.config.file`; `--web.telemetry-path`
+//! has no file key and is only carried). Kept as one typed value on
 //! the `Config` so that every load, at start and at each reload, applies the
 //! same overrides. It must not parse the command line (that is `cli.rs`).
 
@@ -13,6 +14,8 @@ pub struct Overrides {
     pub nvml_lib: Option<String>,
     pub listen: Option<String>,
     pub web_config_file: Option<PathBuf>,
+    /// `--web.telemetry-path`; only on the command line, like the exporters'.
+    pub telemetry_path: Option<String>,
 }
 
 impl Overrides {
@@ -44,6 +47,7 @@ mod tests {
             nvml_lib: Some("/cli/libnvml.so".into()),
             listen: Some("127.0.0.1:2".into()),
             web_config_file: None,
+            telemetry_path: None,
         };
         o.apply(&mut cfg);
         assert_eq!(cfg.nvml.library, "/cli/libnvml.so");

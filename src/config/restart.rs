@@ -170,6 +170,7 @@ mod tests {
             nvml_lib: Some("/lib/fake.so".into()),
             listen: Some("127.0.0.1:0".into()),
             web_config_file: None,
+            telemetry_path: None,
         };
         let (mut a, mut b) = (cfg(""), cfg("[processes]\ntop_n = 5"));
         o.apply(&mut a);

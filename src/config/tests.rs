@@ -196,3 +196,28 @@ fn shipped_configs_load() {
     }
     assert!(n > 0, "no config files found in {}", dir.display());
 }
+
+#[test]
+fn built_in_rules_link_to_their_runbook_section_and_user_rules_keep_theirs() {
+    let text = "[links]\nrunbook_base_url = \"https://wiki.example/gpu\"\n\
+                [[rule]]\nname = \"Mine\"\nkind = \"device_used_ratio\"\nabove = \"50%\"\n";
+    let cfg = Config::from_toml(text, "t", false).expect("valid");
+    let rules = cfg.effective_rules();
+    let url = |name: &str| {
+        let r = rules.iter().find(|r| r.cfg.name == name).expect(name);
+        r.cfg.annotations.get("runbook_url").cloned()
+    };
+    assert_eq!(
+        url("GpuMemoryHigh").as_deref(),
+        Some("https://wiki.example/gpu#gpumemoryhigh")
+    );
+    assert_eq!(url("GpuLost").as_deref(), Some("https://wiki.example/gpu#gpulost"));
+    assert_eq!(url("Mine"), None, "a site's own rule has no section in our runbook");
+    let default = Config::defaults(false).effective_rules();
+    assert!(
+        default
+            .iter()
+            .all(|r| r.cfg.annotations["runbook_url"].starts_with("https://"))
+    );
+    assert!(err("[links]\nrunbook_base_url = \"docs/runbook.md\"\n").contains("not an http(s) URL"));
+}

@@ -43,6 +43,35 @@ pub struct AppState {
     pub history: SharedHistory,
     /// The allocator view (out-of-memory events), when enabled.
     pub allocator: Option<Arc<crate::allocator::AllocatorState>>,
+    /// Where the exposition is served (`--web.telemetry-path`).
+    pub telemetry_path: String,
+}
+
+/// The fixed routes, which `--web.telemetry-path` may not take.
+const FIXED_ROUTES: [&str; 8] = [
+    "/",
+    "/-/healthy",
+    "/-/ready",
+    "/-/reload",
+    "/api/v1/snapshot",
+    "/api/v1/alerts",
+    "/api/v1/history",
+    "/api/v1/events",
+];
+
+/// A telemetry path is an absolute literal path that no other route uses
+/// (the router would refuse it at start otherwise).
+pub fn check_telemetry_path(p: &str) -> Result<(), String> {
+    if !p.starts_with('/') {
+        return Err(format!("`{p}` does not start with /"));
+    }
+    if FIXED_ROUTES.contains(&p) {
+        return Err(format!("`{p}` is already a route of gpumemd"));
+    }
+    if p.contains(['{', '}', '*', '?', '#']) || p.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{p}` is not a plain path"));
+    }
+    Ok(())
 }
 
 /// The daemon's routes. `get` also answers HEAD; other methods get 405.
@@ -50,9 +79,18 @@ pub struct AppState {
 /// Prometheus always does): the `large` exposition is 5 MB as text, a
 /// twentieth of that gzipped. Tiny bodies (under 32 bytes) go as they are.
 pub fn router(state: AppState) -> Router {
+    // A bad path (only a caller that skipped `check_telemetry_path`) falls
+    // back to the default rather than panic in the router.
+    let metrics_path = match check_telemetry_path(&state.telemetry_path) {
+        Ok(()) => state.telemetry_path.clone(),
+        Err(e) => {
+            tracing::warn!(error = %e, "telemetry path refused; serving /metrics");
+            "/metrics".to_string()
+        }
+    };
     Router::new()
         .route("/", get(handlers::index))
-        .route("/metrics", get(handlers::metrics))
+        .route(&metrics_path, get(handlers::metrics))
         .route("/-/healthy", get(handlers::healthy))
         .route("/-/ready", get(handlers::ready))
         .route("/api/v1/snapshot", get(handlers::snapshot))

@@ -21,7 +21,7 @@ pub const NAMES: &[&str] = &[
     "pid",
     "comm",
     "user",
-    "container",
+    "container_id",
     "pod_uid",
     "unit",
     "job",

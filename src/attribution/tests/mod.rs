@@ -7,6 +7,7 @@
 
 mod cgroup;
 mod memtree;
+mod names;
 mod procfs;
 
 use std::path::{Path, PathBuf};

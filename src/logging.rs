@@ -1,0 +1,195 @@
+//! Log setup in the Prometheus exporters' conventions: `--log.level` and
+//! `--log.format logfmt|json`, written to stderr. Owns the logfmt line
+//! format (`ts=... level=... msg=... key=value`); it must not decide what is
+//! logged, nor read the config file.
+
+use std::fmt::{self, Write as _};
+use std::io::IsTerminal;
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::format::Writer;
+use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields};
+use tracing_subscriber::registry::LookupSpan;
+
+/// `--log.format`: logfmt (Prometheus' default) or one JSON object per line.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// `ts=... level=info msg="..." key=value`; `text` is its old name.
+    #[default]
+    #[value(alias = "text")]
+    Logfmt,
+    Json,
+}
+
+/// `--log.level`: the least severe level written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warn,
+    Error,
+}
+
+impl LogLevel {
+    fn directive(self) -> &'static str {
+        match self {
+            Self::Debug => "debug",
+            Self::Info => "info",
+            Self::Warn => "warn",
+            Self::Error => "error",
+        }
+    }
+}
+
+/// Installs the global subscriber. An explicit `--log.level` wins; without
+/// it `RUST_LOG` (per-module filters, for debugging) applies, else
+/// `default_level`. A second call (tests) is a no-op.
+pub fn init(format: LogFormat, level: Option<LogLevel>, default_level: &str) {
+    use tracing_subscriber::EnvFilter;
+    let filter = match level {
+        Some(l) => EnvFilter::new(l.directive()),
+        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
+    };
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Logfmt => b.event_format(Logfmt).try_init(),
+        LogFormat::Json => b.with_ansi(std::io::stderr().is_terminal()).json().try_init(),
+    };
+}
+
+/// The logfmt event format: `ts` (RFC 3339, UTC, milliseconds), `level`,
+/// `target`, `msg`, then the event's fields in the order they were given.
+/// Spans are not written: the daemon logs events with their fields.
+pub struct Logfmt;
+
+impl<S, N> FormatEvent<S, N> for Logfmt
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, _ctx: &FmtContext<'_, S, N>, mut w: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let meta = event.metadata();
+        let level = meta.level().as_str().to_ascii_lowercase();
+        let mut line = format!("ts={} level={level} target={}", rfc3339_now(), meta.target());
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        if let Some(msg) = &fields.message {
+            line.push_str(" msg=");
+            push_value(&mut line, msg);
+        }
+        for (k, v) in &fields.pairs {
+            let _ = write!(line, " {k}=");
+            push_value(&mut line, v);
+        }
+        writeln!(w, "{line}")
+    }
+}
+
+/// The event's message and its other fields, as strings.
+#[derive(Default)]
+struct Fields {
+    message: Option<String>,
+    pairs: Vec<(&'static str, String)>,
+}
+
+impl Visit for Fields {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, value.to_string());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        self.put(field, format!("{value:?}"));
+    }
+}
+
+impl Fields {
+    fn put(&mut self, field: &Field, value: String) {
+        match field.name() {
+            "message" => self.message = Some(value),
+            name => self.pairs.push((name, value)),
+        }
+    }
+}
+
+/// Appends `v` bare when it is a plain token, else quoted with `"`, `\` and
+/// control characters escaped, so one event is always one parseable line.
+pub fn push_value(out: &mut String, v: &str) {
+    let bare = !v.is_empty()
+        && v.chars()
+            .all(|c| c > ' ' && c != '"' && c != '=' && c != '\\' && c != '\u{7f}');
+    if bare {
+        out.push_str(v);
+        return;
+    }
+    out.push('"');
+    for c in v.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// Now as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
+fn rfc3339_now() -> String {
+    let micros = crate::clock::unix_micros();
+    rfc3339(i64::try_from(micros / 1000).unwrap_or(0))
+}
+
+/// Unix milliseconds as RFC 3339 UTC. Days to a civil date by Howard
+/// Hinnant's algorithm, so logging needs no date crate.
+fn rfc3339(millis: i64) -> String {
+    let (secs, ms) = (millis.div_euclid(1000), millis.rem_euclid(1000));
+    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (h, m, s) = (sod / 3600, sod % 3600 / 60, sod % 60);
+    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_bare_or_quoted_and_escaped() {
+        for (v, want) in [
+            ("info", "info"),
+            ("127.0.0.1:9947", "127.0.0.1:9947"),
+            ("", "\"\""),
+            ("two words", "\"two words\""),
+            ("a=b", "\"a=b\""),
+            ("say \"hi\"\n", "\"say \\\"hi\\\"\\n\""),
+            ("back\\slash", "\"back\\\\slash\""),
+        ] {
+            let mut s = String::new();
+            push_value(&mut s, v);
+            assert_eq!(s, want, "for {v:?}");
+        }
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(rfc3339(1_796_255_999_999), "2026-12-02T23:59:59.999Z");
+    }
+}
