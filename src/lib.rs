@@ -10,6 +10,7 @@ pub mod check;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod cuda;
 pub mod diagnosis;
 pub mod history;
 pub mod http;
