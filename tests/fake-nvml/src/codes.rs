@@ -123,10 +123,15 @@ const TABLE: &[(nvmlReturn_t, &str, &CStr)] = &[
     (UNKNOWN, "UNKNOWN", c"Unknown Error"),
 ];
 
+/// `CUDA_ERROR_*` names are CUDA driver codes (for faults on `cu*` calls).
 /// Accepts "GPU_IS_LOST", "NVML_ERROR_GPU_IS_LOST" or "gpu_is_lost" so a
 /// scenario can copy names straight from nvml.h or from nvml-wrapper docs.
 pub fn parse_code(name: &str) -> Result<nvmlReturn_t, String> {
     let upper = name.trim().to_ascii_uppercase();
+    if upper.starts_with("CUDA_") {
+        // A CUresult for the CUDA stand-in; both are plain integers.
+        return crate::cuda::parse_code(&upper);
+    }
     let bare = upper
         .strip_prefix("NVML_ERROR_")
         .or_else(|| upper.strip_prefix("NVML_"))

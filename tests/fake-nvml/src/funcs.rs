@@ -28,6 +28,13 @@ pub enum Func {
     IsMig,
     MigParent,
     ProcessUtilization,
+    CuInit,
+    CuVersion,
+    CuGetState,
+    CuLock,
+    CuCheckpoint,
+    CuRestore,
+    CuUnlock,
 }
 
 use Func::*;
@@ -81,7 +88,17 @@ const NAMES: &[(Func, &[&str], &str)] = &[
         &["nvmlDeviceGetProcessUtilization"],
         "process_utilization",
     ),
+    (CuInit, &["cuInit"], "cu_init"),
+    (CuVersion, &["cuDriverGetVersion"], "cu_version"),
+    (CuGetState, &["cuCheckpointProcessGetState"], "cu_get_state"),
+    (CuLock, &["cuCheckpointProcessLock"], "cu_lock"),
+    (CuCheckpoint, &["cuCheckpointProcessCheckpoint"], "cu_checkpoint"),
+    (CuRestore, &["cuCheckpointProcessRestore"], "cu_restore"),
+    (CuUnlock, &["cuCheckpointProcessUnlock"], "cu_unlock"),
 ];
+
+/// The CUDA driver calls (the checkpoint stand-in, `cuda.rs`).
+const CUDA_GROUP: &[Func] = &[CuInit, CuVersion, CuGetState, CuLock, CuCheckpoint, CuRestore, CuUnlock];
 
 /// Functions answering about one device (they take a handle, or an index
 /// or UUID naming one): what a GPU that fell off the bus stops answering.
@@ -130,6 +147,11 @@ impl FuncSet {
         Self::of(DEVICE_GROUP)
     }
 
+    /// Whether `func` is a CUDA driver call (its own init flag and codes).
+    pub fn is_cuda(func: Func) -> bool {
+        CUDA_GROUP.contains(&func)
+    }
+
     fn bit(func: Func) -> u64 {
         1 << func as u32
     }
@@ -144,6 +166,7 @@ impl FuncSet {
             "system" => Some(vec![DriverVersion, NvmlVersion, CudaVersion]),
             "memory" => Some(vec![MemoryV1, MemoryV2]),
             "processes" => Some(vec![ComputeProcesses, GraphicsProcesses, MpsProcesses]),
+            "cuda" => Some(CUDA_GROUP.to_vec()),
             _ => None,
         };
         if let Some(funcs) = group {

@@ -11,7 +11,8 @@ use std::time::Duration;
 use nvml_wrapper_sys::bindings::nvmlReturn_t;
 
 use crate::codes::{SUCCESS, UNINITIALIZED, UNKNOWN};
-use crate::funcs::Func;
+use crate::cuda::{self, Cuda};
+use crate::funcs::{Func, FuncSet};
 use crate::model::{DevRef, Device, Scenario};
 use crate::scenario;
 
@@ -35,6 +36,8 @@ pub struct Global {
     /// How often each fault has fired, for `times`.
     fired: Vec<u32>,
     pub loaded: Option<Loaded>,
+    /// The CUDA stand-in's state, beside NVML's so both see one fleet.
+    pub cuda: Cuda,
 }
 
 static GLOBAL: Mutex<Global> = Mutex::new(Global {
@@ -43,6 +46,10 @@ static GLOBAL: Mutex<Global> = Mutex::new(Global {
     poll: 0,
     fired: Vec::new(),
     loaded: None,
+    cuda: Cuda {
+        initialised: false,
+        touched: Vec::new(),
+    },
 });
 
 /// Calls currently sleeping in a hang; lets a test wait for "the call is
@@ -63,6 +70,11 @@ pub fn guard(body: impl FnOnce() -> nvmlReturn_t) -> nvmlReturn_t {
 impl Global {
     pub fn devices(&self) -> &[Device] {
         self.loaded.as_ref().map_or(&[], |l| &l.devices)
+    }
+
+    /// The fleet, for the CUDA stand-in's checkpoint (which edits it).
+    pub fn devices_mut(&mut self) -> &mut [Device] {
+        self.loaded.as_mut().map_or(&mut [], |l| &mut l.devices)
     }
 
     pub fn scenario(&self) -> Option<&Scenario> {
@@ -163,7 +175,7 @@ fn finish(
         global = lock();
         // The world may have moved on while this call slept (another thread
         // shut NVML down), so the call is checked again as if it had just come in.
-        if global.refcount == 0 && func != Func::Init {
+        if global.refcount == 0 && func != Func::Init && !FuncSet::is_cuda(func) {
             return UNINITIALIZED;
         }
         at = match resolve(&global) {
@@ -222,6 +234,39 @@ pub fn shutdown() -> nvmlReturn_t {
     call(Func::Shutdown, &|_| Ok(None), |global, _| {
         global.refcount = global.refcount.saturating_sub(1);
         SUCCESS
+    })
+}
+
+/// A `cu*` call: CUDA_ERROR_NOT_INITIALIZED before `cuInit`, then the same
+/// faults and hangs as NVML calls.
+pub fn cu_call(func: Func, body: impl FnOnce(&mut Global) -> nvmlReturn_t) -> nvmlReturn_t {
+    guard(|| {
+        let global = lock();
+        if !global.cuda.initialised {
+            return cuda::NOT_INITIALIZED;
+        }
+        finish(global, func, &|_| Ok(None), |g, _| body(g))
+    })
+}
+
+/// `cuInit`: loads the scenario if NVML has not yet (the library may be
+/// loaded as `--cuda-lib` alone).
+pub fn cu_init() -> nvmlReturn_t {
+    guard(|| {
+        let mut global = lock();
+        if global.loaded.is_none() {
+            match load_from_env() {
+                Ok((text, scenario)) => global.install(text, scenario),
+                Err(why) => {
+                    eprintln!("fake-nvml: cuInit failed: {why}");
+                    return cuda::NOT_INITIALIZED;
+                }
+            }
+        }
+        finish(global, Func::CuInit, &|_| Ok(None), |g, _| {
+            g.cuda.initialised = true;
+            SUCCESS
+        })
     })
 }
 

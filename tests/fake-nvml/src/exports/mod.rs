@@ -14,10 +14,12 @@
 
 #[cfg(test)]
 mod abi_check;
+mod cuda;
 mod device;
 mod processes;
 mod system;
 
+pub use cuda::*;
 pub use device::*;
 pub use processes::*;
 pub use system::*;
