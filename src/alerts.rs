@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::rules::Rule;
 use crate::rules::eval::{self, Alert, EvalState, State, Transition};
 use crate::snapshot::Snapshot;
-pub use actions::{changed_payloads, payload, reclaim_targets};
+pub use actions::{changed_payloads, payload, reclaim_targets, targets_of};
 
 /// What readers see: active alerts and the latest transitions.
 #[derive(Debug, Clone, Default, Serialize)]

@@ -104,6 +104,9 @@ pub struct SourceArgs {
     /// NVML library to load (name or path) [default: libnvidia-ml.so.1].
     #[arg(long = "nvml-lib", value_name = "PATH")]
     pub nvml_lib: Option<String>,
+    /// CUDA driver library for `action = "suspend"` (name or path) [default: libcuda.so.1].
+    #[arg(long = "cuda-lib", value_name = "PATH")]
+    pub cuda_lib: Option<String>,
 }
 
 /// `gpumemd check`: where the snapshot comes from and what counts.

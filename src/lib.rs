@@ -119,6 +119,7 @@ pub async fn run(
     if let (true, Some(a)) = (demo, &allocator) {
         tokio::spawn(allocator::demo::follow(snapshots.clone(), a.clone(), stop_rx.clone()));
     }
+    let snapshots_for_reclaim = snapshots.clone();
     let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
     let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
@@ -151,6 +152,12 @@ pub async fn run(
         alerts_tx,
         engine,
         hook,
+        stop_rx.clone(),
+    ));
+    reclaimer.set_listing(reclaim::follow::listing(snapshots_for_reclaim.clone()));
+    tokio::spawn(reclaim::follow::follow(
+        reclaimer.clone(),
+        snapshots_for_reclaim,
         stop_rx.clone(),
     ));
     tokio::spawn(follow_reclaim_config(reclaimer, cfg_rx, stop_rx.clone()));
@@ -257,6 +264,12 @@ fn alert_hooks(
         if !targets.is_empty() {
             let r = reclaimer.clone();
             tokio::task::spawn_blocking(move || r.request(targets));
+        }
+        // Suspends take seconds per GiB: their own blocking task each time.
+        let targets = alerts::targets_of(transitions, rules::RuleAction::Suspend);
+        if !targets.is_empty() {
+            let r = reclaimer.clone();
+            tokio::task::spawn_blocking(move || r.suspend(targets));
         }
     })
 }

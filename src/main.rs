@@ -66,6 +66,7 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, Strin
     }
     Ok(Overrides {
         nvml_lib: src.nvml_lib.clone(),
+        cuda_lib: src.cuda_lib.clone(),
         listen,
         web_config_file: run.and_then(|r| r.web_config.clone()),
         telemetry_path: match run {

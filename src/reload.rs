@@ -182,6 +182,7 @@ mod tests {
         let mut cfg = Config::load(&path, false).expect("valid");
         Overrides {
             nvml_lib: Some("/opt/fake/libnvidia-ml.so".into()),
+            cuda_lib: None,
             listen: Some("127.0.0.1:0".into()),
             web_config_file: None,
             telemetry_path: None,

@@ -1,6 +1,6 @@
 //! What an evaluation's outcome asks of the notifiers and the reclaimer:
 //! alerts as notification payloads, and the processes of alerts that fired
-//! with `action = "terminate"` as reclaim targets. Pure conversions beside
+//! with `action = "terminate"` or `"suspend"` as reclaim targets. Pure conversions beside
 //! the alert engine; delivering and signalling stay in `notify/` and
 //! `reclaim/`, and nothing here spawns, blocks or keeps state.
 
@@ -38,9 +38,14 @@ pub fn changed_payloads(transitions: &[Transition]) -> Vec<AlertPayload> {
 
 /// The processes of alerts that just fired with `action = "terminate"`.
 pub fn reclaim_targets(transitions: &[Transition]) -> Vec<Target> {
+    targets_of(transitions, RuleAction::Terminate)
+}
+
+/// The processes of alerts that just fired with `action`.
+pub fn targets_of(transitions: &[Transition], action: RuleAction) -> Vec<Target> {
     transitions
         .iter()
-        .filter(|t| t.to == State::Firing && t.alert.action == Some(RuleAction::Terminate))
+        .filter(|t| t.to == State::Firing && t.alert.action == Some(action))
         .flat_map(|t| {
             t.alert.targets.iter().map(|p| Target {
                 pid: p.pid,
@@ -137,6 +142,10 @@ mod tests {
         ];
         let got = reclaim_targets(&ts);
         assert_eq!(got.iter().map(|t| t.pid).collect::<Vec<_>>(), [1, 2]);
+        let s = Some(RuleAction::Suspend);
+        let mixed = [to(State::Firing, s, &[6]), to(State::Firing, t, &[7])];
+        let suspend: Vec<u32> = targets_of(&mixed, RuleAction::Suspend).iter().map(|t| t.pid).collect();
+        assert_eq!(suspend, [6], "each action gets only its own alerts' processes");
         assert_eq!(got[0].start_ticks, Some(101));
         assert_eq!((got[0].rule.as_str(), got[0].gpu_uuid.as_str()), ("R", "GPU-a"));
         assert_eq!(got[1].uid, Some(1000));

@@ -1,4 +1,4 @@
-//! Command-line settings that win over the config file (`--nvml-lib`,
+//! Command-line settings that win over the config file (`--nvml-lib`, `--cuda-lib`,
 //! `--web.listen-address`, `--web.config.file`; `--web.telemetry-path`
 //! has no file key and is only carried). Kept as one typed value on
 //! the `Config` so that every load, at start and at each reload, applies the
@@ -12,6 +12,8 @@ use super::Config;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Overrides {
     pub nvml_lib: Option<String>,
+    /// `--cuda-lib`: the CUDA driver for `[reclaim.suspend]`.
+    pub cuda_lib: Option<String>,
     pub listen: Option<String>,
     pub web_config_file: Option<PathBuf>,
     /// `--web.telemetry-path`; only on the command line, like the exporters'.
@@ -24,6 +26,9 @@ impl Overrides {
     pub fn apply(&self, cfg: &mut Config) {
         if let Some(lib) = &self.nvml_lib {
             cfg.nvml.library = lib.clone();
+        }
+        if let Some(lib) = &self.cuda_lib {
+            cfg.reclaim.suspend.cuda_lib = lib.clone();
         }
         if let Some(listen) = &self.listen {
             cfg.server.listen = listen.clone();
@@ -45,6 +50,7 @@ mod tests {
             Config::from_toml("[server]\nlisten = \":1\"\n[nvml]\nlibrary = \"file.so\"\n", "t", false).expect("valid");
         let o = Overrides {
             nvml_lib: Some("/cli/libnvml.so".into()),
+            cuda_lib: None,
             listen: Some("127.0.0.1:2".into()),
             web_config_file: None,
             telemetry_path: None,

@@ -168,6 +168,7 @@ mod tests {
     fn the_same_overrides_need_no_restart() {
         let o = super::super::Overrides {
             nvml_lib: Some("/lib/fake.so".into()),
+            cuda_lib: None,
             listen: Some("127.0.0.1:0".into()),
             web_config_file: None,
             telemetry_path: None,

@@ -17,7 +17,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub use dl::LibCuda;
-pub use guard::Guarded;
+pub use guard::{Guarded, Opener};
 pub use sim::{SimHandle, SimulatedCuda};
 
 /// The driver library loaded when none is configured.

@@ -14,7 +14,7 @@ use super::text::{Kind, Writer};
 use crate::alerts::AlertsView;
 use crate::allocator::AllocatorState;
 use crate::notify::{NotifierStats, Notifiers};
-use crate::reclaim::{ReclaimStats, Reclaimer};
+use crate::reclaim::{ReclaimStats, Reclaimer, Suspended};
 use crate::reload::ReloadStatus;
 
 /// Where the counters of the notifiers and the reclaimer live; read only
@@ -108,6 +108,7 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     }
     if let Some(r) = &c.reclaimer {
         RECLAIM.write(w, [&r.stats()]);
+        write_table(w, SUSPENDED, &[r.suspended()]);
     }
     if let Some(a) = &c.allocator {
         ALLOCATOR.write(w, [&a.counts()]);
@@ -207,6 +208,38 @@ pub(super) const ALLOCATOR: Family<Vec<(&'static str, u64)>> = family(
         }
     },
 );
+
+/// Processes parked in host memory by `action = "suspend"`: not in NVML's
+/// list any more, so not in the per-process families either.
+pub(super) const SUSPENDED: &[Family<Vec<Suspended>>] = &[
+    family(
+        "gpumem_process_suspended",
+        Kind::Gauge,
+        "",
+        "1 for each process gpumemd suspended (CUDA checkpoint) and has not resumed.",
+        |v, e| {
+            for s in v {
+                let pid = s.pid.to_string();
+                e(&[("uuid", &s.gpu_uuid), ("pid", &pid)], 1u64.into());
+            }
+        },
+    ),
+    family(
+        "gpumem_device_memory_suspended_bytes",
+        Kind::Gauge,
+        "bytes",
+        "GPU memory of suspended processes, parked in host memory, by the device they left.",
+        |v, e| {
+            let mut by_uuid: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+            for s in v {
+                *by_uuid.entry(&s.gpu_uuid).or_insert(0) += s.bytes;
+            }
+            for (uuid, bytes) in by_uuid {
+                e(&[("uuid", uuid)], bytes.into());
+            }
+        },
+    ),
+];
 
 fn alerts(w: &mut Writer, view: &AlertsView) {
     w.family(

@@ -135,6 +135,14 @@ pub const SERIES: &[(&str, &str)] = &[
     ("kill", "refused"),
     ("kill", "failed"),
     ("kill", "cancelled"),
+    ("suspend", "dry_run"),
+    ("suspend", "done"),
+    ("suspend", "refused"),
+    ("suspend", "failed"),
+    ("suspend", "disabled"),
+    ("resume", "done"),
+    ("resume", "refused"),
+    ("resume", "failed"),
 ];
 
 /// Counts of decisions by (action, result): the source of

@@ -56,8 +56,8 @@ pub const PROTECTED_COMMANDS: &[&str] = &[
 /// "shortly after SIGTERM" and would surprise whoever reads the audit log.
 const MAX_GRACE: Duration = Duration::from_secs(3600);
 
-/// `[reclaim]`: opt-in termination of processes that hold GPU memory when a
-/// rule with `action = "terminate"` fires.
+/// `[reclaim]`: opt-in termination (or suspension) of processes that hold
+/// GPU memory when a rule with `action = "terminate"` (or `"suspend"`) fires.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ReclaimConfig {
@@ -85,6 +85,8 @@ pub struct ReclaimConfig {
     /// in it can often choose, so such a rule can be steered onto someone
     /// else's processes: only for hosts where nobody untrusted can.
     pub trust_group_names: bool,
+    /// `[reclaim.suspend]`: the `suspend` action's own knobs.
+    pub suspend: super::SuspendConfig,
 }
 
 impl Default for ReclaimConfig {
@@ -98,6 +100,7 @@ impl Default for ReclaimConfig {
             deny_users: vec!["root".into()],
             trust_group_names: false,
             deny_commands: Vec::new(),
+            suspend: super::SuspendConfig::default(),
         }
     }
 }
@@ -155,6 +158,7 @@ impl ReclaimConfig {
                 ),
             );
         }
+        self.suspend.check()?;
         check_names("allow_users", &self.allow_users)?;
         check_names("deny_users", &self.deny_users)?;
         check_names("deny_commands", &self.deny_commands)?;

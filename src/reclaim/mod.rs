@@ -13,9 +13,13 @@
 mod audit;
 mod config;
 mod escalate;
+pub mod follow;
 mod policy;
 mod procview;
 mod signal;
+mod suspend;
+mod suspend_config;
+mod types;
 
 use std::collections::HashSet;
 use std::fs;
@@ -29,89 +33,13 @@ pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
 pub use config::{PROTECTED_COMMANDS, ReclaimConfig};
 pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
+pub use suspend::{HostMemory, Listing, Meminfo, Suspended};
+pub use suspend_config::{ResumeMode, SuspendConfig};
+pub use types::{Action, Outcome, Target};
 
 use escalate::{Pending, Worker};
 use procview::ViewError as VE;
 use signal::SignalError;
-
-/// What the rule engine asks to terminate.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Target {
-    pub pid: u32,
-    /// Unix seconds as gpumemd computed it (audit only).
-    pub start_time: Option<f64>,
-    /// `/proc/<pid>/stat` field 22: the exact identity. `None` is refused.
-    pub start_ticks: Option<u64>,
-    /// When set, must still be the process's real uid.
-    pub uid: Option<u32>,
-    /// Resolved user name; empty when unresolved (lists then match by uid).
-    pub user: String,
-    pub comm: String,
-    pub rule: String,
-    pub gpu_uuid: String,
-    pub used_bytes: Option<u64>,
-}
-
-/// The two signals, by their metric label.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Action {
-    Term,
-    Kill,
-}
-
-impl Action {
-    /// The `action` label: "terminate" or "kill".
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Term => "terminate",
-            Action::Kill => "kill",
-        }
-    }
-
-    pub fn signal_name(self) -> &'static str {
-        match self {
-            Action::Term => "SIGTERM",
-            Action::Kill => "SIGKILL",
-        }
-    }
-}
-
-/// What became of one target (or of its SIGKILL step).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
-    /// Passed every check; not signalled because `dry_run = true`.
-    DryRun,
-    Signalled,
-    /// A safety rule said no: "invalid_pid", "pid1", "self", "identity_unknown",
-    /// "kernel_thread", "denied_user", "denied_command", "not_allowed",
-    /// "identity_changed", "gone".
-    Refused(&'static str),
-    Failed(String),
-    /// SIGKILL step only: the process ended within the grace period.
-    Exited,
-    /// SIGKILL step only: "shutdown" or "disabled" (by a reload) first.
-    Cancelled(&'static str),
-    /// `enabled = false`: counted and logged, not audited.
-    Disabled,
-    /// The same (pid, start ticks) is already being terminated: ignored.
-    InProgress,
-}
-
-impl Outcome {
-    /// The `result` label and the audit `reason`.
-    pub fn result_and_reason(&self) -> (&'static str, Option<&str>) {
-        match self {
-            Outcome::DryRun => ("dry_run", None),
-            Outcome::Signalled => ("signalled", None),
-            Outcome::Refused(r) => ("refused", Some(r)),
-            Outcome::Failed(e) => ("failed", Some(e.as_str())),
-            Outcome::Exited => ("exited", None),
-            Outcome::Cancelled(r) => ("cancelled", Some(r)),
-            Outcome::Disabled => ("disabled", None),
-            Outcome::InProgress => ("in_progress", None),
-        }
-    }
-}
 
 #[derive(Debug, Error)]
 pub enum ReclaimError {
@@ -136,6 +64,7 @@ struct Shared {
     /// Serializes audit appends so lines never interleave.
     audit_lock: Mutex<()>,
     state: Mutex<State>,
+    suspend: suspend::SuspendState,
 }
 
 #[derive(Debug, Default)]
@@ -220,6 +149,7 @@ impl Reclaimer {
     pub fn new(cfg: ReclaimConfig, proc_root: PathBuf, state_dir: &Path) -> Result<Reclaimer, ReclaimError> {
         let audit = audit::AuditLog::new(state_dir);
         prepare(&cfg, &proc_root, &audit)?;
+        let suspend = suspend::SuspendState::new(&proc_root);
         let shared = Shared {
             cfg: Mutex::new(cfg),
             proc_root,
@@ -227,6 +157,7 @@ impl Reclaimer {
             audit,
             audit_lock: Mutex::new(()),
             state: Mutex::new(State::default()),
+            suspend,
         };
         Ok(Reclaimer {
             shared: Arc::new(shared),

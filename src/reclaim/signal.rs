@@ -59,6 +59,9 @@ impl Handle {
         let sig = match action {
             Action::Term => Signal::TERM,
             Action::Kill => Signal::KILL,
+            Action::Suspend | Action::Resume => {
+                return Err(SignalError::Failed(format!("{} sends no signal", action.as_str())));
+            }
         };
         let sent = match &self.pidfd {
             Some(fd) => pidfd_send_signal(fd, sig),

@@ -156,6 +156,9 @@ pub struct Matchers {
 pub enum RuleAction {
     /// SIGTERM, then SIGKILL after `[reclaim] grace` (only with `[reclaim] enabled`).
     Terminate,
+    /// Lock and checkpoint with CUDA's checkpoint API, parking the memory in
+    /// host RAM; the process lives on (`[reclaim.suspend]`, process rules only).
+    Suspend,
 }
 
 /// One `[[rule]]` as written.
@@ -230,6 +233,11 @@ impl Rule {
         }
         if cfg.action.is_some() && !cfg.kind.is_process() && cfg.kind != RuleKind::GroupUsedBytes {
             return Err("`action` needs a rule about processes or groups (it names the processes to terminate)".into());
+        }
+        if cfg.action == Some(RuleAction::Suspend) && !cfg.kind.is_process() {
+            return Err(
+                "`action = \"suspend\"` needs a rule about processes (it checkpoints one process at a time)".into(),
+            );
         }
         for k in cfg.labels.keys() {
             if !valid_label_name(k) {

@@ -220,6 +220,10 @@ fn invalid_rules_say_why() {
             "`action` needs a rule about processes",
         ),
         (
+            "name = \"R\"\nkind = \"group_used_bytes\"\ngroup_by = \"user\"\nabove = 1\naction = \"suspend\"",
+            "`action = \"suspend\"` needs a rule about processes",
+        ),
+        (
             "name = \"my rule\"\nkind = \"device_lost\"",
             "must be letters, digits and _",
         ),

@@ -1,0 +1,48 @@
+//! What suspend reads from the poller: whether NVML still lists a PID (the
+//! last check before a lock), and, after each poll, whether a suspended
+//! process's device has room for it again (`resume = "when-free"`).
+//!
+//! Owns: the task that follows the snapshots for when-free resumes. Must
+//! not: call NVML (the poller owns it) or run driver calls on an async
+//! worker (they go to the blocking pool, one batch at a time).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::{Listing, Reclaimer, ResumeMode};
+use crate::poller::Snapshots;
+
+/// "Does the latest poll list this PID on any device?"
+pub fn listing(snaps: Snapshots) -> Listing {
+    Arc::new(move |pid| {
+        snaps
+            .borrow()
+            .devices
+            .iter()
+            .any(|d| d.processes.iter().any(|p| p.pid == pid))
+    })
+}
+
+/// Resumes when-free candidates after each poll, until shutdown.
+pub async fn follow(reclaimer: Arc<Reclaimer>, mut snaps: Snapshots, mut shutdown: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            r = snaps.changed() => if r.is_err() { return },
+        }
+        if reclaimer.config().suspend.resume != ResumeMode::WhenFree || reclaimer.suspended().is_empty() {
+            continue;
+        }
+        let free: BTreeMap<String, u64> = snaps
+            .borrow_and_update()
+            .devices
+            .iter()
+            .filter_map(|d| Some((d.uuid.clone(), d.memory.as_ref()?.free_bytes)))
+            .collect();
+        let r = Arc::clone(&reclaimer);
+        // Awaited: the next poll's batch starts only after this one ends.
+        let _ = tokio::task::spawn_blocking(move || r.resume_when_free(&|uuid| free.get(uuid).copied())).await;
+    }
+}
