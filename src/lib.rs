@@ -26,6 +26,7 @@ pub mod rules;
 pub mod shutdown;
 pub mod snapshot;
 pub mod source;
+pub mod suspend_follow;
 pub mod sysnotify;
 pub mod table;
 pub mod units;
@@ -154,8 +155,8 @@ pub async fn run(
         hook,
         stop_rx.clone(),
     ));
-    reclaimer.set_listing(reclaim::follow::listing(snapshots_for_reclaim.clone()));
-    tokio::spawn(reclaim::follow::follow(
+    reclaimer.set_listing(suspend_follow::listing(snapshots_for_reclaim.clone()));
+    tokio::spawn(suspend_follow::follow(
         reclaimer.clone(),
         snapshots_for_reclaim,
         stop_rx.clone(),

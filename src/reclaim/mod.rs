@@ -13,7 +13,6 @@
 mod audit;
 mod config;
 mod escalate;
-pub mod follow;
 mod policy;
 mod procview;
 mod signal;

@@ -2,8 +2,9 @@
 //! last check before a lock), and, after each poll, whether a suspended
 //! process's device has room for it again (`resume = "when-free"`).
 //!
-//! Owns: the task that follows the snapshots for when-free resumes. Must
-//! not: call NVML (the poller owns it) or run driver calls on an async
+//! Owns: the task that follows the snapshots for when-free resumes. Lives
+//! beside `reclaim/` rather than in it so that reclaim does not depend on the
+//! poller (config -> reclaim would close a circle). Must not: call NVML (the poller owns it) or run driver calls on an async
 //! worker (they go to the blocking pool, one batch at a time).
 
 use std::collections::BTreeMap;
@@ -11,8 +12,8 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
-use super::{Listing, Reclaimer, ResumeMode};
 use crate::poller::Snapshots;
+use crate::reclaim::{Listing, Reclaimer, ResumeMode};
 
 /// "Does the latest poll list this PID on any device?"
 pub fn listing(snaps: Snapshots) -> Listing {
