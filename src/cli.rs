@@ -1,5 +1,5 @@
-//! Command-line interface (clap): `run` (the default), `check-config` and
-//! `snapshot`, with the flags of DESIGN.md section 1. Owns argument syntax
+//! Command-line interface (clap): `run` (the default), `check-config`,
+//! `snapshot`, and `suspend` / `resume` (requests to a running daemon), with the flags of DESIGN.md section 1. Owns argument syntax
 //! only; `main.rs` acts on the parsed values.
 
 use std::path::PathBuf;
@@ -66,6 +66,27 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Ask the running daemon to suspend a process (CUDA checkpoint; needs `enable_lifecycle`).
+    Suspend(RemoteArgs),
+    /// Ask the running daemon to resume a process it suspended.
+    Resume(RemoteArgs),
+}
+
+/// A lifecycle request to a running daemon.
+#[derive(Debug, Clone, Args)]
+pub struct RemoteArgs {
+    /// The process id.
+    pub pid: u32,
+    /// The daemon's base URL.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9947")]
+    pub url: String,
+    /// A user of the web config's basic_auth_users; the password is read from
+    /// --password-file or the GPUMEMD_PASSWORD environment variable.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// File holding the password (first line).
+    #[arg(long = "password-file", value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
 }
 
 /// What `gpumemd generate` writes to stdout.

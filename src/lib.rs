@@ -22,6 +22,7 @@ pub mod pipeline;
 pub mod poller;
 pub mod reclaim;
 pub mod reload;
+pub mod remote;
 pub mod rules;
 pub mod shutdown;
 pub mod snapshot;
@@ -145,6 +146,7 @@ pub async fn run(
         build: build_info(),
         history: recent,
         telemetry_path: telemetry_path.unwrap_or_else(|| cli::DEFAULT_TELEMETRY_PATH.to_string()),
+        reclaimer: Some(reclaimer.clone()),
     };
     let hook = alert_hooks(reclaimer.clone(), notifiers, cfg_rx.clone());
     tokio::spawn(alert_loop(

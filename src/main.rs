@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use gpumemd::check::{Criteria, Scope, Verdict, fetch_snapshot};
-use gpumemd::cli::{CheckArgs, Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RunArgs, SourceArgs};
+use gpumemd::cli::{CheckArgs, Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SourceArgs};
 use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
 use gpumemd::pipeline::Pipeline;
@@ -30,6 +30,8 @@ fn main() -> ExitCode {
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write: {e}")),
             _ => Ok(()),
         },
+        Command::Suspend(r) => remote(&r, "suspend"),
+        Command::Resume(r) => remote(&r, "resume"),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -243,4 +245,34 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, String> {
         .block_on(fetch_snapshot(url, timeout.get()))
         .map_err(|e| format!("cannot tell: {e}"))?;
     Ok(gpumemd::check::judge_json(&body, c))
+}
+
+/// `gpumemd suspend|resume PID`: asks the running daemon; prints its answer.
+fn remote(args: &RemoteArgs, action: &str) -> Result<(), String> {
+    let auth = match &args.user {
+        None => None,
+        Some(user) => {
+            let password = match &args.password_file {
+                Some(f) => std::fs::read_to_string(f)
+                    .map_err(|e| format!("--password-file {}: {e}", f.display()))?
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+                    .to_string(),
+                None => std::env::var("GPUMEMD_PASSWORD")
+                    .map_err(|_| "--user needs --password-file or GPUMEMD_PASSWORD".to_string())?,
+            };
+            Some(gpumemd::remote::Credentials {
+                user: user.clone(),
+                password,
+            })
+        }
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let body = rt.block_on(gpumemd::remote::lifecycle(&args.url, args.pid, action, auth))?;
+    print!("{body}");
+    Ok(())
 }

@@ -23,3 +23,5 @@ mod harness;
 mod reclaim_e2e;
 #[path = "nvml_fake/scale.rs"]
 mod scale;
+#[path = "nvml_fake/suspend_e2e.rs"]
+mod suspend_e2e;

@@ -7,6 +7,7 @@
 pub mod auth;
 mod deadline;
 mod handlers;
+mod lifecycle;
 mod serve;
 mod tls;
 pub mod webconfig;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub history: SharedHistory,
     /// The allocator view (out-of-memory events), when enabled.
     pub allocator: Option<Arc<crate::allocator::AllocatorState>>,
+    /// For the suspend/resume lifecycle endpoints.
+    pub reclaimer: Option<Arc<crate::reclaim::Reclaimer>>,
     /// Where the exposition is served (`--web.telemetry-path`).
     pub telemetry_path: String,
 }
@@ -98,6 +101,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/history", get(handlers::history))
         .route("/api/v1/events", get(handlers::events))
         .route("/-/reload", post(handlers::reload))
+        .route("/api/v1/processes/{pid}/suspend", post(lifecycle::suspend))
+        .route("/api/v1/processes/{pid}/resume", post(lifecycle::resume))
         .with_state(state)
         .layer(compression())
 }

@@ -1,0 +1,117 @@
+//! `POST /api/v1/processes/{pid}/suspend` and `.../resume`: the operator's
+//! hand on the suspend action (issue 16). Both are lifecycle endpoints: 403
+//! unless `[server] enable_lifecycle`, behind the web config's auth like
+//! every route.
+//!
+//! Owns: PID parsing, the target taken from the latest snapshot, and the
+//! mapping of outcomes to status codes. Must not: call the driver on an
+//! async worker (the reclaimer runs on the blocking pool) or decide
+//! anything the reclaimer decides.
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use super::AppState;
+use crate::reclaim::{Outcome, Target};
+
+#[derive(Serialize)]
+struct Answer<'a> {
+    pid: u32,
+    action: &'a str,
+    result: &'a str,
+    reason: Option<&'a str>,
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (status, body).into_response()
+}
+
+/// The checks both endpoints share: lifecycle on, reclaim present, a PID.
+fn admit(st: &AppState, raw: &str) -> Result<(std::sync::Arc<crate::reclaim::Reclaimer>, u32), (StatusCode, String)> {
+    if !st.config.borrow().server.enable_lifecycle {
+        return Err((StatusCode::FORBIDDEN, "Lifecycle API is not enabled.\n".into()));
+    }
+    let pid = match raw.parse::<u32>() {
+        Ok(p) if p > 0 => p,
+        _ => {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                format!("`{raw}` is not a process id; use a positive number, e.g. /api/v1/processes/4242/resume\n"),
+            ));
+        }
+    };
+    let r = st
+        .reclaimer
+        .clone()
+        .ok_or_else(|| (StatusCode::SERVICE_UNAVAILABLE, "reclaim is not running\n".to_string()))?;
+    Ok((r, pid))
+}
+
+fn answer(pid: u32, action: &str, outcome: &Outcome) -> Response {
+    let (result, reason) = outcome.result_and_reason();
+    let status = match outcome {
+        Outcome::Done | Outcome::DryRun => StatusCode::OK,
+        Outcome::Refused("not_suspended") => StatusCode::NOT_FOUND,
+        Outcome::Refused(_) | Outcome::Disabled | Outcome::InProgress => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    let body = Answer {
+        pid,
+        action,
+        result,
+        reason,
+    };
+    match serde_json::to_string(&body) {
+        Ok(json) => (status, [("content-type", "application/json")], json + "\n").into_response(),
+        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n".into()),
+    }
+}
+
+pub async fn resume(State(st): State<AppState>, Path(raw): Path<String>) -> Response {
+    let (r, pid) = match admit(&st, &raw) {
+        Ok(x) => x,
+        Err((status, body)) => return text(status, body),
+    };
+    match tokio::task::spawn_blocking(move || r.resume(pid, "api")).await {
+        Ok(o) => answer(pid, "resume", &o),
+        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "resume task failed\n".into()),
+    }
+}
+
+pub async fn suspend(State(st): State<AppState>, Path(raw): Path<String>) -> Response {
+    let (r, pid) = match admit(&st, &raw) {
+        Ok(x) => x,
+        Err((status, body)) => return text(status, body),
+    };
+    let Some(target) = listed_target(&st, pid) else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("pid {pid} is not listed by NVML on any GPU in the latest poll\n"),
+        );
+    };
+    match tokio::task::spawn_blocking(move || r.suspend(vec![target])).await {
+        Ok(mut v) if !v.is_empty() => answer(pid, "suspend", &v.remove(0).1),
+        _ => text(StatusCode::INTERNAL_SERVER_ERROR, "suspend task failed\n".into()),
+    }
+}
+
+/// The process as the latest poll saw it, as a reclaim target.
+fn listed_target(st: &AppState, pid: u32) -> Option<Target> {
+    let snap = st.snapshots.borrow().clone();
+    snap.devices.iter().find_map(|d| {
+        let p = d.processes.iter().find(|p| p.pid == pid)?;
+        Some(Target {
+            pid,
+            start_time: p.start_time,
+            start_ticks: p.start_ticks,
+            uid: p.uid,
+            user: p.user.clone(),
+            comm: p.comm.clone(),
+            rule: "api".into(),
+            gpu_uuid: d.uuid.clone(),
+            used_bytes: p.used_bytes,
+        })
+    })
+}

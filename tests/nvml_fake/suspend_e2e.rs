@@ -1,0 +1,277 @@
+//! End to end, `action = "suspend"` (issue 16): the real binary loads the
+//! stand-in as both `--nvml-lib` and (through `[reclaim.suspend] cuda_lib`)
+//! the CUDA driver, so a checkpoint takes the process out of NVML's list and
+//! the device's used memory drops, as on a GPU. The victim is a real child
+//! process (`sleep`), attributed from the machine's /proc. Every path of the
+//! issue's "Must show" that needs the daemon: success + manual resume, dry
+//! run, missing driver, host-memory guard, lock timeout and hung lock,
+//! failure after the lock, when-free resume, and the API's refusals. (PID
+//! reuse between the decision and the lock is in src/reclaim/suspend_tests.rs,
+//! where the reuse can be staged at the exact moment.)
+
+use std::path::Path;
+use std::process::{Child, Command};
+
+use serde_json::Value;
+
+use crate::common::{self, wait_until};
+use crate::harness::{Daemon, MIB, Opts, WAIT, lib_path};
+
+const UUID: &str = "GPU-11111111-2222-3333-4444-555555555555";
+
+struct Victim(Child);
+
+impl Drop for Victim {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn victim() -> Victim {
+    Victim(Command::new("sleep").arg("300").spawn().expect("spawn sleep"))
+}
+
+/// One 1 GiB GPU whose only process is `pid` with 256 MiB (small, so the
+/// host-memory guard passes on any test machine), plus `more` TOML.
+fn scenario(dir: &Path, pid: u32, more: &str) -> std::path::PathBuf {
+    let text = format!(
+        "[[device]]\nuuid = \"{UUID}\"\ntotal = \"1GiB\"\nreserved = \"0\"\n\n[[device.process]]\npid = {pid}\nused = \"256MiB\"\n\n{more}\n"
+    );
+    let p = dir.join("scenario.toml");
+    std::fs::write(&p, text).expect("write scenario");
+    p
+}
+
+/// `[reclaim]` enabled for everyone, `suspend` knobs appended; `rule` adds
+/// the rule that suspends anything above 128 MiB.
+fn config(dry_run: bool, rule: bool, suspend: &str) -> String {
+    let lib = lib_path();
+    let rule = if rule {
+        "[[rule]]\nname = \"IdleHog\"\nkind = \"process_used_bytes\"\nabove = \"128MiB\"\naction = \"suspend\"\n"
+    } else {
+        ""
+    };
+    format!(
+        "[server]\nenable_lifecycle = true\n\n{rule}\n[reclaim]\nenabled = true\ndry_run = {dry_run}\nallow_all_users = true\n\
+         deny_users = []\n\n[reclaim.suspend]\ncuda_lib = \"{}\"\nlock_timeout = \"100ms\"\nhost_memory_margin = \"0\"\n{suspend}\n",
+        lib.display()
+    )
+}
+
+struct Run {
+    d: Daemon,
+    v: Victim,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(more_scenario: &str, extra: &str) -> Run {
+    let v = victim();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sc = scenario(dir.path(), v.0.id(), more_scenario);
+    let d = Daemon::start(Opts {
+        scenario_path: Some(&sc),
+        real_proc: true,
+        extra,
+        ..Opts::default()
+    });
+    d.ready().await;
+    Run { d, v, _dir: dir }
+}
+
+fn audit(d: &Daemon) -> Vec<Value> {
+    std::fs::read_to_string(d.state_dir().join("reclaim-audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Waits for an audit line of `action` with `result`.
+async fn audited(d: &Daemon, action: &str, result: &str) -> Value {
+    wait_until(WAIT, &format!("audit {action}/{result}"), || async {
+        audit(d)
+            .into_iter()
+            .find(|l| l["action"] == action && l["result"] == result)
+    })
+    .await
+}
+
+fn listed(snap: &Value, pid: u32) -> bool {
+    snap["devices"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|d| d["processes"].as_array().into_iter().flatten())
+        .any(|p| p["pid"] == pid)
+}
+
+fn used(snap: &Value) -> u64 {
+    crate::harness::device(snap, UUID)
+        .and_then(|d| d["memory"]["used_bytes"].as_u64())
+        .unwrap_or(0)
+}
+
+async fn post(d: &Daemon, pid: &str, action: &str) -> common::Response {
+    common::request(d.addr, "POST", &format!("/api/v1/processes/{pid}/{action}"), &[]).await
+}
+
+#[tokio::test]
+async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
+    let mut r = start("", &config(false, true, "")).await;
+    let pid = r.v.0.id();
+    let line = audited(&r.d, "suspend", "done").await;
+    assert_eq!(
+        (line["pid"].as_u64(), line["rule"].as_str()),
+        (Some(u64::from(pid)), Some("IdleHog"))
+    );
+    let snap = wait_until(WAIT, "the process leaves NVML's list", || async {
+        let s = r.d.snapshot().await;
+        (!listed(&s, pid)).then_some(s)
+    })
+    .await;
+    assert_eq!(used(&snap), 0, "device used drops by the 256 MiB");
+    let body = r.d.metrics().await;
+    let want = format!("gpumem_process_suspended{{uuid=\"{UUID}\",pid=\"{pid}\"}} 1");
+    assert!(body.lines().any(|l| l == want), "{want} in\n{body}");
+    let parked = format!("gpumem_device_memory_suspended_bytes{{uuid=\"{UUID}\"}} {}", 256 * MIB);
+    assert!(body.lines().any(|l| l == parked), "{parked}");
+    assert!(r.v.0.try_wait().expect("try_wait").is_none(), "suspend never kills");
+    let resp = post(&r.d, &pid.to_string(), "resume").await;
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    assert!(resp.body.contains("\"result\":\"done\""), "{}", resp.body);
+    wait_until(WAIT, "the process is listed again", || async {
+        listed(&r.d.snapshot().await, pid).then_some(())
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn dry_run_audits_and_touches_nothing() {
+    let mut r = start("", &config(true, true, "")).await;
+    let pid = r.v.0.id();
+    audited(&r.d, "suspend", "dry_run").await;
+    assert!(listed(&r.d.snapshot().await, pid));
+    assert!(r.v.0.try_wait().expect("try_wait").is_none());
+}
+
+#[tokio::test]
+async fn a_missing_cuda_driver_refuses_suspend_and_monitoring_goes_on() {
+    let extra = config(false, true, "").replace(&lib_path().display().to_string(), "/nonexistent/libcuda.so.1");
+    let r = start("", &extra).await;
+    let line = audited(&r.d, "suspend", "refused").await;
+    assert_eq!(line["reason"], "cuda_unavailable");
+    assert!(r.d.logs().iter().any(|l| l.contains("no usable CUDA driver")));
+    let body = r.d.metrics().await;
+    assert!(
+        body.contains("gpumem_reclaim_actions_total{action=\"suspend\",result=\"refused\"} 1"),
+        "{body}"
+    );
+    assert!(listed(&r.d.snapshot().await, r.v.0.id()), "monitoring goes on");
+}
+
+#[tokio::test]
+async fn the_host_memory_guard_refuses_what_ram_cannot_hold() {
+    let extra = config(false, true, "").replace("host_memory_margin = \"0\"", "host_memory_margin = \"1000TiB\"");
+    let r = start("", &extra).await;
+    let line = audited(&r.d, "suspend", "refused").await;
+    assert_eq!(line["reason"], "host_memory");
+    assert!(listed(&r.d.snapshot().await, r.v.0.id()));
+}
+
+#[tokio::test]
+async fn lock_timeouts_and_failures_after_the_lock_leave_it_running() {
+    // The driver's own timeout, then a checkpoint that fails once.
+    let faults = "[[fault]]\nfunction = \"cu_lock\"\ncode = \"CUDA_ERROR_TIMEOUT\"\ntimes = 1\n\n\
+                  [[fault]]\nfunction = \"cu_checkpoint\"\ncode = \"CUDA_ERROR_NOT_SUPPORTED\"\ntimes = 1\n";
+    let r = start(faults, &config(false, false, "")).await;
+    let pid = r.v.0.id().to_string();
+    let first = post(&r.d, &pid, "suspend").await;
+    assert_eq!(first.status, 500, "{}", first.body);
+    let second = post(&r.d, &pid, "suspend").await;
+    assert_eq!(second.status, 500, "{}", second.body);
+    let failed: Vec<String> = audit(&r.d)
+        .iter()
+        .filter(|l| l["result"] == "failed")
+        .map(|l| l["reason"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert!(
+        failed[0].contains("CUDA_ERROR_TIMEOUT") || failed[0].contains("timed out"),
+        "{failed:?}"
+    );
+    assert!(failed[1].contains("unlocked"), "{failed:?}");
+    assert!(listed(&r.d.snapshot().await, r.v.0.id()), "still on the GPU");
+    // Unlocked indeed: the next suspend goes through.
+    let third = post(&r.d, &pid, "suspend").await;
+    assert_eq!(third.status, 200, "{}", third.body);
+}
+
+#[tokio::test]
+async fn a_hung_lock_is_reported_and_the_process_unlocked_when_it_returns() {
+    let faults = "[[fault]]\nfunction = \"cu_lock\"\nhang = \"3s\"\ntimes = 1\n";
+    let r = start(faults, &config(false, false, "")).await;
+    let pid = r.v.0.id().to_string();
+    let resp = post(&r.d, &pid, "suspend").await;
+    assert_eq!(resp.status, 500, "{}", resp.body);
+    let line = audited(&r.d, "suspend", "failed").await;
+    assert!(
+        line["reason"].as_str().unwrap_or("").contains("did not return"),
+        "{line}"
+    );
+    wait_until(WAIT, "the late lock is undone", || async {
+        r.d.logs()
+            .iter()
+            .any(|l| l.contains("the late CUDA call returned"))
+            .then_some(())
+    })
+    .await;
+    let after = post(&r.d, &pid, "suspend").await;
+    assert_eq!(
+        after.status, 200,
+        "running again, so it can be suspended: {}",
+        after.body
+    );
+}
+
+#[tokio::test]
+async fn when_free_resumes_once_the_device_has_room() {
+    // A 600 MiB neighbour (no process here, so never suspended) leaves
+    // 424 MiB free while the victim is suspended, short of its 256 MiB plus
+    // the 256 MiB margin, and leaves at poll 30.
+    let neighbour = "[[device.process]]\npid = 999999\nused = \"600MiB\"\n\n\
+                     [[step]]\npoll = 30\ndevice = 0\nremove = [999999]\n";
+    let r = start(
+        neighbour,
+        &config(false, true, "resume = \"when-free\"\nresume_margin = \"256MiB\""),
+    )
+    .await;
+    audited(&r.d, "suspend", "done").await;
+    let line = audited(&r.d, "resume", "done").await;
+    assert_eq!(line["rule"], "when-free");
+    let fired_first = audit(&r.d)
+        .iter()
+        .position(|l| l["action"] == "suspend" && l["result"] == "done")
+        .expect("suspended");
+    let resumed = audit(&r.d)
+        .iter()
+        .position(|l| l["action"] == "resume")
+        .expect("resumed");
+    assert!(fired_first < resumed);
+}
+
+#[tokio::test]
+async fn the_api_answers_bad_requests_clearly() {
+    let r = start("", &config(false, false, "")).await;
+    for (pid, action, status) in [
+        ("abc", "resume", 400),
+        ("-1", "suspend", 400),
+        ("12345678", "resume", 404),
+    ] {
+        let resp = post(&r.d, pid, action).await;
+        assert_eq!(resp.status, status, "{pid}/{action}: {}", resp.body);
+    }
+    let off = config(false, false, "").replace("enable_lifecycle = true", "enable_lifecycle = false");
+    let r2 = start("", &off).await;
+    let resp = post(&r2.d, &r2.v.0.id().to_string(), "suspend").await;
+    assert_eq!(resp.status, 403, "{}", resp.body);
+}
