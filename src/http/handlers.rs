@@ -57,7 +57,17 @@ pub async fn ready(State(st): State<AppState>) -> Response {
 
 pub async fn snapshot(State(st): State<AppState>) -> Response {
     let snap = st.snapshots.borrow().clone();
-    json(&*snap)
+    let suspended = st.reclaimer.as_ref().map(|r| r.suspended()).unwrap_or_default();
+    if suspended.is_empty() {
+        return json(&*snap);
+    }
+    match serde_json::to_value(&*snap) {
+        Ok(mut v) => {
+            super::lifecycle::add_suspended(&mut v, &suspended);
+            json(&v)
+        }
+        Err(_) => json(&*snap),
+    }
 }
 
 /// `?gpu=UUID` (one device and its processes) and `?since=UNIX_SECONDS`.

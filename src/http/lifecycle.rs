@@ -14,7 +14,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use super::AppState;
-use crate::reclaim::{Outcome, Target};
+use crate::reclaim::{Outcome, Suspended, Target};
 
 #[derive(Serialize)]
 struct Answer<'a> {
@@ -114,4 +114,37 @@ fn listed_target(st: &AppState, pid: u32) -> Option<Target> {
             used_bytes: p.used_bytes,
         })
     })
+}
+
+/// Lists each suspended process under its device as `"suspended"` entries
+/// (state `suspended`, the bytes parked in host memory): NVML no longer
+/// lists them, so they are not in `processes` and are neither exited nor
+/// late releases. Devices without any get no key (the snapshot's shape is
+/// unchanged until something is suspended).
+pub fn add_suspended(snap: &mut serde_json::Value, suspended: &[Suspended]) {
+    let Some(devices) = snap.get_mut("devices").and_then(|d| d.as_array_mut()) else {
+        return;
+    };
+    for d in devices {
+        let uuid = d.get("uuid").and_then(|u| u.as_str()).unwrap_or("").to_string();
+        let here: Vec<serde_json::Value> = suspended
+            .iter()
+            .filter(|s| s.gpu_uuid == uuid)
+            .map(|s| {
+                serde_json::json!({
+                    "pid": s.pid,
+                    "state": "suspended",
+                    "suspended_bytes": s.bytes,
+                    "suspended_since": s.since,
+                    "comm": s.comm,
+                    "user": s.user,
+                    "rule": s.rule,
+                    "checkpoint_seconds": s.checkpoint_seconds,
+                })
+            })
+            .collect();
+        if let (false, Some(obj)) = (here.is_empty(), d.as_object_mut()) {
+            obj.insert("suspended".into(), serde_json::Value::Array(here));
+        }
+    }
 }

@@ -131,6 +131,11 @@ async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
     })
     .await;
     assert_eq!(used(&snap), 0, "device used drops by the 256 MiB");
+    let dev = crate::harness::device(&snap, UUID).expect("device");
+    assert_eq!(dev["suspended"][0]["pid"], pid, "{dev}");
+    assert_eq!(dev["suspended"][0]["state"], "suspended");
+    assert_eq!(dev["suspended"][0]["suspended_bytes"], 256 * MIB);
+    assert_eq!(dev["unreleased"], serde_json::json!([]), "not a late release: {dev}");
     let body = r.d.metrics().await;
     let want = format!("gpumem_process_suspended{{uuid=\"{UUID}\",pid=\"{pid}\"}} 1");
     assert!(body.lines().any(|l| l == want), "{want} in\n{body}");
