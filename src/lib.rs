@@ -94,11 +94,10 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let (stop_tx, stop_rx) = shutdown::channel();
-    let reclaimer = Arc::new(reclaim::Reclaimer::new(
-        cfg.reclaim.clone(),
-        cfg.processes.proc_root.clone(),
-        &cfg.state.dir,
-    )?);
+    let reclaimer = Arc::new(demo_reclaim(
+        reclaim::Reclaimer::new(cfg.reclaim.clone(), cfg.processes.proc_root.clone(), &cfg.state.dir)?,
+        source.as_ref(),
+    ));
     let notifiers = start_notifiers(&cfg, stop_rx.clone());
     // Notifications are what an unwritable state dir silently turns off
     // (reclaim, when enabled, has already refused to start without it).
@@ -275,6 +274,24 @@ fn alert_hooks(
             tokio::task::spawn_blocking(move || r.suspend(targets));
         }
     })
+}
+
+/// On a simulated fleet, reclaim acts on the simulation: its `/proc`, a
+/// simulated CUDA driver (the source hides what it checkpoints) and a host
+/// with room for it. Real hardware is left as configured.
+fn demo_reclaim(r: reclaim::Reclaimer, source: &dyn GpuSource) -> reclaim::Reclaimer {
+    let r = match source.proc_tree() {
+        Some(tree) => r.with_proc_tree(tree),
+        None => r,
+    };
+    let Some(handle) = source.simulated_cuda() else {
+        return r;
+    };
+    tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
+    r.with_cuda(Box::new(move || {
+        Ok(Box::new(cuda::SimulatedCuda::new(handle)) as Box<dyn cuda::Checkpointer>)
+    }))
+    .with_host_memory(Box::new(reclaim::FixedHostMemory(1 << 40)))
 }
 
 /// Applies `[reclaim]` changes from reloads; a config the reclaimer refuses

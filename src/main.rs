@@ -14,6 +14,7 @@ use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
 use gpumemd::pipeline::Pipeline;
 use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::source::nvml::NvmlSource;
+use gpumemd::source::parked::ParkedSource;
 use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
 use gpumemd::source::{GpuSource, SourceError};
@@ -86,7 +87,9 @@ fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, S
     match demo {
         Some(name) => {
             let sc = Scenario::resolve(name).map_err(|e| e.to_string())?;
-            Ok(Box::new(SimulatedSource::new(sc, cfg.poll.interval.get(), unix_now())))
+            let fleet = SimulatedSource::new(sc, cfg.poll.interval.get(), unix_now());
+            // What a suspend (simulated CUDA checkpoint) hides, as on a GPU.
+            Ok(Box::new(ParkedSource::new(Box::new(fleet), Default::default())))
         }
         None => Ok(Box::new(NvmlSource::new(cfg.nvml.library.clone()))),
     }

@@ -14,7 +14,7 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
-use super::procview::{ViewError, read_view};
+use super::procview::ViewError;
 use super::signal::{Handle, SignalError};
 use super::{Action, Outcome, Shared, Target, policy};
 
@@ -102,7 +102,7 @@ fn escalate(shared: &Shared, p: &Pending) -> Outcome {
     if !cfg.enabled || cfg.dry_run {
         return Outcome::Cancelled("disabled");
     }
-    let live = match read_view(&shared.proc_root, p.target.pid) {
+    let live = match shared.view(p.target.pid) {
         Ok(v) => v,
         Err(ViewError::Gone) => return Outcome::Exited,
         Err(ViewError::Unreadable(e)) => return Outcome::Failed(e),

@@ -32,7 +32,7 @@ pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
 pub use config::{PROTECTED_COMMANDS, ReclaimConfig};
 pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
-pub use suspend::{HostMemory, Listing, Meminfo, Suspended};
+pub use suspend::{FixedHostMemory, HostMemory, Listing, Meminfo, Suspended};
 pub use suspend_config::{ResumeMode, SuspendConfig};
 pub use types::{Action, Outcome, Target};
 
@@ -64,6 +64,8 @@ struct Shared {
     audit_lock: Mutex<()>,
     state: Mutex<State>,
     suspend: suspend::SuspendState,
+    /// A `/proc` other than `proc_root` (the demo's simulated tree).
+    tree: std::sync::OnceLock<Arc<dyn crate::attribution::ProcTree>>,
 }
 
 #[derive(Debug, Default)]
@@ -81,6 +83,14 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     fn config(&self) -> ReclaimConfig {
         lock(&self.cfg).clone()
+    }
+
+    /// The live view of `pid`, from the simulated tree when there is one.
+    fn view(&self, pid: u32) -> Result<ProcView, ViewError> {
+        match self.tree.get() {
+            Some(t) => procview::read_view_in(t.as_ref(), pid),
+            None => read_view(&self.proc_root, pid),
+        }
     }
 
     /// Counts, audits (unless disabled/ignored) and logs one decision.
@@ -157,6 +167,7 @@ impl Reclaimer {
             audit_lock: Mutex::new(()),
             state: Mutex::new(State::default()),
             suspend,
+            tree: std::sync::OnceLock::new(),
         };
         Ok(Reclaimer {
             shared: Arc::new(shared),
@@ -175,6 +186,14 @@ impl Reclaimer {
     /// The config in force.
     pub fn config(&self) -> ReclaimConfig {
         self.shared.config()
+    }
+
+    /// Reads processes from `tree` instead of `proc_root`: the demo's
+    /// simulated fleet lives in an in-memory `/proc`.
+    #[must_use]
+    pub fn with_proc_tree(self, tree: Arc<dyn crate::attribution::ProcTree>) -> Self {
+        let _ = self.shared.tree.set(tree);
+        self
     }
 
     /// Path of the audit log (it exists only once reclaim was enabled).
@@ -269,7 +288,7 @@ fn terminate(sh: &Shared, cfg: &ReclaimConfig, t: &Target) -> (Outcome, Option<s
         Err(SignalError::Gone) => return (Outcome::Refused("gone"), None),
         Err(SignalError::Failed(e)) => return (Outcome::Failed(e), None),
     };
-    let live = match read_view(&sh.proc_root, t.pid) {
+    let live = match sh.view(t.pid) {
         Ok(v) => v,
         Err(VE::Gone) => return (Outcome::Refused("gone"), None),
         Err(VE::Unreadable(e)) => return (Outcome::Failed(e), None),

@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use crate::attribution::{DirTree, ProcError, ProcState, Task, read_task};
+use crate::attribution::{DirTree, ProcError, ProcState, ProcTree, Task, read_task};
 
 /// `PF_KTHREAD` in the flags field (9) of stat (include/linux/sched.h): the
 /// kernel's own answer to "is this a kernel thread".
@@ -74,8 +74,15 @@ pub enum ViewError {
 /// status cannot be read or parsed, or status has no real uid.
 pub fn read_view(proc_root: &Path, pid: u32) -> Result<ProcView, ViewError> {
     // passwd is never read: reclaim decides by uid.
-    let tree = DirTree::new(proc_root, "/etc/passwd");
-    let t: Task = read_task(&tree, pid).map_err(|e| match e {
+    read_view_in(&DirTree::new(proc_root, "/etc/passwd"), pid)
+}
+
+/// [`read_view`] from any tree (the demo's simulated `/proc`).
+///
+/// # Errors
+/// As [`read_view`].
+pub fn read_view_in(tree: &dyn ProcTree, pid: u32) -> Result<ProcView, ViewError> {
+    let t: Task = read_task(tree, pid).map_err(|e| match e {
         ProcError::Gone { .. } => ViewError::Gone,
         other => ViewError::Unreadable(other.to_string()),
     })?;

@@ -21,7 +21,7 @@ use serde::Serialize;
 #[cfg(test)]
 use super::AUDIT_FILE;
 use super::procview::ViewError as VE;
-use super::{Action, Outcome, ReclaimConfig, Reclaimer, Target, check, lock, precheck, read_view};
+use super::{Action, Outcome, ReclaimConfig, Reclaimer, Target, check, lock, precheck};
 use crate::cuda::{Checkpointer, CudaError, CudaState, Guarded, LibCuda, Opener};
 
 /// Whether NVML's latest poll still lists a PID.
@@ -43,6 +43,16 @@ impl HostMemory for Meminfo {
         let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
         let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
         kib.checked_mul(1024)
+    }
+}
+
+/// A host with this many bytes available (the demo's).
+#[derive(Debug)]
+pub struct FixedHostMemory(pub u64);
+
+impl HostMemory for FixedHostMemory {
+    fn available(&self) -> Option<u64> {
+        Some(self.0)
     }
 }
 
@@ -165,7 +175,7 @@ impl Reclaimer {
 
     /// Identity, allow/deny lists and process kind, on a fresh `/proc` view.
     fn verify(&self, cfg: &ReclaimConfig, t: &Target) -> Step<()> {
-        let live = match read_view(&self.shared.proc_root, t.pid) {
+        let live = match self.shared.view(t.pid) {
             Ok(v) => v,
             Err(VE::Gone) => return Err(Outcome::Refused("gone")),
             Err(VE::Unreadable(e)) => return Err(Outcome::Failed(e)),
@@ -336,7 +346,7 @@ impl Reclaimer {
 
     fn try_resume(&self, cfg: &ReclaimConfig, t: &Target) -> Step<Outcome> {
         let sc = &cfg.suspend;
-        match read_view(&self.shared.proc_root, t.pid) {
+        match self.shared.view(t.pid) {
             Ok(v) if !v.is_exited() && Some(v.start_ticks) == t.start_ticks => {}
             Ok(_) | Err(VE::Gone) => return Err(Outcome::Refused("gone")),
             Err(VE::Unreadable(e)) => return Err(Outcome::Failed(e)),

@@ -7,6 +7,7 @@
 //! the real one.
 
 pub mod nvml;
+pub mod parked;
 pub mod scenario;
 pub mod simulated;
 
@@ -113,6 +114,12 @@ pub trait GpuSource: Send {
     /// simulated fleet's in-memory tree); `None`: the configured `proc_root`.
     /// Asked once, when the pipeline is built.
     fn proc_tree(&self) -> Option<Arc<dyn ProcTree>> {
+        None
+    }
+
+    /// The simulated CUDA driver whose checkpoints this source hides (the
+    /// demo's [`parked::ParkedSource`]); `None`: a real driver, if any.
+    fn simulated_cuda(&self) -> Option<crate::cuda::SimHandle> {
         None
     }
 }
