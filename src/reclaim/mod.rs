@@ -13,8 +13,10 @@
 mod audit;
 mod config;
 mod escalate;
+mod hostmem;
 mod policy;
 mod procview;
+mod recover;
 mod signal;
 mod suspend;
 mod suspend_config;
@@ -30,9 +32,10 @@ use thiserror::Error;
 
 pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
 pub use config::{PROTECTED_COMMANDS, ReclaimConfig};
+pub use hostmem::{FixedHostMemory, HostMemory, Meminfo};
 pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
-pub use suspend::{FixedHostMemory, HostMemory, Listing, Meminfo, Suspended};
+pub use suspend::{Listing, Suspended};
 pub use suspend_config::{ResumeMode, SuspendConfig};
 pub use types::{Action, Outcome, Target};
 

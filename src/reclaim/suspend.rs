@@ -12,49 +12,21 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde::Serialize;
 
 #[cfg(test)]
 use super::AUDIT_FILE;
+use super::hostmem::{HostMemory, Meminfo};
 use super::procview::ViewError as VE;
+use super::recover::recover_later;
 use super::{Action, Outcome, ReclaimConfig, Reclaimer, Target, check, lock, precheck};
 use crate::cuda::{Checkpointer, CudaError, CudaState, Guarded, LibCuda, Opener};
 
 /// Whether NVML's latest poll still lists a PID.
 pub type Listing = Arc<dyn Fn(u32) -> bool + Send + Sync>;
-
-/// `MemAvailable`, the seam the host-memory guard reads through.
-pub trait HostMemory: Send + fmt::Debug {
-    /// Bytes; `None` when it cannot be read (the guard then refuses).
-    fn available(&self) -> Option<u64>;
-}
-
-/// `<proc_root>/meminfo`.
-#[derive(Debug)]
-pub struct Meminfo(pub PathBuf);
-
-impl HostMemory for Meminfo {
-    fn available(&self) -> Option<u64> {
-        let text = std::fs::read_to_string(&self.0).ok()?;
-        let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-        kib.checked_mul(1024)
-    }
-}
-
-/// A host with this many bytes available (the demo's).
-#[derive(Debug)]
-pub struct FixedHostMemory(pub u64);
-
-impl HostMemory for FixedHostMemory {
-    fn available(&self) -> Option<u64> {
-        Some(self.0)
-    }
-}
 
 /// A process whose device memory is parked in host memory.
 #[derive(Debug, Clone, Serialize)]
@@ -405,38 +377,6 @@ impl Reclaimer {
             out.push((p.pid, o));
         }
         out
-    }
-}
-
-/// After a call outlived its deadline: waits (on a thread of its own) for
-/// it to return, then leaves the process running: a locked one is
-/// unlocked, a checkpointed one restored and unlocked.
-fn recover_later(cuda: Arc<Guarded>, pid: u32) {
-    let spawned = std::thread::Builder::new()
-        .name("gpumemd-cuda-recover".into())
-        .spawn(move || {
-            let give_up = Instant::now() + Duration::from_secs(3600);
-            while cuda.stuck().is_some() {
-                if Instant::now() > give_up {
-                    tracing::error!(pid, "CUDA call still hung after an hour; process state unknown");
-                    return;
-                }
-                std::thread::park_timeout(Duration::from_millis(100));
-            }
-            let deadline = Duration::from_secs(300);
-            let result = match cuda.state(pid, deadline) {
-                Ok(CudaState::Checkpointed) => cuda.restore(pid, deadline).and_then(|()| cuda.unlock(pid, deadline)),
-                Ok(CudaState::Locked) => cuda.unlock(pid, deadline),
-                Ok(_) => Ok(()),
-                Err(e) => Err(e),
-            };
-            match result {
-                Ok(()) => tracing::info!(pid, "the late CUDA call returned; the process is running"),
-                Err(e) => tracing::error!(pid, error = %e, "cannot bring the process back after a late CUDA call"),
-            }
-        });
-    if let Err(e) = spawned {
-        tracing::error!(pid, error = %e, "cannot start the recovery thread after a hung CUDA call");
     }
 }
 
