@@ -206,6 +206,31 @@ mod tests {
     }
 
     #[test]
+    fn suspend_and_resume_take_a_pid_and_the_daemon_url() {
+        match parse(&["resume", "4242", "--url", "https://gpu1:9947", "--user", "ops"]) {
+            Command::Resume(r) => {
+                assert_eq!(
+                    (r.pid, r.url.as_str(), r.user.as_deref()),
+                    (4242, "https://gpu1:9947", Some("ops"))
+                );
+            }
+            c => panic!("{c:?}"),
+        }
+        match parse(&["suspend", "7"]) {
+            Command::Suspend(r) => assert_eq!((r.pid, r.url.as_str()), (7, "http://127.0.0.1:9947")),
+            c => panic!("{c:?}"),
+        }
+        let bad = Cli::try_parse_from(["gpumemd", "resume", "abc"])
+            .map(|_| ())
+            .expect_err("not a pid");
+        assert!(bad.to_string().contains("abc"), "{bad}");
+        match parse(&["--cuda-lib", "/opt/libcuda.so.1"]) {
+            Command::Run(r) => assert_eq!(r.source.cuda_lib.as_deref(), Some("/opt/libcuda.so.1")),
+            c => panic!("{c:?}"),
+        }
+    }
+
+    #[test]
     fn run_is_the_default_and_demo_takes_an_optional_scenario() {
         match parse(&["--demo"]) {
             Command::Run(r) => assert_eq!(r.source.demo.as_deref(), Some("default")),
