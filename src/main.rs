@@ -85,7 +85,9 @@ fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, S
             let sc = Scenario::resolve(name).map_err(|e| e.to_string())?;
             Ok(Box::new(SimulatedSource::new(sc, cfg.poll.interval.get(), unix_now())))
         }
-        None => Ok(Box::new(NvmlSource::new(cfg.nvml.library.clone()))),
+        None => Ok(Box::new(
+            NvmlSource::new(cfg.nvml.library.clone()).with_health(cfg.health.clone()),
+        )),
     }
 }
 

@@ -12,6 +12,7 @@ use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
+mod health;
 mod reads;
 
 use reads::{read_memory, read_processes, sample_util};
@@ -56,6 +57,8 @@ pub struct NvmlSource {
     memo: HashMap<String, Memo>,
     /// Polls made, for the memo's re-read schedule.
     polls: u64,
+    /// Memory health reads and the Xid event set (`[health]`).
+    health: health::HealthReader,
 }
 
 /// What `read_device` remembers between polls to skip costly NVML calls.
@@ -83,7 +86,14 @@ impl NvmlSource {
             util_seen: HashMap::new(),
             memo: HashMap::new(),
             polls: 0,
+            health: health::HealthReader::new(crate::health::HealthConfig::default()),
         }
+    }
+
+    /// Reads memory health and Xid events as `cfg` says (default: on).
+    pub fn with_health(mut self, cfg: crate::health::HealthConfig) -> Self {
+        self.health = health::HealthReader::new(cfg);
+        self
     }
 
     fn ensure_init(&mut self) -> Result<(), SourceError> {
@@ -114,6 +124,7 @@ impl NvmlSource {
     /// poll re-initialises (with backoff) instead of failing forever.
     fn reset(&mut self, why: &NvmlError) -> SourceError {
         self.nvml = None;
+        self.health.forget();
         // After re-initialisation the index order may differ; an old map
         // could report a failing GPU under another GPU's UUID.
         self.uuid_by_index.clear();
@@ -170,11 +181,20 @@ impl GpuSource for NvmlSource {
         if let Some(e) = reinit {
             return Err(self.reset(&e));
         }
+        self.health.read_all(nvml, &mut devices);
         Ok(RawPoll {
             driver: self.driver.clone(),
             devices,
             utilization,
         })
+    }
+}
+
+impl Drop for NvmlSource {
+    fn drop(&mut self) {
+        if let Some(nvml) = &self.nvml {
+            self.health.release(nvml);
+        }
     }
 }
 
