@@ -28,6 +28,17 @@ pub enum Func {
     IsMig,
     MigParent,
     ProcessUtilization,
+    EccMode,
+    EccErrors,
+    RemappedRows,
+    RetiredPages,
+    RetiredPending,
+    FieldValues,
+    EventTypes,
+    RegisterEvents,
+    EventSetCreate,
+    EventSetWait,
+    EventSetFree,
 }
 
 use Func::*;
@@ -81,6 +92,25 @@ const NAMES: &[(Func, &[&str], &str)] = &[
         &["nvmlDeviceGetProcessUtilization"],
         "process_utilization",
     ),
+    (EccMode, &["nvmlDeviceGetEccMode"], "ecc_mode"),
+    (EccErrors, &["nvmlDeviceGetTotalEccErrors"], "ecc_errors"),
+    (RemappedRows, &["nvmlDeviceGetRemappedRows"], "remapped_rows"),
+    (
+        RetiredPages,
+        &["nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPages_v2"],
+        "retired_pages",
+    ),
+    (
+        RetiredPending,
+        &["nvmlDeviceGetRetiredPagesPendingStatus"],
+        "retired_pending",
+    ),
+    (FieldValues, &["nvmlDeviceGetFieldValues"], "field_values"),
+    (EventTypes, &["nvmlDeviceGetSupportedEventTypes"], "event_types"),
+    (RegisterEvents, &["nvmlDeviceRegisterEvents"], "register_events"),
+    (EventSetCreate, &["nvmlEventSetCreate"], "event_set_create"),
+    (EventSetWait, &["nvmlEventSetWait_v2"], "event_set_wait"),
+    (EventSetFree, &["nvmlEventSetFree"], "event_set_free"),
 ];
 
 /// Functions answering about one device (they take a handle, or an index
@@ -103,6 +133,14 @@ const DEVICE_GROUP: &[Func] = &[
     IsMig,
     MigParent,
     ProcessUtilization,
+    EccMode,
+    EccErrors,
+    RemappedRows,
+    RetiredPages,
+    RetiredPending,
+    FieldValues,
+    EventTypes,
+    RegisterEvents,
 ];
 
 /// A set of functions, as a bit mask over `Func`.
@@ -144,6 +182,14 @@ impl FuncSet {
             "system" => Some(vec![DriverVersion, NvmlVersion, CudaVersion]),
             "memory" => Some(vec![MemoryV1, MemoryV2]),
             "processes" => Some(vec![ComputeProcesses, GraphicsProcesses, MpsProcesses]),
+            "health" => Some(vec![
+                EccMode,
+                EccErrors,
+                RemappedRows,
+                RetiredPages,
+                RetiredPending,
+                FieldValues,
+            ]),
             _ => None,
         };
         if let Some(funcs) = group {

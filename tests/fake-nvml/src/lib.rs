@@ -8,6 +8,7 @@ pub mod codes;
 pub mod exports;
 pub mod funcs;
 pub mod generate;
+pub mod health;
 pub mod model;
 pub mod runtime;
 pub mod scenario;

@@ -15,10 +15,12 @@
 #[cfg(test)]
 mod abi_check;
 mod device;
+mod health;
 mod processes;
 mod system;
 
 pub use device::*;
+pub use health::*;
 pub use processes::*;
 pub use system::*;
 
