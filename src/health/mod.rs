@@ -51,6 +51,7 @@ impl XidBook {
         }
         health.xid_counts.clone_from(&book.counts);
         health.xid_recent = book.recent.iter().copied().collect();
+        health.problems = health.find_problems();
     }
 
     /// Forgets devices not recorded since the last call, so the book stays

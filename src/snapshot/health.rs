@@ -68,12 +68,15 @@ pub struct Health {
     /// Whether Xid events are being received for this device at all;
     /// without it `xid_counts` is unknown, not zero.
     pub xid_watched: bool,
+    /// `find_problems()` as of this poll, for the JSON API and status page.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl Health {
     /// What an operator should look at, as short phrases; empty when all is
     /// well. Correctable errors alone are listed too: they are the early sign.
-    pub fn problems(&self) -> Vec<String> {
+    pub fn find_problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         if let Some(r) = &self.remap {
             if r.failed {
@@ -114,7 +117,7 @@ impl Health {
 
     /// The problems as one line, `None` when there are none.
     pub fn summary(&self) -> Option<String> {
-        let p = self.problems();
+        let p = self.find_problems();
         (!p.is_empty()).then(|| p.join("; "))
     }
 }
@@ -211,7 +214,7 @@ mod tests {
             ..Health::default()
         };
         assert_eq!(
-            h.problems(),
+            h.find_problems(),
             [
                 "row remap FAILED (replace GPU)",
                 "row remap pending (reset GPU)",
