@@ -228,6 +228,7 @@ fn humanize(kind: RuleKind, v: f64) -> String {
         RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessOom => {
             format_num(v)
         }
+        k if k.is_health() => format_num(v),
         _ => human(v.max(0.0) as u64),
     }
 }

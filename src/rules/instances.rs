@@ -85,7 +85,7 @@ fn process_matches(m: &Matchers, p: &Process) -> bool {
         && any(&m.job, &p.placement.job)
 }
 
-fn device_labels(d: &Device) -> BTreeMap<String, String> {
+pub(super) fn device_labels(d: &Device) -> BTreeMap<String, String> {
     let gpu = d.index.map(|i| i.to_string()).unwrap_or_else(|| d.mig_profile.clone());
     BTreeMap::from([("uuid".to_string(), d.uuid.clone()), ("gpu".to_string(), gpu)])
 }
@@ -127,6 +127,9 @@ pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices.collect()),
         RuleKind::ProcessOom => devices.flat_map(|d| oom_instances(m, d)).collect(),
+        k if k.is_health() => devices
+            .filter_map(|d| super::health::instance(k, d, snap.timestamp))
+            .collect(),
         k if k.is_process() => {
             let idle_for = rule.cfg.for_.0;
             let now = snap.timestamp;
