@@ -90,10 +90,10 @@ impl Health {
             let unc = e.uncorrected.volatile.unwrap_or(0);
             let cor = e.corrected.volatile.unwrap_or(0);
             if unc > 0 {
-                out.push(format!("{unc} uncorrected ECC errors"));
+                out.push(count(unc, "uncorrected ECC error"));
             }
             if cor > 0 {
-                out.push(format!("{cor} corrected ECC errors"));
+                out.push(count(cor, "corrected ECC error"));
             }
         }
         if self.retired.and_then(|r| r.pending) == Some(true) {
@@ -107,9 +107,10 @@ impl Health {
             .sum();
         if memory_xids > 0 {
             let last = self.xid_recent.iter().rev().find(|e| memory_related(e.xid));
+            let n = count(memory_xids, "memory Xid event");
             match last {
-                Some(e) => out.push(format!("{memory_xids} memory Xid events (last: Xid {})", e.xid)),
-                None => out.push(format!("{memory_xids} memory Xid events")),
+                Some(e) => out.push(format!("{n} (last: Xid {})", e.xid)),
+                None => out.push(n),
             }
         }
         out
@@ -174,6 +175,15 @@ pub const MEMORY_XIDS: &[(u64, &str, &str)] = &[
 /// Whether `xid` is one of `MEMORY_XIDS`.
 pub fn memory_related(xid: u64) -> bool {
     MEMORY_XIDS.iter().any(|(c, _, _)| *c == xid)
+}
+
+/// "1 thing", "3 things".
+fn count(n: u64, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
 }
 
 #[cfg(test)]
