@@ -5,17 +5,27 @@
 //! transitions (that is `eval`). A GPU that reports no such health part
 //! has no instance, so an alert about it resolves rather than reads 0.
 
-use super::RuleKind;
-use super::instances::{Instance, device_labels};
-use crate::snapshot::Device;
+use super::instances::{Instance, device_labels, device_matches};
+use super::{Rule, RuleKind};
 use crate::snapshot::health::memory_related;
+use crate::snapshot::{Device, Snapshot};
 
 /// How far back `device_memory_xid` counts events; the shipped Prometheus
 /// rule uses the same window (`increase(...[15m])`).
 pub const MEMORY_XID_WINDOW: f64 = 15.0 * 60.0;
 
+/// The instances of a health rule: one per matching GPU that reports the
+/// part the rule is about.
+pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
+    snap.devices
+        .iter()
+        .filter(|d| device_matches(&rule.cfg.matchers, d))
+        .filter_map(|d| instance(rule.cfg.kind, d, snap.timestamp))
+        .collect()
+}
+
 /// The instance of a health kind for one GPU at Unix time `now`.
-pub(super) fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance> {
+fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance> {
     let h = d.health.as_ref().filter(|_| d.up)?;
     let mut labels = device_labels(d);
     let (value, holds) = match kind {

@@ -70,7 +70,7 @@ fn glob(pattern: &str, s: &str) -> bool {
     }
 }
 
-fn device_matches(m: &Matchers, d: &Device) -> bool {
+pub(super) fn device_matches(m: &Matchers, d: &Device) -> bool {
     (m.gpu.is_empty() || d.index.is_some_and(|i| m.gpu.contains(&i)))
         && (m.uuid.is_empty() || m.uuid.contains(&d.uuid))
         && m.model.as_deref().is_none_or(|g| glob(g, &d.name))
@@ -127,9 +127,6 @@ pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices.collect()),
         RuleKind::ProcessOom => devices.flat_map(|d| oom_instances(m, d)).collect(),
-        k if k.is_health() => devices
-            .filter_map(|d| super::health::instance(k, d, snap.timestamp))
-            .collect(),
         k if k.is_process() => {
             let idle_for = rule.cfg.for_.0;
             let now = snap.timestamp;
