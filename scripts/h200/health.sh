@@ -13,8 +13,10 @@
 # Writes OUT_DIR/summary.txt (PASS / FAIL / INFO lines with the numbers),
 # OUT_DIR/benchmarks.md (the table for BENCHMARKS.md) and the raw logs.
 # Usage: scripts/h200/health.sh GPUMEMD OUT_DIR
-# Dry run without a GPU: NVML_LIB=target/debug/deps/libfake_nvml.so
-#   FAKE_NVML_SCENARIO=tests/fake-nvml/scenarios/health.toml scripts/h200/health.sh target/debug/gpumemd /tmp/h
+# Dry run without a GPU (what .ci/run does, shorter with SECS=4 ROUNDS=100):
+#   NVML_LIB=target/debug/deps/libfake_nvml.so \
+#   FAKE_NVML_SCENARIO=tests/fake-nvml/scenarios/health-h200.toml \
+#   scripts/h200/health.sh target/debug/gpumemd /tmp/h
 set -uo pipefail
 gm=${1:?usage: health.sh GPUMEMD OUT_DIR}; out=${2:?usage: health.sh GPUMEMD OUT_DIR}
 gm=$(realpath "$gm")
@@ -22,7 +24,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 lib=${NVML_LIB:-libnvidia-ml.so.1}
 mkdir -p "$out"
 work=$(mktemp -d)
-port=${PORT:-19948}
+port=${PORT:-$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')}
+secs=${SECS:-20}      # seconds of polls per daemon run
+rounds=${ROUNDS:-1000}
 gpid=
 cleanup() {
   if [ -n "$gpid" ]; then kill "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null; fi
@@ -45,11 +49,11 @@ else
   echo "nvidia-smi not found" >"$out/nvidia-smi-q.txt"; : >"$out/nvidia-smi-fields.tsv"
 fi
 
-echo "== NVML health calls (1000 each)"
-timeout 120 python3 "$here/nvml_health_calls.py" "$lib" 1000 >"$out/calls.jsonl" 2>"$out/calls.err"
+echo "== NVML health calls ($rounds each)"
+timeout 120 python3 "$here/nvml_health_calls.py" "$lib" "$rounds" >"$out/calls.jsonl" 2>"$out/calls.err"
 echo "calls exit $?" >>"$out/calls.err"
 
-# run_daemon NAME HEALTH_TOML: gpumemd at 250 ms polls for 20 s; every poll's
+# run_daemon NAME HEALTH_TOML: gpumemd at 250 ms polls for $secs s; every poll's
 # durations to OUT/poll-NAME.jsonl, the last /metrics and snapshot kept.
 run_daemon() {
   local name=$1 health=$2
@@ -73,7 +77,7 @@ TOML
   if [ -z "$ready" ]; then
     echo "gpumemd ($name) never became ready" >>"$out/daemon-errors.txt"
   else
-    timeout 40 python3 - "$port" 20 "$out/poll-$name.jsonl" <<'PY'
+    timeout $((secs + 20)) python3 - "$port" "$secs" "$out/poll-$name.jsonl" <<'PY'
 import json, sys, time, urllib.request
 port, secs, path = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
 end, seen = time.time() + secs, set()

@@ -161,3 +161,35 @@ async fn an_xid_between_polls_is_counted_once_and_listed() {
         0.0
     );
 }
+
+#[tokio::test]
+async fn the_health_section_throttles_or_turns_the_reads_off() {
+    // Read once an hour: the first reading (poll 1: nothing yet) is served
+    // while the stand-in's counters rise at polls 3 and 5.
+    let slow = Daemon::start(Opts {
+        scenario: Some("health.toml"),
+        extra: "[health]\ninterval = \"1h\"",
+        ..Opts::default()
+    });
+    let body = metrics_from(&slow, 7).await;
+    let corrected =
+        format!("gpumem_device_ecc_errors_total{{uuid=\"{HOPPER}\",severity=\"corrected\",counter=\"volatile\"}} 0");
+    assert_lines(&body, &[corrected]);
+    // Events are not throttled with the reads.
+    assert_eq!(
+        value(&body, "gpumem_device_xid_errors_total", &[HOPPER, "xid=\"48\""]),
+        1.0
+    );
+
+    let off = Daemon::start(Opts {
+        scenario: Some("health.toml"),
+        extra: "[health]\nenabled = false\nxid_events = false",
+        ..Opts::default()
+    });
+    let body = metrics_from(&off, 5).await;
+    for uuid in [HOPPER, SILENT, OLD] {
+        assert_eq!(health_series(&body, uuid), Vec::<&str>::new(), "{uuid}");
+    }
+    let snap = off.snapshot().await;
+    assert_eq!(device(&snap, HOPPER).expect("GPU 0").get("health"), None);
+}
