@@ -5,7 +5,7 @@
 //! source (it may name `nvml_wrapper`); it must not decide whether a device
 //! is up nor keep Xid totals (the pipeline does).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
 use nvml_wrapper::Device;
@@ -62,6 +62,8 @@ pub(super) struct HealthReader {
     events: Option<EventSet>,
     /// Device handle (as an address) -> UUID, for the GPUs registered.
     registered: HashMap<usize, String>,
+    /// The UUIDs of `registered`.
+    watched: HashSet<String>,
     /// GPUs whose registration failed for good (e.g. not supported).
     refused: HashMap<String, String>,
 }
@@ -73,6 +75,7 @@ impl HealthReader {
             devices: HashMap::new(),
             events: None,
             registered: HashMap::new(),
+            watched: HashSet::new(),
             refused: HashMap::new(),
         }
     }
@@ -84,7 +87,7 @@ impl HealthReader {
             return;
         }
         let now = Instant::now();
-        let mut handles = Vec::new();
+        let mut seen = HashSet::new();
         for dev in devices.iter_mut().filter(|d| d.up && d.parent_uuid.is_empty()) {
             let Some(index) = dev.index else { continue };
             let device = match nvml.device_by_index(index) {
@@ -101,12 +104,12 @@ impl HealthReader {
             };
             if self.cfg.xid_events {
                 self.register(nvml, &device, &dev.uuid, &mut dev.errors);
-                h.xid_watched = self.registered.values().any(|u| *u == dev.uuid);
+                h.xid_watched = self.watched.contains(&dev.uuid);
             }
             dev.health = Some(h);
-            handles.push(dev.uuid.clone());
+            seen.insert(dev.uuid.clone());
         }
-        self.devices.retain(|uuid, _| handles.contains(uuid));
+        self.devices.retain(|uuid, _| seen.contains(uuid));
         if self.cfg.xid_events {
             self.drain(nvml, devices);
         }
@@ -141,6 +144,7 @@ impl HealthReader {
         match result {
             Ok(()) => {
                 self.registered.insert(key, uuid.to_string());
+                self.watched.insert(uuid.to_string());
             }
             Err(e) => {
                 let why = format!("xid events: {}", describe(&e));
@@ -210,6 +214,7 @@ impl HealthReader {
     pub(super) fn forget(&mut self) {
         self.events = None;
         self.registered.clear();
+        self.watched.clear();
         self.refused.clear();
         self.devices.clear();
     }
