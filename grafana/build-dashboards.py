@@ -41,6 +41,8 @@ IDX = f"* {BY_DEV} group_left (index) gpumem_device_info"
 IDX_NAME = f"* {BY_DEV} group_left (index, name) gpumem_device_info"
 INFO_ALL = f"* {BY_DEV} group_left (index, name, pci_bus_id, mig_profile, parent_uuid) gpumem_device_info"
 LEAKY = f"{BY_PROC} (gpumem_process_leak_suspected == 1)"
+# The memory-related Xid codes (docs/runbook.md#gpumemoryxid).
+MEMORY_XIDS = 'xid=~"31|48|63|64|92|94|95"'
 
 
 # ----------------------------------------------------------------- targets
@@ -495,6 +497,43 @@ def fleet():
                        refs([(f"topk(15, sum by ({label}) (instance_{level}:gpumem_memory_used_bytes:sum{{{INST}}}))",
                               f"{{{{{label}}}}}")], instant=True),
                        "bytes"), 6, 9)
+    L.row("Memory health")
+    L.add(stat("GPUs with uncorrected ECC errors", "GPUs whose volatile uncorrected ECC count is above 0 "
+               "(since the driver loaded): GpuUncorrectedEccErrors. Drain and reset them.",
+               refs([(f'count(sum by (instance, uuid) (gpumem_device_ecc_errors_total{{{INST}, '
+                      f'severity="uncorrected", counter="volatile"}}) > 0) or vector(0)', "")]),
+               "none", COUNT_BAD, "background"), 4, 4)
+    L.add(stat("Row remap pending", "GPUs that remapped a row and need a reset to use the spare: GpuRowRemapPending.",
+               refs([(f"count(gpumem_device_row_remap_pending{{{INST}}} == 1) or vector(0)", "")]),
+               "none", thresholds((None, "green"), (1, "orange")), "background"), 4, 4)
+    L.add(stat("Row remap failed", "GPUs with no spare row left: replace them (GpuRowRemapFailed).",
+               refs([(f"count(gpumem_device_row_remap_failed{{{INST}}} == 1) or vector(0)", "")]),
+               "none", COUNT_BAD, "background"), 4, 4)
+    L.add(stat("Memory Xid events (1h)", "Memory-related Xid events (31, 48, 63, 64, 92, 94, 95) over the "
+               "last hour, all hosts: GpuMemoryXid.",
+               refs([(f"sum(increase(gpumem_device_xid_errors_total{{{INST}, {MEMORY_XIDS}}}[1h])) or vector(0)", "")]),
+               "none", thresholds((None, "green"), (1, "orange")), decimals=0), 4, 4)
+    L.add(timeseries("Corrected ECC errors per host", "Rate of corrected (single-bit) ECC errors per host: "
+                     "harmless alone, the early sign of a failing GPU when it keeps rising.",
+                     refs([(f'sum by (instance) (rate(gpumem_device_ecc_errors_total{{{INST}, '
+                            f'severity="corrected", counter="volatile"}}[5m]))', "{{instance}}")]),
+                     "cps"), 8, 8)
+    L.add(timeseries("Hottest memory per host", "Highest memory (HBM) temperature of each host's GPUs.",
+                     refs([(f"max by (instance) (gpumem_device_memory_temperature_celsius{{{INST}}})", "{{instance}}")]),
+                     "celsius", min0=False), 8, 8)
+    L.add(table("GPUs with memory problems", "GPUs with uncorrected ECC errors, a pending or failed row "
+                "remap: what the runbook says to drain, reset or replace.",
+                refs([
+                    (f'sum by (job, instance, uuid) (gpumem_device_ecc_errors_total{{{INST}, severity="uncorrected", '
+                     f'counter="volatile"}}) {IDX}', ""),
+                    (f"gpumem_device_row_remap_pending{{{INST}}} {IDX}", ""),
+                    (f"gpumem_device_row_remap_failed{{{INST}}} {IDX}", ""),
+                ], instant=True, table=True),
+                [("instance", "Host"), ("index", "GPU"), ("uuid", "UUID"), ("Value #A", "Uncorrected ECC"),
+                 ("Value #B", "Remap pending"), ("Value #C", "Remap failed")],
+                {"Value #A": "none", "Value #B": "none", "Value #C": "none"},
+                links=GPU_LINK, merge=True), 8, 8)
+
     return dashboard("gpumemd-fleet", "gpumemd / Fleet overview",
                      "GPU memory across every host running gpumemd.", L.numbered())
 
@@ -553,6 +592,29 @@ def per_gpu():
     L.add(state_timeline("Device up", "0 when the GPU failed the poll (lost, driver error): GpuLost.",
                          refs([(f"gpumem_device_up{{{DEV}}} {IDX}", "GPU {{index}} {{uuid}}")])), 8, 8)
 
+    L.row("Memory health")
+    L.add(timeseries("ECC errors", "ECC errors since the driver loaded (NVML's volatile counters), by "
+                     "severity. Uncorrected errors fire GpuUncorrectedEccErrors; a reset sets them back to 0.",
+                     refs([(f'gpumem_device_ecc_errors_total{{{DEV}, counter="volatile"}} {IDX}',
+                            "GPU {{index}} {{severity}}")]),
+                     "none", fill=0), 8, 8)
+    L.add(timeseries("Remapped rows / retired pages", "Memory repairs: rows remapped to spares by the "
+                     "severity of the errors behind them (Ampere and newer), or pages retired by cause (older "
+                     "GPUs). pending (1) needs a GPU reset (GpuRowRemapPending), failed (1) means replace the "
+                     "GPU (GpuRowRemapFailed).",
+                     refs([(f"(gpumem_device_remapped_rows{{{DEV}}} or gpumem_device_retired_pages{{{DEV}}}) {IDX}",
+                            "GPU {{index}} {{severity}}{{cause}}"),
+                           (f"(gpumem_device_row_remap_pending{{{DEV}}} or gpumem_device_retired_pages_pending{{{DEV}}}) {IDX}",
+                            "GPU {{index}} pending"),
+                           (f"gpumem_device_row_remap_failed{{{DEV}}} {IDX}", "GPU {{index}} failed")]),
+                     "none", fill=0), 8, 8)
+    L.add(timeseries("Memory temperature", "Memory (HBM) temperature per GPU, where the GPU reports it.",
+                     refs([(f"gpumem_device_memory_temperature_celsius{{{DEV}}} {IDX}", "GPU {{index}} {{uuid}}")]),
+                     "celsius", min0=False), 8, 8)
+    L.add(timeseries("Xid events", "Critical Xid events per 5 minutes by code; the memory-related ones "
+                     "(31, 48, 63, 64, 92, 94, 95) fire GpuMemoryXid. docs/runbook.md says what each asks for.",
+                     refs([(f"increase(gpumem_device_xid_errors_total{{{DEV}}}[5m]) {IDX}", "GPU {{index}} Xid {{xid}}")]),
+                     "none", fill=0), 24, 8)
     L.row("Inventory")
     L.add(table("Devices", "Identity of each GPU and MIG instance.",
                 refs([(f"gpumem_device_memory_total_bytes{{{DEV}}} {INFO_ALL}", ""),

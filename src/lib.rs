@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod cuda;
 pub mod diagnosis;
+pub mod health;
 pub mod history;
 pub mod http;
 pub mod links;
@@ -104,7 +105,8 @@ pub async fn run(
     let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
     let state_dir_writable = configured.then(|| probe_state_dir(cfg.state.dir.clone(), stop_rx.clone()));
     let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
-        .with_peak_window(cfg.poll.peak_window.get().as_secs_f64());
+        .with_peak_window(cfg.poll.peak_window.get().as_secs_f64())
+        .with_recent_xids(cfg.health.recent_events);
     let demo = source.demo_name().is_some();
     let allocator = start_allocator(&cfg, demo, stop_rx.clone());
     if let Some(a) = &allocator {

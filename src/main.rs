@@ -91,7 +91,9 @@ fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, S
             // What a suspend (simulated CUDA checkpoint) hides, as on a GPU.
             Ok(Box::new(ParkedSource::new(Box::new(fleet), Default::default())))
         }
-        None => Ok(Box::new(NvmlSource::new(cfg.nvml.library.clone()))),
+        None => Ok(Box::new(
+            NvmlSource::new(cfg.nvml.library.clone()).with_health(cfg.health.clone()),
+        )),
     }
 }
 

@@ -58,6 +58,8 @@ pub struct Pipeline {
     allocator: Option<std::sync::Arc<crate::allocator::AllocatorState>>,
     /// Leak trends of `allocated` for processes that report it.
     tensor_leaks: TensorLeaks,
+    /// Xid event counts and recent events per device.
+    xids: crate::health::XidBook,
 }
 
 /// Small ids for the UUIDs of the devices present, so a `ProcKey` is `Copy`
@@ -116,6 +118,7 @@ impl Pipeline {
             devices: DeviceIds::default(),
             allocator: None,
             tensor_leaks: TensorLeaks::new(leak),
+            xids: crate::health::XidBook::new(crate::health::HealthConfig::default().recent_events),
         }
     }
 
@@ -129,6 +132,12 @@ impl Pipeline {
     pub fn with_peak_window(mut self, seconds: f64) -> Self {
         self.peaks = PeakTracker::new(seconds);
         self.device_peaks = PeakTracker::new(seconds);
+        self
+    }
+
+    /// Keeps the last `keep` Xid events per device (`[health] recent_events`).
+    pub fn with_recent_xids(mut self, keep: usize) -> Self {
+        self.xids = crate::health::XidBook::new(keep);
         self
     }
 
@@ -166,8 +175,12 @@ impl Pipeline {
                 memory: rd.memory,
                 processes_unreadable: rd.processes_unreadable,
                 errors: rd.errors,
+                health: rd.health,
                 ..Device::default()
             };
+            if let Some(h) = dev.health.as_mut() {
+                self.xids.record(&dev.uuid, &rd.xid_events, now, h);
+            }
             // Sorted before attribution (which keeps pid and bytes): moving
             // references is cheaper than moving whole `Process` values.
             let mut order: Vec<&RawProcess> = rd.processes.iter().collect();
@@ -304,6 +317,7 @@ impl Pipeline {
         self.peaks.retain_seen();
         self.device_peaks.retain_seen();
         self.late.retain_devices(&present);
+        self.xids.retain_seen();
         // MIG reconfiguration gives instances new UUIDs each time.
         self.util_seen.retain(|uuid| present(uuid));
     }

@@ -3,6 +3,8 @@
 //! for the JSON API; it must not hold handles, locks or anything that talks
 //! to hardware. A value that could not be read is `None`, never 0.
 
+pub mod health;
+
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -246,6 +248,9 @@ pub struct Device {
     /// minutes (the allocator view); the process may have exited since.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub ooms: Vec<RecentOom>,
+    /// Memory health (ECC, row remapping, Xid events); absent when not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub health: Option<health::Health>,
 }
 
 /// An out-of-memory error a process reported (details in `/api/v1/events`).

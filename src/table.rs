@@ -70,6 +70,9 @@ fn device(out: &mut String, d: &Device) {
             u.user
         );
     }
+    if let Some(h) = d.health.as_ref().and_then(|h| h.summary()) {
+        let _ = writeln!(out, "  HEALTH: {h}");
+    }
     for e in &d.errors {
         let _ = writeln!(out, "  note: {e}");
     }
@@ -185,5 +188,31 @@ mod tests {
         );
         assert!(lines[2].trim_start().starts_with(&want), "{}", lines[2]);
         assert!(lines[3].trim_start().starts_with('8'));
+    }
+
+    use crate::snapshot::health::{Health, Remap};
+
+    #[test]
+    fn a_health_line_only_when_something_is_wrong() {
+        let mut d = Device {
+            uuid: "GPU-1".into(),
+            index: Some(0),
+            up: true,
+            health: Some(Health::default()),
+            ..Device::default()
+        };
+        let snap = |d: &Device| Snapshot {
+            devices: vec![d.clone()],
+            ..Snapshot::default()
+        };
+        assert!(!render(&snap(&d)).contains("HEALTH"));
+        d.health = Some(Health {
+            remap: Some(Remap {
+                pending: true,
+                ..Remap::default()
+            }),
+            ..Health::default()
+        });
+        assert!(render(&snap(&d)).contains("  HEALTH: row remap pending (reset GPU)\n"));
     }
 }

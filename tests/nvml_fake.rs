@@ -19,6 +19,8 @@ mod driver;
 mod fields;
 #[path = "nvml_fake/harness.rs"]
 mod harness;
+#[path = "nvml_fake/health.rs"]
+mod health;
 #[path = "nvml_fake/reclaim_e2e.rs"]
 mod reclaim_e2e;
 #[path = "nvml_fake/scale.rs"]

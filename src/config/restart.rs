@@ -29,6 +29,7 @@ pub struct RestartOnly<'a> {
     processes: Pipeline<'a>,
     /// The receiver binds its socket and sizes its limits once.
     allocator: &'a crate::allocator::AllocatorConfig,
+    health: &'a crate::health::HealthConfig,
 }
 
 #[derive(Debug, PartialEq, Serialize)]
@@ -74,6 +75,7 @@ impl<'a> RestartOnly<'a> {
                 instance: c.alerting.instance.as_deref(),
                 recent_transitions: c.alerting.recent_transitions,
             },
+            health: &c.health,
             processes: Pipeline {
                 proc_root: &p.proc_root,
                 passwd_file: &p.passwd_file,

@@ -10,6 +10,7 @@ mod daemon;
 mod device;
 mod family;
 mod format;
+mod health;
 mod process;
 mod selfproc;
 mod text;
@@ -41,6 +42,7 @@ pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build:
         cfg.label_max_bytes,
     );
     family::write_table(&mut w, device::DEVICE, &snap.devices);
+    family::write_table(&mut w, health::HEALTH, &snap.devices);
     if cfg.mode == ProcessMode::PerProcess {
         process::processes(&mut w, snap, cfg);
     }

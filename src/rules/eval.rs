@@ -81,7 +81,12 @@ pub fn evaluate(rules: &[Rule], prev: &EvalState, snap: &Snapshot, instance: &st
             }
             continue;
         }
-        for inst in instances(rule, snap) {
+        let found = if rule.cfg.kind.is_health() {
+            super::health::instances(rule, snap)
+        } else {
+            instances(rule, snap)
+        };
+        for inst in found {
             let key = (rule.cfg.name.clone(), inst.key.clone());
             let was = prev.get(&key);
             if condition(rule, &inst, was.is_some()) {
@@ -228,6 +233,7 @@ fn humanize(kind: RuleKind, v: f64) -> String {
         RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessOom => {
             format_num(v)
         }
+        k if k.is_health() => format_num(v),
         _ => human(v.max(0.0) as u64),
     }
 }

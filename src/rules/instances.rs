@@ -70,7 +70,7 @@ fn glob(pattern: &str, s: &str) -> bool {
     }
 }
 
-fn device_matches(m: &Matchers, d: &Device) -> bool {
+pub(super) fn device_matches(m: &Matchers, d: &Device) -> bool {
     (m.gpu.is_empty() || d.index.is_some_and(|i| m.gpu.contains(&i)))
         && (m.uuid.is_empty() || m.uuid.contains(&d.uuid))
         && m.model.as_deref().is_none_or(|g| glob(g, &d.name))
@@ -85,7 +85,7 @@ fn process_matches(m: &Matchers, p: &Process) -> bool {
         && any(&m.job, &p.placement.job)
 }
 
-fn device_labels(d: &Device) -> BTreeMap<String, String> {
+pub(super) fn device_labels(d: &Device) -> BTreeMap<String, String> {
     let gpu = d.index.map(|i| i.to_string()).unwrap_or_else(|| d.mig_profile.clone());
     BTreeMap::from([("uuid".to_string(), d.uuid.clone()), ("gpu".to_string(), gpu)])
 }

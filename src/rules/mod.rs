@@ -4,6 +4,7 @@
 //! processes or read clocks (time comes from the snapshot).
 
 pub mod eval;
+mod health;
 mod instances;
 pub mod template;
 
@@ -38,6 +39,14 @@ pub enum RuleKind {
     ProcessOom,
     GroupUsedBytes,
     PollFailing,
+    /// Uncorrected ECC errors since the driver loaded (NVML's volatile count).
+    DeviceEccUncorrected,
+    /// A row remap waits for a GPU reset.
+    DeviceRowRemapPending,
+    /// A row remap failed: no spare row left.
+    DeviceRowRemapFailed,
+    /// Memory-related Xid events in the last 15 minutes.
+    DeviceMemoryXid,
 }
 
 impl RuleKind {
@@ -50,6 +59,19 @@ impl RuleKind {
                 | RuleKind::PollFailing
                 | RuleKind::ProcessIdleHolder
                 | RuleKind::ProcessOom
+                | RuleKind::DeviceRowRemapPending
+                | RuleKind::DeviceRowRemapFailed
+        )
+    }
+
+    /// Kinds about a GPU's memory health (see `health.rs`).
+    pub fn is_health(self) -> bool {
+        matches!(
+            self,
+            RuleKind::DeviceEccUncorrected
+                | RuleKind::DeviceRowRemapPending
+                | RuleKind::DeviceRowRemapFailed
+                | RuleKind::DeviceMemoryXid
         )
     }
 
@@ -325,5 +347,7 @@ pub fn parse_rule_set(text: &str) -> Result<Vec<RuleConfig>, String> {
 
 #[cfg(test)]
 mod allocator_tests;
+#[cfg(test)]
+mod health_tests;
 #[cfg(test)]
 mod tests;

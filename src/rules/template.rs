@@ -29,6 +29,7 @@ pub const NAMES: &[&str] = &[
     "group_by",
     "group",
     "others",
+    "xid",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

@@ -237,8 +237,8 @@ fn invalid_rules_say_why() {
 
 #[test]
 fn builtin_rule_sets_are_valid() {
-    assert_eq!(parse_rule_set(DEFAULT_RULES).map(|r| r.len()), Ok(7));
-    assert_eq!(parse_rule_set(DEMO_RULES).map(|r| r.len()), Ok(10));
+    assert_eq!(parse_rule_set(DEFAULT_RULES).map(|r| r.len()), Ok(11));
+    assert_eq!(parse_rule_set(DEMO_RULES).map(|r| r.len()), Ok(14));
 }
 
 #[test]

@@ -70,6 +70,11 @@ pub struct RawDevice {
     pub processes_unreadable: bool,
     /// Per-field or whole-device failures, already worded for operators.
     pub errors: Vec<String>,
+    /// Memory health read this poll (its Xid fields are left empty: the
+    /// pipeline keeps the counts); `None` when not read this poll.
+    pub health: Option<crate::snapshot::health::Health>,
+    /// Xid codes of the events read since the previous poll.
+    pub xid_events: Vec<u64>,
 }
 
 /// Per-process SM utilisation samples (pid -> percent), per device UUID.

@@ -12,6 +12,9 @@ use thiserror::Error;
 use crate::attribution::ProcState;
 use crate::config::ByteSize;
 
+mod health;
+pub use health::{SimHealth, SimXid};
+
 /// Seconds of simulated time, written like a duration ("0s", "20s", "5m").
 #[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
 pub struct Secs(pub f64);
@@ -88,6 +91,8 @@ pub struct SimGpu {
     /// MIG instances; when non-empty the GPU is MIG-enabled.
     #[serde(default)]
     pub mig: Vec<SimMig>,
+    /// Memory health; none: the GPU reports no health at all.
+    pub health: Option<SimHealth>,
 }
 
 fn default_gpu_name() -> String {
@@ -363,6 +368,7 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
             lost_from_poll: None,
             lost_until_poll: None,
             mig: Vec::new(),
+            health: None,
         })
         .collect();
     Scenario {

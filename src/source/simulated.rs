@@ -238,7 +238,12 @@ impl GpuSource for SimulatedSource {
             let mut parent_used = 0;
             let mut built = Vec::new();
             for inst in instances {
-                let (dev, util) = self.device(g, inst, t);
+                let (mut dev, util) = self.device(g, inst, t);
+                if let (Some(h), None) = (&gpu.health, inst) {
+                    let (health, events) = h.at(t, t - self.interval);
+                    dev.health = Some(health);
+                    dev.xid_events = events;
+                }
                 parent_used += dev.memory.map_or(0, |m| m.used_bytes);
                 if let Some(u) = utilization.as_mut() {
                     u.insert(dev.uuid.clone(), util.into_iter().collect());

@@ -12,8 +12,12 @@ use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
+mod errors;
+mod health;
 mod reads;
 
+use errors::{describe, is_device_fatal};
+use errors::{init_error, needs_reinit};
 use reads::{read_memory, read_processes, sample_util};
 
 use super::{GpuSource, RawDevice, RawPoll, SourceError, Utilization};
@@ -56,6 +60,8 @@ pub struct NvmlSource {
     memo: HashMap<String, Memo>,
     /// Polls made, for the memo's re-read schedule.
     polls: u64,
+    /// Memory health reads and the Xid event set (`[health]`).
+    health: health::HealthReader,
 }
 
 /// What `read_device` remembers between polls to skip costly NVML calls.
@@ -83,7 +89,14 @@ impl NvmlSource {
             util_seen: HashMap::new(),
             memo: HashMap::new(),
             polls: 0,
+            health: health::HealthReader::new(crate::health::HealthConfig::default()),
         }
+    }
+
+    /// Reads memory health and Xid events as `cfg` says (default: on).
+    pub fn with_health(mut self, cfg: crate::health::HealthConfig) -> Self {
+        self.health = health::HealthReader::new(cfg);
+        self
     }
 
     fn ensure_init(&mut self) -> Result<(), SourceError> {
@@ -114,6 +127,7 @@ impl NvmlSource {
     /// poll re-initialises (with backoff) instead of failing forever.
     fn reset(&mut self, why: &NvmlError) -> SourceError {
         self.nvml = None;
+        self.health.forget();
         // After re-initialisation the index order may differ; an old map
         // could report a failing GPU under another GPU's UUID.
         self.uuid_by_index.clear();
@@ -170,11 +184,20 @@ impl GpuSource for NvmlSource {
         if let Some(e) = reinit {
             return Err(self.reset(&e));
         }
+        self.health.read_all(nvml, &mut devices);
         Ok(RawPoll {
             driver: self.driver.clone(),
             devices,
             utilization,
         })
+    }
+}
+
+impl Drop for NvmlSource {
+    fn drop(&mut self) {
+        if let Some(nvml) = &self.nvml {
+            self.health.release(nvml);
+        }
     }
 }
 
@@ -351,43 +374,6 @@ fn driver_info(nvml: &Nvml) -> DriverInfo {
         driver_version: nvml.sys_driver_version().unwrap_or_default(),
         nvml_version: nvml.sys_nvml_version().unwrap_or_default(),
         cuda_version: cuda,
-    }
-}
-
-/// Errors after which the handle is useless until NVML is initialised again
-/// (driver unloaded or upgraded under the daemon).
-fn needs_reinit(e: &NvmlError) -> bool {
-    matches!(
-        e,
-        NvmlError::Uninitialized | NvmlError::LibRmVersionMismatch | NvmlError::DriverNotLoaded
-    )
-}
-
-/// Errors that make the whole device unreadable this poll.
-pub(super) fn is_device_fatal(e: &NvmlError) -> bool {
-    needs_reinit(e) || matches!(e, NvmlError::GpuLost | NvmlError::ResetRequired | NvmlError::Timeout)
-}
-
-/// A short operator-facing description of an NVML error.
-pub(super) fn describe(e: &NvmlError) -> String {
-    match e {
-        NvmlError::GpuLost => "GPU is lost (fell off the bus)".into(),
-        NvmlError::NotSupported => "not supported by this GPU".into(),
-        NvmlError::NoPermission => "no permission".into(),
-        // nvml-wrapper's own text names its Rust API, not the driver.
-        NvmlError::Uninitialized => "NVML is not initialised".into(),
-        NvmlError::LibRmVersionMismatch => "NVML library and kernel driver versions differ".into(),
-        other => other.to_string(),
-    }
-}
-
-fn init_error(library: &OsString, e: &NvmlError) -> String {
-    let lib = library.to_string_lossy();
-    match e {
-        NvmlError::LibloadingError(_) => format!("{lib} not found"),
-        NvmlError::DriverNotLoaded => format!("{lib} loaded but the NVIDIA driver is not loaded"),
-        NvmlError::NoPermission => format!("{lib}: no permission to open the GPU devices"),
-        other => format!("{lib}: {other}"),
     }
 }
 

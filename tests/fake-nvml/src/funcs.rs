@@ -35,6 +35,17 @@ pub enum Func {
     CuCheckpoint,
     CuRestore,
     CuUnlock,
+    EccMode,
+    EccErrors,
+    RemappedRows,
+    RetiredPages,
+    RetiredPending,
+    FieldValues,
+    EventTypes,
+    RegisterEvents,
+    EventSetCreate,
+    EventSetWait,
+    EventSetFree,
 }
 
 use Func::*;
@@ -95,6 +106,25 @@ const NAMES: &[(Func, &[&str], &str)] = &[
     (CuCheckpoint, &["cuCheckpointProcessCheckpoint"], "cu_checkpoint"),
     (CuRestore, &["cuCheckpointProcessRestore"], "cu_restore"),
     (CuUnlock, &["cuCheckpointProcessUnlock"], "cu_unlock"),
+    (EccMode, &["nvmlDeviceGetEccMode"], "ecc_mode"),
+    (EccErrors, &["nvmlDeviceGetTotalEccErrors"], "ecc_errors"),
+    (RemappedRows, &["nvmlDeviceGetRemappedRows"], "remapped_rows"),
+    (
+        RetiredPages,
+        &["nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPages_v2"],
+        "retired_pages",
+    ),
+    (
+        RetiredPending,
+        &["nvmlDeviceGetRetiredPagesPendingStatus"],
+        "retired_pending",
+    ),
+    (FieldValues, &["nvmlDeviceGetFieldValues"], "field_values"),
+    (EventTypes, &["nvmlDeviceGetSupportedEventTypes"], "event_types"),
+    (RegisterEvents, &["nvmlDeviceRegisterEvents"], "register_events"),
+    (EventSetCreate, &["nvmlEventSetCreate"], "event_set_create"),
+    (EventSetWait, &["nvmlEventSetWait_v2"], "event_set_wait"),
+    (EventSetFree, &["nvmlEventSetFree"], "event_set_free"),
 ];
 
 /// The CUDA driver calls (the checkpoint stand-in, `cuda.rs`).
@@ -120,6 +150,14 @@ const DEVICE_GROUP: &[Func] = &[
     IsMig,
     MigParent,
     ProcessUtilization,
+    EccMode,
+    EccErrors,
+    RemappedRows,
+    RetiredPages,
+    RetiredPending,
+    FieldValues,
+    EventTypes,
+    RegisterEvents,
 ];
 
 /// A set of functions, as a bit mask over `Func`.
@@ -167,6 +205,14 @@ impl FuncSet {
             "memory" => Some(vec![MemoryV1, MemoryV2]),
             "processes" => Some(vec![ComputeProcesses, GraphicsProcesses, MpsProcesses]),
             "cuda" => Some(CUDA_GROUP.to_vec()),
+            "health" => Some(vec![
+                EccMode,
+                EccErrors,
+                RemappedRows,
+                RetiredPages,
+                RetiredPending,
+                FieldValues,
+            ]),
             _ => None,
         };
         if let Some(funcs) = group {

@@ -10,6 +10,7 @@ pub mod cuda;
 pub mod exports;
 pub mod funcs;
 pub mod generate;
+pub mod health;
 pub mod model;
 pub mod runtime;
 pub mod scenario;

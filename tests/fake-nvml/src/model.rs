@@ -22,6 +22,8 @@ pub struct Scenario {
     /// Sorted by poll; steps of one poll keep file order.
     pub steps: Vec<Step>,
     pub faults: Vec<Fault>,
+    /// Memory health and Xid events (`[[health]]`, `[[xid]]`).
+    pub health: crate::health::Plan,
 }
 
 #[derive(Clone, Copy, Debug)]

@@ -40,6 +40,10 @@ struct RawScenario {
     steps: Vec<RawStep>,
     #[serde(default, rename = "fault")]
     faults: Vec<RawFault>,
+    #[serde(default)]
+    health: Vec<crate::health::RawHealth>,
+    #[serde(default)]
+    xid: Vec<crate::health::RawXid>,
 }
 
 #[derive(Deserialize, Default)]
@@ -162,6 +166,7 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
     };
     let steps = timeline::steps(&raw.steps, &devices)?;
     let faults = timeline::faults(&raw.faults, &devices)?;
+    let health = crate::health::plan(&raw.health, &raw.xid, devices.len())?;
     Ok(Scenario {
         driver_version: raw.driver_version.unwrap_or_else(|| "550.54.15".into()),
         nvml_version: raw.nvml_version.unwrap_or_else(|| "12.550.54.15".into()),
@@ -171,6 +176,7 @@ pub fn parse(text: &str) -> Result<Scenario, String> {
         devices,
         steps,
         faults,
+        health,
     })
 }
 

@@ -40,4 +40,16 @@ fn exports_match_nvml_wrapper_sys_signatures() {
     same(|l| &l.nvmlDeviceIsMigDeviceHandle)(nvmlDeviceIsMigDeviceHandle);
     same(|l| &l.nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(nvmlDeviceGetDeviceHandleFromMigDeviceHandle);
     same(|l| &l.nvmlDeviceGetProcessUtilization)(nvmlDeviceGetProcessUtilization);
+    same(|l| &l.nvmlDeviceGetEccMode)(nvmlDeviceGetEccMode);
+    same(|l| &l.nvmlDeviceGetTotalEccErrors)(nvmlDeviceGetTotalEccErrors);
+    same(|l| &l.nvmlDeviceGetRemappedRows)(nvmlDeviceGetRemappedRows);
+    same(|l| &l.nvmlDeviceGetRetiredPages)(nvmlDeviceGetRetiredPages);
+    same(|l| &l.nvmlDeviceGetRetiredPages_v2)(nvmlDeviceGetRetiredPages_v2);
+    same(|l| &l.nvmlDeviceGetRetiredPagesPendingStatus)(nvmlDeviceGetRetiredPagesPendingStatus);
+    same(|l| &l.nvmlDeviceGetFieldValues)(nvmlDeviceGetFieldValues);
+    same(|l| &l.nvmlDeviceGetSupportedEventTypes)(nvmlDeviceGetSupportedEventTypes);
+    same(|l| &l.nvmlEventSetCreate)(nvmlEventSetCreate);
+    same(|l| &l.nvmlDeviceRegisterEvents)(nvmlDeviceRegisterEvents);
+    same(|l| &l.nvmlEventSetWait_v2)(nvmlEventSetWait_v2);
+    same(|l| &l.nvmlEventSetFree)(nvmlEventSetFree);
 }

@@ -16,11 +16,13 @@
 mod abi_check;
 mod cuda;
 mod device;
+mod health;
 mod processes;
 mod system;
 
 pub use cuda::*;
 pub use device::*;
+pub use health::*;
 pub use processes::*;
 pub use system::*;
 

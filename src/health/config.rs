@@ -1,0 +1,34 @@
+//! The `[health]` config section: whether and how often the memory-health
+//! reads run, whether Xid events are watched, and how many recent events
+//! are kept. Plain data; it must not read anything.
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::PositiveDuration;
+
+/// `[health]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Read ECC, row remapping, retired pages and memory temperature.
+    pub enabled: bool,
+    /// At most one health read per device per `interval`; unset: every
+    /// poll (the reads cost about 3 us each on an H200, see BENCHMARKS.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interval: Option<PositiveDuration>,
+    /// Register for NVML's critical Xid and ECC events and count them.
+    pub xid_events: bool,
+    /// Recent Xid events kept per device for the JSON API and snapshot.
+    pub recent_events: usize,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            interval: None,
+            xid_events: true,
+            recent_events: 16,
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! The memory-health rule kinds: uncorrected ECC errors since the driver
+//! loaded, a row remap pending, a row remap failure, and memory-related Xid
+//! events within the last `MEMORY_XID_WINDOW`. Gives each GPU's instance
+//! (value, whether a state holds, labels); it must not keep state or decide
+//! transitions (that is `eval`). A GPU that reports no such health part
+//! has no instance, so an alert about it resolves rather than reads 0.
+
+use super::instances::{Instance, device_labels, device_matches};
+use super::{Rule, RuleKind};
+use crate::snapshot::health::memory_related;
+use crate::snapshot::{Device, Snapshot};
+
+/// How far back `device_memory_xid` counts events; the shipped Prometheus
+/// rule uses the same window (`increase(...[15m])`).
+pub const MEMORY_XID_WINDOW: f64 = 15.0 * 60.0;
+
+/// The instances of a health rule: one per matching GPU that reports the
+/// part the rule is about.
+pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
+    snap.devices
+        .iter()
+        .filter(|d| device_matches(&rule.cfg.matchers, d))
+        .filter_map(|d| instance(rule.cfg.kind, d, snap.timestamp))
+        .collect()
+}
+
+/// The instance of a health kind for one GPU at Unix time `now`.
+fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance> {
+    let h = d.health.as_ref().filter(|_| d.up)?;
+    let mut labels = device_labels(d);
+    let (value, holds) = match kind {
+        RuleKind::DeviceEccUncorrected => (h.ecc?.uncorrected.volatile? as f64, None),
+        RuleKind::DeviceRowRemapPending => {
+            let p = h.remap?.pending;
+            (f64::from(u8::from(p)), Some(p))
+        }
+        RuleKind::DeviceRowRemapFailed => {
+            let f = h.remap?.failed;
+            (f64::from(u8::from(f)), Some(f))
+        }
+        RuleKind::DeviceMemoryXid => {
+            if !h.xid_watched {
+                return None;
+            }
+            let recent: Vec<u64> = h
+                .xid_recent
+                .iter()
+                .filter(|e| memory_related(e.xid) && now - e.time <= MEMORY_XID_WINDOW)
+                .map(|e| e.xid)
+                .collect();
+            if let Some(last) = recent.last() {
+                labels.insert("xid".into(), last.to_string());
+            }
+            (recent.len() as f64, None)
+        }
+        _ => return None,
+    };
+    Some(Instance {
+        key: d.uuid.clone(),
+        labels,
+        value,
+        holds,
+        model: d.name.clone(),
+        targets: vec![],
+        others: None,
+    })
+}
