@@ -26,6 +26,7 @@ pub mod remote;
 pub mod rules;
 pub mod shutdown;
 pub mod snapshot;
+pub mod snapshot_cmd;
 pub mod source;
 pub mod suspend_follow;
 pub mod sysnotify;
