@@ -28,6 +28,7 @@ pub mod shutdown;
 pub mod snapshot;
 pub mod snapshot_cmd;
 pub mod source;
+pub mod statuspage;
 pub mod suspend_follow;
 pub mod sysnotify;
 pub mod table;

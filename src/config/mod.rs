@@ -45,6 +45,7 @@ pub struct Config {
     pub reclaim: crate::reclaim::ReclaimConfig,
     pub allocator: crate::allocator::AllocatorConfig,
     pub links: crate::links::LinksConfig,
+    pub status_page: crate::statuspage::config::StatusPageConfig,
     /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
     #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::rules::RuleConfig>,
