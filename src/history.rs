@@ -316,7 +316,10 @@ fn pick(from: usize, len: usize, points: Option<usize>) -> Vec<usize> {
         Some(p) if p < n => {
             let p = p.max(1);
             let step = n.div_ceil(p);
-            let mut v: Vec<usize> = (0..p).map(|k| len - 1 - k * step).filter(|&i| i >= from).collect();
+            let mut v: Vec<usize> = (0..p)
+                .filter_map(|k| (len - 1).checked_sub(k * step))
+                .filter(|&i| i >= from)
+                .collect();
             v.reverse();
             v
         }

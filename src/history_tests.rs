@@ -158,6 +158,8 @@ fn points_thin_the_view_evenly_keeping_the_latest() {
         (Some(1), Some(107.0), vec![110.0]),
         (Some(0), None, vec![110.0]),
         (Some(3), Some(110.0), vec![]),
+        // 10 points in 7: a step of 2 reaches past the first point.
+        (Some(7), None, vec![102.0, 104.0, 106.0, 108.0, 110.0]),
     ];
     for (points, since, want) in cases {
         let v = at(points, since);
