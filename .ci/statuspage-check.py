@@ -39,6 +39,9 @@ LARGE_MIN_ALERTS = 1000
 # large at a 5 s interval so polls do not time out (the page is the subject
 # here, not the poll; BENCHMARKS.md has the poll's cost).
 LARGE_CONFIG = '[poll]\ninterval = "5s"\n'
+# default also checks the [status_page] Grafana links (the page never loads them).
+GRAFANA = "https://grafana.example.com"
+CONFIGS = {"large": LARGE_CONFIG, "default": f'[status_page]\ngrafana_url = "{GRAFANA}"\n'}
 
 
 
@@ -145,10 +148,10 @@ def check_scenario(bin_, name, out_dir, results):
     base = f"http://127.0.0.1:{port}"
     log = open(os.path.join(out_dir, f"{name}-daemon.log"), "w")
     args = [bin_, "--demo", name, "--web.listen-address", f"127.0.0.1:{port}"]
-    if name == "large":
-        cfg = os.path.join(out_dir, "large.toml")
+    if name in CONFIGS:
+        cfg = os.path.join(out_dir, f"{name}.toml")
         with open(cfg, "w") as f:
-            f.write(LARGE_CONFIG)
+            f.write(CONFIGS[name])
         args += ["--config", cfg]
     daemon = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
     console, fail = [], []
@@ -195,6 +198,8 @@ def check_scenario(bin_, name, out_dir, results):
             fail.append("no drawn used-memory sparkline")
         if name == "default" and ">poll ok<" not in dom:
             fail.append("poll health does not say 'poll ok'")
+        if name == "default" and f'href="{GRAFANA}/d/gpumemd-gpu?var-uuid={uuids[0]}"' not in dom:
+            fail.append("no Grafana link for the first GPU")
         if "DEMO: simulated fleet" not in dom:
             fail.append("the page does not say it is a demo")
         if name == "gpu-lost" and "DOWN: " not in dom:
