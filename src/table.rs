@@ -221,7 +221,7 @@ mod tests {
             ..Process::default()
         };
         let mut out = String::new();
-        processes(&mut out, &[with, without]);
+        processes(&mut out, &[with, without], Paint(false));
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 4, "header, 7, its split, 8:\n{out}");
         let want = format!(

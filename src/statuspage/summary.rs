@@ -12,7 +12,9 @@ use serde::Serialize;
 use super::config::StatusPageConfig;
 use crate::alerts::AlertsView;
 use crate::rules::eval::{Alert, State};
-use crate::snapshot::{Device, DriverInfo, Holder, Holders, Memory, Process, Snapshot, Unreleased};
+use crate::snapshot::{
+    AllocatorFigures, Device, DriverInfo, Holder, Holders, Memory, Process, RecentOom, Snapshot, Unreleased,
+};
 
 /// Examples kept per alert group; the rest are counted.
 const EXAMPLES_PER_GROUP: usize = 5;
@@ -91,6 +93,9 @@ pub struct SummaryDevice {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub unreleased: Vec<Unreleased>,
     pub unreleased_count: usize,
+    /// Recent out-of-memory errors on this GPU (the allocator view).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ooms: Vec<RecentOom>,
     pub process_count: usize,
     pub leak_count: usize,
     /// The `top` largest holders (the snapshot keeps them largest first).
@@ -115,6 +120,9 @@ pub struct ProcBrief {
     pub unit: String,
     #[serde(skip_serializing_if = "String::is_empty")]
     pub job: String,
+    /// The process's own allocator figures, when it reports them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<AllocatorFigures>,
 }
 
 #[derive(Debug, Serialize)]
@@ -240,6 +248,7 @@ fn device(d: &Device, top: usize) -> SummaryDevice {
         errors: d.errors.clone(),
         unreleased: d.unreleased.iter().take(UNRELEASED_PER_DEVICE).cloned().collect(),
         unreleased_count: d.unreleased.len(),
+        ooms: d.ooms.clone(),
         process_count: d.processes.len(),
         leak_count: d.processes.iter().filter(|p| p.leak_suspected).count(),
         processes: d.processes.iter().take(top).map(proc_brief).collect(),
@@ -266,6 +275,7 @@ fn proc_brief(p: &Process) -> ProcBrief {
         owner,
         unit: pl.unit.clone(),
         job: pl.job.clone(),
+        allocator: p.allocator.clone(),
     }
 }
 
