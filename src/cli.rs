@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+pub use crate::snapshot_cmd::args::{ColorWhen, SnapshotOpts};
 
 pub use crate::logging::{LogFormat, LogLevel};
 
@@ -58,13 +60,12 @@ pub enum Command {
         #[arg(value_enum)]
         what: Generate,
     },
-    /// Poll once, print a table (or JSON) and exit.
+    /// Poll once (or ask a running daemon), print a table (or JSON) and exit; `--watch` refreshes.
     Snapshot {
         #[command(flatten)]
         source: SourceArgs,
-        /// Print the snapshot as JSON instead of a table.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        opts: SnapshotOpts,
     },
     /// Ask the running daemon to suspend a process (CUDA checkpoint; needs `enable_lifecycle`).
     Suspend(RemoteArgs),
@@ -187,6 +188,32 @@ pub struct RunArgs {
 }
 
 impl Cli {
+    /// Parses the process's arguments after [`Cli::reorder`].
+    pub fn parse_args() -> Cli {
+        Cli::parse_from(Cli::reorder(std::env::args_os().collect()))
+    }
+
+    /// `gpumemd --demo snapshot ...` means `gpumemd snapshot --demo ...`:
+    /// `--demo` takes an optional value, so clap would read the subcommand
+    /// as the scenario's name. A subcommand name right after `--demo` is
+    /// moved in front of the flags (to a scenario file of that name, write
+    /// `--demo ./snapshot`).
+    pub fn reorder(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+        let cmd = Cli::command();
+        let is_sub = |a: &std::ffi::OsString| {
+            a.to_str()
+                .is_some_and(|s| cmd.get_subcommands().any(|c| c.get_name() == s))
+        };
+        // Only the first subcommand-like word counts: a later one is a value.
+        let first = (1..args.len()).find(|&i| is_sub(&args[i]));
+        let found = first.filter(|&i| i > 1 && args[i - 1].to_str() == Some("--demo"));
+        if let Some(i) = found {
+            let sub = args.remove(i);
+            args.insert(1, sub);
+        }
+        args
+    }
+
     /// The command to run, with `run` as the default.
     pub fn into_command(self) -> Command {
         self.command.unwrap_or(Command::Run(self.run))
@@ -244,8 +271,8 @@ mod tests {
             c => panic!("{c:?}"),
         }
         match parse(&["snapshot", "--json", "--demo", "--nvml-lib", "/x.so"]) {
-            Command::Snapshot { source, json } => {
-                assert!(json);
+            Command::Snapshot { source, opts } => {
+                assert!(opts.json);
                 assert_eq!(source.demo.as_deref(), Some("default"));
                 assert_eq!(source.nvml_lib.as_deref(), Some("/x.so"));
             }
@@ -281,6 +308,25 @@ mod tests {
             }
             c => panic!("{c:?}"),
         }
+    }
+
+    #[test]
+    fn demo_before_the_subcommand_does_not_swallow_it() {
+        let args = |v: &[&str]| v.iter().map(std::ffi::OsString::from).collect::<Vec<_>>();
+        let reordered = Cli::reorder(args(&["gpumemd", "--demo", "snapshot", "--gpu", "1"]));
+        assert_eq!(reordered, args(&["gpumemd", "snapshot", "--demo", "--gpu", "1"]));
+        match Cli::try_parse_from(reordered).map(Cli::into_command) {
+            Ok(Command::Snapshot { source, opts }) => {
+                assert_eq!(source.demo.as_deref(), Some("default"));
+                assert_eq!(opts.gpu, vec!["1".to_string()]);
+            }
+            other => panic!("{other:?}"),
+        }
+        // A scenario value and flags after the subcommand stay where they are.
+        let kept = args(&["gpumemd", "snapshot", "--demo", "mig"]);
+        assert_eq!(Cli::reorder(kept.clone()), kept);
+        let kept = args(&["gpumemd", "--demo", "large"]);
+        assert_eq!(Cli::reorder(kept.clone()), kept);
     }
 
     #[test]

@@ -72,6 +72,15 @@ pub struct HistoryView {
     pub processes: Vec<ProcessHistory>,
 }
 
+/// What [`History::view_with`] returns.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ViewOptions<'a> {
+    pub gpu: Option<&'a str>,
+    pub since: Option<f64>,
+    pub points: Option<usize>,
+    pub processes: bool,
+}
+
 #[derive(Debug, Serialize, PartialEq)]
 pub struct DeviceHistory {
     pub uuid: String,
@@ -194,11 +203,30 @@ impl History {
     /// The points after Unix time `since` (all when `None`) of one device
     /// (all when `None`) and its processes, largest latest value first.
     pub fn view(&self, gpu: Option<&str>, since: Option<f64>) -> HistoryView {
-        let skip = since.map_or(0, |t| self.times.iter().take_while(|&&x| x <= t).count());
+        self.view_with(&ViewOptions {
+            gpu,
+            since,
+            points: None,
+            processes: true,
+        })
+    }
+
+    /// [`History::view`] with at most `points` points (evenly spaced, the
+    /// latest always kept: a sparkline needs the shape, not every poll) and
+    /// process series only when `processes`. Only what is returned is
+    /// built: a device-only view of 64 GPUs never touches process series.
+    pub fn view_with(&self, o: &ViewOptions<'_>) -> HistoryView {
+        let skip = o
+            .since
+            .map_or(0, |t| self.times.iter().take_while(|&&x| x <= t).count());
+        let picked = pick(skip, self.times.len(), o.points);
         let tail64 = |v: &VecDeque<u64>| -> Vec<Option<u64>> {
-            v.iter().skip(skip).map(|&x| (x != ABSENT_U64).then_some(x)).collect()
+            picked
+                .iter()
+                .map(|&i| v.get(i).copied().filter(|&x| x != ABSENT_U64))
+                .collect()
         };
-        let wanted = |uuid: &str| gpu.is_none_or(|g| g == uuid);
+        let wanted = |uuid: &str| o.gpu.is_none_or(|g| g == uuid);
         let devices = self
             .devices
             .iter()
@@ -216,17 +244,21 @@ impl History {
         let mut processes: Vec<ProcessHistory> = self
             .processes
             .iter()
-            .filter(|(id, _)| wanted(&id.uuid))
+            .filter(|(id, _)| o.processes && wanted(&id.uuid))
             .map(|(id, s)| ProcessHistory {
                 uuid: id.uuid.clone(),
                 pid: id.pid,
                 start_time: s.start_time,
                 comm: s.comm.clone(),
-                used_bytes: s
-                    .kib
+                used_bytes: picked
                     .iter()
-                    .skip(skip)
-                    .map(|&k| (k != ABSENT_U32).then_some(u64::from(k) * 1024))
+                    .map(|&i| {
+                        s.kib
+                            .get(i)
+                            .copied()
+                            .filter(|&k| k != ABSENT_U32)
+                            .map(|k| u64::from(k) * 1024)
+                    })
                     .collect(),
             })
             .collect();
@@ -238,7 +270,7 @@ impl History {
                 .then(a.pid.cmp(&b.pid))
         });
         HistoryView {
-            timestamps: self.times.iter().skip(skip).copied().collect(),
+            timestamps: picked.iter().filter_map(|&i| self.times.get(i).copied()).collect(),
             devices,
             processes,
         }
@@ -273,6 +305,25 @@ pub async fn follow(
                 history.lock().unwrap_or_else(PoisonError::into_inner).record(&snap);
             }
         }
+    }
+}
+
+/// The indices in `from..len` a view returns: all of them, or at most
+/// `points` evenly spaced counting back from the latest.
+fn pick(from: usize, len: usize, points: Option<usize>) -> Vec<usize> {
+    let n = len.saturating_sub(from);
+    match points {
+        Some(p) if p < n => {
+            let p = p.max(1);
+            let step = n.div_ceil(p);
+            let mut v: Vec<usize> = (0..p)
+                .filter_map(|k| (len - 1).checked_sub(k * step))
+                .filter(|&i| i >= from)
+                .collect();
+            v.reverse();
+            v
+        }
+        _ => (from..len).collect(),
     }
 }
 

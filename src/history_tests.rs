@@ -133,3 +133,45 @@ fn points_for_a_span() {
     assert_eq!(History::points_for(Duration::from_secs(10), Duration::from_secs(3)), 4);
     assert_eq!(History::points_for(Duration::ZERO, Duration::from_secs(1)), 1);
 }
+
+#[test]
+fn points_thin_the_view_evenly_keeping_the_latest() {
+    let mut h = History::new(100, 10);
+    for seq in 1..=10 {
+        h.record(&snap(seq, vec![("GPU-a", seq, vec![proc(1, seq)])]));
+    }
+    let at = |points: Option<usize>, since: Option<f64>| {
+        h.view_with(&ViewOptions {
+            points,
+            since,
+            processes: false,
+            ..ViewOptions::default()
+        })
+    };
+    // (points, since) -> timestamps.
+    let cases: Vec<(Option<usize>, Option<f64>, Vec<f64>)> = vec![
+        (None, None, (101..=110).map(f64::from).collect()),
+        (Some(3), None, vec![102.0, 106.0, 110.0]),
+        (Some(5), None, vec![102.0, 104.0, 106.0, 108.0, 110.0]),
+        (Some(20), None, (101..=110).map(f64::from).collect()),
+        (Some(2), Some(107.0), vec![108.0, 110.0]),
+        (Some(1), Some(107.0), vec![110.0]),
+        (Some(0), None, vec![110.0]),
+        (Some(3), Some(110.0), vec![]),
+        // 10 points in 7: a step of 2 reaches past the first point.
+        (Some(7), None, vec![102.0, 104.0, 106.0, 108.0, 110.0]),
+    ];
+    for (points, since, want) in cases {
+        let v = at(points, since);
+        assert_eq!(v.timestamps, want, "points {points:?} since {since:?}");
+        let used: Vec<Option<u64>> = want.iter().map(|t| Some(((*t - 100.0) as u64) << 20)).collect();
+        assert_eq!(v.devices[0].used_bytes, used, "values follow their timestamps");
+        assert!(v.processes.is_empty(), "processes = false");
+    }
+    let with = h.view_with(&ViewOptions {
+        points: Some(2),
+        processes: true,
+        ..ViewOptions::default()
+    });
+    assert_eq!(with.processes[0].used_bytes, vec![Some(5 << 20), Some(10 << 20)]);
+}

@@ -6,9 +6,10 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use clap::Parser;
 use gpumemd::check::{Criteria, Scope, Verdict, fetch_snapshot};
-use gpumemd::cli::{CheckArgs, Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SourceArgs};
+use gpumemd::cli::{
+    CheckArgs, Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SnapshotOpts, SourceArgs,
+};
 use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
 use gpumemd::pipeline::Pipeline;
@@ -20,11 +21,11 @@ use gpumemd::source::simulated::SimulatedSource;
 use gpumemd::source::{GpuSource, SourceError};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     let result = match cli.into_command() {
         Command::Run(args) => run(args),
         Command::CheckConfig { file, demo } => check_config(&file, demo),
-        Command::Snapshot { source, json } => snapshot(&source, json),
+        Command::Snapshot { source, opts } => snapshot(&source, &opts),
         Command::Check(args) => return check(&args),
         Command::Generate { what } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
             // `gpumemd generate man | head` is not a failure.
@@ -163,22 +164,46 @@ fn check_config(file: &Path, demo: bool) -> Result<(), String> {
     Ok(())
 }
 
-fn snapshot(src: &SourceArgs, json: bool) -> Result<(), String> {
-    let snap = poll_once(src)?;
-    if json {
-        let text = serde_json::to_string_pretty(&snap).map_err(|e| format!("cannot print JSON: {e}"))?;
-        println!("{text}");
-    } else {
-        print!("{}", gpumemd::table::render(&snap));
+/// `snapshot`: from a running daemon (`--url`), or polls here, keeping the
+/// pipeline between `--watch` refreshes so growth appears as history builds.
+fn snapshot(src: &SourceArgs, opts: &SnapshotOpts) -> Result<(), String> {
+    use gpumemd::snapshot_cmd::{self, Feed, SnapshotError};
+    gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
+    if let Some(url) = &opts.url {
+        if src.demo.is_some() || src.nvml_lib.is_some() {
+            return Err("--url reads the daemon's data; --demo and --nvml-lib do not apply to it".into());
+        }
+        let feed = Feed {
+            fetch: Box::new(|| snapshot_cmd::remote::fetch(url).map_err(SnapshotError::from)),
+            has_history: true,
+        };
+        return snapshot_cmd::run(opts, feed).map_err(|e| e.to_string());
     }
-    Ok(())
+    let cfg = load_config(src, &overrides(src, None)?)?;
+    let mut source = make_source(&cfg, src.demo.as_deref())?;
+    let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
+    let mut seq = 0;
+    let feed = Feed {
+        fetch: Box::new(move || {
+            seq += 1;
+            poll_with(source.as_mut(), &mut pipeline, seq).map_err(SnapshotError::Source)
+        }),
+        has_history: false,
+    };
+    snapshot_cmd::run(opts, feed).map_err(|e| e.to_string())
 }
 
-/// One poll through the production pipeline, for `snapshot` and `check`.
+/// One poll through the production pipeline, for `check`.
 fn poll_once(src: &SourceArgs) -> Result<Snapshot, String> {
     gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
+    let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
+    poll_with(source.as_mut(), &mut pipeline, 1)
+}
+
+/// Poll number `seq` of `source` through `pipeline`, as a snapshot.
+fn poll_with(source: &mut dyn GpuSource, pipeline: &mut Pipeline, seq: u64) -> Result<Snapshot, String> {
     let now = unix_now();
     let started = std::time::Instant::now();
     let raw = source.poll(true).map_err(|e| match e {
@@ -187,13 +212,13 @@ fn poll_once(src: &SourceArgs) -> Result<Snapshot, String> {
     })?;
     let source_seconds = started.elapsed().as_secs_f64();
     let outcome = PollOutcome {
-        seq: 1,
+        seq,
         timestamp: now,
         monotonic: 0.0,
-        nvml: Ok(Pipeline::for_source(&cfg.processes, source.as_ref()).build(raw, now)),
+        nvml: Ok(pipeline.build(raw, now)),
     };
     let stats = PollStats {
-        polls_total: 1,
+        polls_total: seq,
         success: true,
         duration_seconds: started.elapsed().as_secs_f64(),
         source_seconds,

@@ -1,7 +1,8 @@
 //! The immutable result of one poll, shared by every reader (metrics, JSON
 //! API, status page, rules) through a watch channel. Plain data with serde
-//! for the JSON API; it must not hold handles, locks or anything that talks
-//! to hardware. A value that could not be read is `None`, never 0.
+//! for the JSON API (and back, for `snapshot --url`); it must not hold
+//! handles, locks or anything that talks to hardware. A value that could
+//! not be read is `None`, never 0.
 
 pub mod health;
 
@@ -10,7 +11,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Driver and library versions, as reported by NVML (or the simulation).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DriverInfo {
     pub driver_version: String,
     pub nvml_version: String,
@@ -18,7 +20,8 @@ pub struct DriverInfo {
 }
 
 /// Device memory in bytes, NVML v2 semantics: `used` excludes `reserved`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Memory {
     pub total_bytes: u64,
     pub used_bytes: u64,
@@ -28,7 +31,8 @@ pub struct Memory {
 }
 
 /// Who holds a device's used memory; the four parts add up to `used_bytes`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Holders {
     /// Processes that are running (present in /proc; a short D is running).
     pub live: u64,
@@ -100,7 +104,8 @@ impl GroupBy {
     }
 }
 /// Where a process runs, from its cgroup (empty = not applicable).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Placement {
     /// Full container id.
     pub container: String,
@@ -117,7 +122,8 @@ pub struct Placement {
 }
 
 /// One process holding a context on one device.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Process {
     pub pid: u32,
     /// Absent when NVML reports the value as unavailable.
@@ -155,6 +161,9 @@ pub struct Process {
     /// What the process's own allocator reports for this GPU (it opted in
     /// with `gpumemd-torch`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
+    // Not read back by `snapshot --url`: the allocator figures hold
+    // `&'static str` verdicts; the table does without them.
+    #[serde(skip_deserializing)]
     pub allocator: Option<AllocatorFigures>,
 }
 
@@ -209,7 +218,7 @@ impl Process {
 }
 
 /// Memory that stayed used after its holder left the process list.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unreleased {
     pub pid: u32,
     pub comm: String,
@@ -220,7 +229,8 @@ pub struct Unreleased {
 }
 
 /// One GPU or MIG instance, keyed by UUID.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Device {
     pub uuid: String,
     pub index: Option<u32>,
@@ -247,6 +257,7 @@ pub struct Device {
     /// Out-of-memory errors processes reported on this GPU in the last
     /// minutes (the allocator view); the process may have exited since.
     #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(skip_deserializing)]
     pub ooms: Vec<RecentOom>,
     /// Memory health (ECC, row remapping, Xid events); absent when not read.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -267,7 +278,8 @@ pub struct RecentOom {
 
 /// Cumulative poller counters, carried in every snapshot so a scrape reads
 /// one consistent view.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct PollStats {
     pub polls_total: u64,
     pub errors_total: BTreeMap<String, u64>,
@@ -284,7 +296,8 @@ pub struct PollStats {
 }
 
 /// What one poll saw, plus the poller's view of its own health.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Snapshot {
     /// 0 for the placeholder published before the first poll.
     pub seq: u64,

@@ -1,14 +1,46 @@
 //! The human-readable table printed by `gpumemd snapshot`: per GPU the memory
-//! totals and holder split, then its processes with attribution. Formatting
-//! only; it reads a finished snapshot.
+//! totals and holder split, then its processes with attribution, optionally
+//! in colour (ANSI SGR). Formatting only; it reads a finished snapshot and
+//! never decides when colour applies (the caller does).
 
 use std::fmt::Write as _;
 
 use crate::snapshot::{Device, Holder, Process, Snapshot};
 pub use crate::units::human;
 
-/// Renders the whole table.
+/// Renders the whole table, without colour.
 pub fn render(s: &Snapshot) -> String {
+    render_styled(s, false)
+}
+
+/// ANSI colours when on: red for trouble (down, leak), yellow for memory
+/// nobody running holds, bold for headers. Colour only adds escapes around
+/// cells; the text and its alignment are the same as without.
+#[derive(Clone, Copy)]
+struct Paint(bool);
+
+impl Paint {
+    fn wrap(self, code: &str, text: &str) -> String {
+        if self.0 && !text.is_empty() {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_string()
+        }
+    }
+    fn bold(self, t: &str) -> String {
+        self.wrap("1", t)
+    }
+    fn red(self, t: &str) -> String {
+        self.wrap("1;31", t)
+    }
+    fn yellow(self, t: &str) -> String {
+        self.wrap("33", t)
+    }
+}
+
+/// Renders the whole table, in colour when `color`.
+pub fn render_styled(s: &Snapshot, color: bool) -> String {
+    let paint = Paint(color);
     let mut out = String::new();
     if let Some(d) = &s.demo {
         let _ = writeln!(out, "DEMO: simulated fleet \"{d}\" (no real GPU is read)");
@@ -21,20 +53,20 @@ pub fn render(s: &Snapshot) -> String {
         );
     }
     for d in &s.devices {
-        device(&mut out, d);
+        device(&mut out, d, paint);
     }
     out
 }
 
-fn device(out: &mut String, d: &Device) {
+fn device(out: &mut String, d: &Device, paint: Paint) {
     let label = match (d.index, d.mig_profile.is_empty()) {
         (Some(i), _) => format!("GPU {i}"),
         (None, false) => format!("  MIG {}", d.mig_profile),
         (None, true) => "GPU ?".into(),
     };
-    let _ = write!(out, "\n{label}  {}  {}", d.name, d.uuid);
+    let _ = write!(out, "\n{}  {}  {}", paint.bold(&label), d.name, d.uuid);
     if !d.up {
-        let _ = writeln!(out, "  DOWN: {}", d.errors.join("; "));
+        let _ = writeln!(out, "  {}", paint.red(&format!("DOWN: {}", d.errors.join("; "))));
         return;
     }
     match d.memory {
@@ -56,19 +88,26 @@ fn device(out: &mut String, d: &Device) {
     if let Some(h) = d.holders {
         let split: Vec<String> = Holder::ALL
             .iter()
-            .map(|&c| format!("{} {}", c.as_str(), human(h.get(c))))
+            .map(|&c| {
+                let text = format!("{} {}", c.as_str(), human(h.get(c)));
+                if c != Holder::Live && h.get(c) > 0 {
+                    paint.yellow(&text)
+                } else {
+                    text
+                }
+            })
             .collect();
         let _ = writeln!(out, "  holders: {}", split.join("  "));
     }
     for u in &d.unreleased {
-        let _ = writeln!(
-            out,
-            "  NOT RELEASED: {} after pid {} ({}, {}) left",
+        let text = format!(
+            "NOT RELEASED: {} after pid {} ({}, {}) left",
             human(u.bytes),
             u.pid,
             u.comm,
             u.user
         );
+        let _ = writeln!(out, "  {}", paint.yellow(&text));
     }
     if let Some(h) = d.health.as_ref().and_then(|h| h.summary()) {
         let _ = writeln!(out, "  HEALTH: {h}");
@@ -76,18 +115,18 @@ fn device(out: &mut String, d: &Device) {
     for e in &d.errors {
         let _ = writeln!(out, "  note: {e}");
     }
-    processes(out, &d.processes);
+    processes(out, &d.processes, paint);
 }
 
-fn processes(out: &mut String, list: &[Process]) {
+fn processes(out: &mut String, list: &[Process], paint: Paint) {
     if list.is_empty() {
         return;
     }
-    let _ = writeln!(
-        out,
-        "  {:>8}  {:<16} {:<10} {:<8} {:>10}  {:>11}  {:<14} {:<18} {:<8}",
+    let head = format!(
+        "{:>8}  {:<16} {:<10} {:<8} {:>10}  {:>11}  {:<14} {:<18} {:<8}",
         "PID", "COMMAND", "USER", "HOLDER", "USED", "GROWTH/s", "CONTAINER/POD", "UNIT", "JOB"
     );
+    let _ = writeln!(out, "  {}", paint.bold(&head));
     for p in list {
         let used = p.used_bytes.map(human).unwrap_or_else(|| "n/a".into());
         let growth = match p.growth_bytes_per_second {
@@ -108,9 +147,18 @@ fn processes(out: &mut String, list: &[Process]) {
         } else {
             short(&p.placement.container)
         };
+        // Padded first, painted after: escapes must not count as width.
+        let holder = format!("{holder:<8}");
+        let holder = if p.holder == Some(Holder::Live) && !p.idle {
+            holder
+        } else {
+            paint.yellow(&holder)
+        };
+        let growth = format!("{growth:>11}");
+        let growth = if p.leak_suspected { paint.red(&growth) } else { growth };
         let _ = writeln!(
             out,
-            "  {:>8}  {:<16} {:<10} {:<8} {:>10}  {:>11}  {:<14} {:<18} {:<8}",
+            "  {:>8}  {:<16} {:<10} {} {:>10}  {}  {:<14} {:<18} {:<8}",
             p.pid, p.comm, p.user, holder, used, growth, owner, p.placement.unit, p.placement.job
         );
         if let Some(a) = &p.allocator {
@@ -176,7 +224,7 @@ mod tests {
             ..Process::default()
         };
         let mut out = String::new();
-        processes(&mut out, &[with, without]);
+        processes(&mut out, &[with, without], Paint(false));
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), 4, "header, 7, its split, 8:\n{out}");
         let want = format!(

@@ -46,6 +46,7 @@ pub struct Config {
     pub allocator: crate::allocator::AllocatorConfig,
     pub links: crate::links::LinksConfig,
     pub health: crate::health::HealthConfig,
+    pub status_page: crate::statuspage::config::StatusPageConfig,
     /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
     #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::rules::RuleConfig>,

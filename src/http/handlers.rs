@@ -8,6 +8,7 @@ use axum::response::{Html, IntoResponse, Response};
 
 use super::AppState;
 use crate::metrics::{self, Format};
+use crate::statuspage;
 
 pub async fn index() -> Html<&'static str> {
     Html(include_str!("status_page.html"))
@@ -70,28 +71,80 @@ pub async fn snapshot(State(st): State<AppState>) -> Response {
     }
 }
 
-/// `?gpu=UUID` (one device and its processes) and `?since=UNIX_SECONDS`.
+/// `?gpu=UUID` (one device and its processes), `?since=UNIX_SECONDS`,
+/// `?points=N` (at most N evenly spaced points) and `?processes=false`
+/// (device series only: what the status page's sparklines need).
 #[derive(Debug, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HistoryQuery {
     gpu: Option<String>,
     since: Option<f64>,
+    points: Option<usize>,
+    processes: Option<bool>,
 }
 
 pub async fn history(State(st): State<AppState>, q: Result<Query<HistoryQuery>, QueryRejection>) -> Response {
     let Query(q) = match q {
         Ok(q) => q,
         Err(e) => {
-            let msg = format!("bad query: {}; use ?gpu=UUID&since=UNIX_SECONDS\n", e.body_text());
+            let msg = format!(
+                "bad query: {}; use ?gpu=UUID&since=UNIX_SECONDS&points=N&processes=false\n",
+                e.body_text()
+            );
             return (StatusCode::BAD_REQUEST, msg).into_response();
         }
+    };
+    let opts = crate::history::ViewOptions {
+        gpu: q.gpu.as_deref(),
+        since: q.since,
+        points: q.points,
+        processes: q.processes.unwrap_or(true),
     };
     let view = st
         .history
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .view(q.gpu.as_deref(), q.since);
+        .view_with(&opts);
     json(&view)
+}
+
+/// `?top=N` processes per GPU (at most 200; by default 10, or 3 from 9
+/// devices on, when the page shows a grid) and `?gpu=UUID`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummaryQuery {
+    top: Option<usize>,
+    gpu: Option<String>,
+}
+
+/// `GET /api/v1/summary`: what the status page draws, sized for a screen.
+pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, QueryRejection>) -> Response {
+    let Query(q) = match q {
+        Ok(q) => q,
+        Err(e) => {
+            let msg = format!("bad query: {}; use ?top=N&gpu=UUID\n", e.body_text());
+            return (StatusCode::BAD_REQUEST, msg).into_response();
+        }
+    };
+    let snap = st.snapshots.borrow().clone();
+    let alerts = st.alerts.borrow().clone();
+    let cfg = st.config.borrow().clone();
+    let top = q
+        .top
+        .unwrap_or_else(|| statuspage::default_top(snap.devices.len()))
+        .min(statuspage::MAX_TOP);
+    json(&statuspage::summarize(
+        &snap,
+        &alerts,
+        &cfg.status_page,
+        top,
+        q.gpu.as_deref(),
+    ))
+}
+
+/// `GET /runbook`: docs/runbook.md, one anchor per alert rule.
+pub async fn runbook() -> Html<String> {
+    Html(statuspage::runbook::html())
 }
 
 pub async fn alerts(State(st): State<AppState>) -> Response {

@@ -100,6 +100,8 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/alerts", get(handlers::alerts))
         .route("/api/v1/history", get(handlers::history))
         .route("/api/v1/events", get(handlers::events))
+        .route("/api/v1/summary", get(handlers::summary))
+        .route("/runbook", get(handlers::runbook))
         .route("/-/reload", post(handlers::reload))
         .route("/api/v1/processes/{pid}/suspend", post(lifecycle::suspend))
         .route("/api/v1/processes/{pid}/resume", post(lifecycle::resume))

@@ -7,10 +7,10 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// ECC error counts of one severity (NVML's corrected / uncorrected).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EccCounts {
     /// Since the last driver load (NVML's volatile counter).
     pub volatile: Option<u64>,
@@ -19,7 +19,7 @@ pub struct EccCounts {
 }
 
 /// ECC state: the mode and the error counters.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ecc {
     /// Whether ECC is on now.
     pub enabled: bool,
@@ -30,7 +30,7 @@ pub struct Ecc {
 }
 
 /// Row remapping (Ampere and newer): spare rows swapped in for bad ones.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Remap {
     /// Rows remapped after correctable errors.
     pub correctable: u64,
@@ -43,7 +43,7 @@ pub struct Remap {
 }
 
 /// Retired pages (before Ampere; Hopper answers NOT_SUPPORTED).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Retired {
     /// Pages retired after multiple single-bit errors.
     pub single_bit: Option<u64>,
@@ -55,7 +55,9 @@ pub struct Retired {
 
 /// One device's memory health, as read this poll. Each part is `None` when
 /// the GPU does not support it (or it could not be read this time).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+// Fields left out when empty read back as empty (`snapshot --url`).
+#[serde(default)]
 pub struct Health {
     pub ecc: Option<Ecc>,
     pub remap: Option<Remap>,
@@ -125,7 +127,7 @@ impl Health {
 
 /// One Xid event: its code and when it was read (Unix seconds, at poll
 /// resolution: NVML gives no time of its own).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct XidEvent {
     pub xid: u64,
     pub time: f64,

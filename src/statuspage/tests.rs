@@ -1,0 +1,167 @@
+//! Unit tests of the status page's data: the summary's grouping, counts and
+//! caps, and the link settings it refuses.
+
+use std::collections::BTreeMap;
+
+use super::config::{LinkBase, StatusPageConfig};
+use super::*;
+use crate::alerts::AlertsView;
+use crate::rules::eval::{Alert, State};
+use crate::snapshot::{Device, Holders, Memory, Process, Snapshot};
+
+fn alert(rule: &str, severity: &str, state: State, gpu: u32, active_at: f64) -> Alert {
+    Alert {
+        rule: rule.into(),
+        labels: BTreeMap::from([
+            ("severity".to_string(), severity.to_string()),
+            ("gpu".to_string(), gpu.to_string()),
+            ("instance".to_string(), "h".to_string()),
+        ]),
+        annotations: BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))]),
+        state,
+        active_at,
+        fired_at: (state == State::Firing).then_some(active_at + 10.0),
+        resolved_at: None,
+        value: 1.0,
+        since_mono: 0.0,
+        targets: Vec::new(),
+        action: None,
+    }
+}
+
+fn fleet(gpus: u32, procs: u32) -> Snapshot {
+    let devices = (0..gpus)
+        .map(|i| Device {
+            uuid: format!("GPU-{i}"),
+            index: Some(i),
+            up: i != 1,
+            memory: Some(Memory {
+                total_bytes: 100,
+                used_bytes: 40,
+                free_bytes: 60,
+                reserved_bytes: None,
+            }),
+            holders: Some(Holders {
+                live: 30,
+                unattributed: 10,
+                ..Holders::default()
+            }),
+            processes: (0..procs)
+                .map(|p| Process {
+                    pid: 1000 * i + p,
+                    leak_suspected: p == 0,
+                    ..Process::default()
+                })
+                .collect(),
+            ..Device::default()
+        })
+        .collect();
+    Snapshot {
+        seq: 3,
+        devices,
+        ..Snapshot::default()
+    }
+}
+
+#[test]
+fn devices_keep_their_top_processes_and_totals_count_everything() {
+    let s = summarize(
+        &fleet(4, 20),
+        &AlertsView::default(),
+        &StatusPageConfig::default(),
+        3,
+        None,
+    );
+    assert_eq!(s.devices.len(), 4);
+    for d in &s.devices {
+        assert_eq!(d.process_count, 20);
+        assert_eq!(d.processes.len(), 3);
+        assert_eq!(d.leak_count, 1);
+    }
+    assert_eq!(
+        s.devices[2].processes[0].pid, 2000,
+        "largest first, as the snapshot has them"
+    );
+    assert_eq!(
+        (s.totals.devices, s.totals.down, s.totals.processes, s.totals.leaks),
+        (4, 1, 80, 4)
+    );
+    assert_eq!((s.totals.used_bytes, s.totals.total_bytes), (160, 400));
+    assert_eq!(s.totals.holders.unattributed, 40);
+    let one = summarize(
+        &fleet(4, 20),
+        &AlertsView::default(),
+        &StatusPageConfig::default(),
+        50,
+        Some("GPU-2"),
+    );
+    assert_eq!(one.devices.len(), 1);
+    assert_eq!(one.devices[0].processes.len(), 20);
+    assert_eq!(one.totals.devices, 4, "totals stay fleet-wide");
+}
+
+#[test]
+fn alerts_are_grouped_by_rule_with_counts_firing_and_severe_first() {
+    let mut alerts: Vec<Alert> = (0..40)
+        .map(|g| alert("Noisy", "info", State::Firing, g, 500.0 - f64::from(g)))
+        .collect();
+    alerts.push(alert("Leak", "critical", State::Pending, 0, 100.0));
+    alerts.push(alert("Leak", "critical", State::Firing, 3, 300.0));
+    alerts.push(alert("Leak", "critical", State::Firing, 2, 200.0));
+    alerts.push(alert("Quiet", "critical", State::Pending, 1, 50.0));
+    let view = AlertsView {
+        alerts,
+        transitions: Vec::new(),
+        rules: vec!["Leak".into(), "Noisy".into(), "Quiet".into()],
+    };
+    let s = summarize(&fleet(1, 0), &view, &StatusPageConfig::default(), 5, None);
+    let a = &s.alerts;
+    assert_eq!((a.rules, a.firing, a.pending), (3, 42, 2));
+    let order: Vec<(&str, usize, usize)> = a
+        .groups
+        .iter()
+        .map(|g| (g.rule.as_str(), g.firing, g.pending))
+        .collect();
+    assert_eq!(order, vec![("Leak", 2, 1), ("Noisy", 40, 0), ("Quiet", 0, 1)]);
+    let leak = &a.groups[0];
+    let gpus: Vec<&str> = leak.examples.iter().map(|e| e.labels["gpu"].as_str()).collect();
+    assert_eq!(gpus, vec!["2", "3", "0"], "firing first, oldest first");
+    assert_eq!(leak.since, 100.0);
+    assert!(!leak.examples[0].labels.contains_key("instance"), "only where-labels");
+    assert_eq!(a.groups[1].examples.len(), 5, "examples are capped, counts are not");
+}
+
+#[test]
+fn link_bases_must_be_web_links() {
+    let ok = |s: &str| LinkBase::try_from(s.to_string()).map(|l| l.as_str().to_string());
+    assert_eq!(
+        ok("https://grafana.example.com/"),
+        Ok("https://grafana.example.com".into())
+    );
+    assert_eq!(ok("/grafana"), Ok("/grafana".into()));
+    assert_eq!(ok(""), Ok(String::new()));
+    for bad in [
+        "javascript:alert(1)",
+        "//evil.example",
+        "grafana.example.com",
+        "https://a b",
+    ] {
+        assert!(ok(bad).is_err(), "{bad}");
+    }
+    let cfg: Result<crate::config::Config, _> =
+        crate::config::Config::from_toml("[status_page]\ngrafana_url = \"javascript:x\"\n", "t.toml", false);
+    let e = cfg.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(e.starts_with("t.toml:2:"), "{e}");
+}
+
+#[test]
+fn the_runbook_has_an_anchor_per_default_rule() {
+    let html = runbook::html();
+    for rule in ["GpuMemoryLeakSuspected", "GpuLost", "GpuMemoryHeldByExitedProcess"] {
+        assert!(
+            html.contains(&format!("<h2 id=\"{}\">{rule}</h2>", rule.to_lowercase())),
+            "{rule}"
+        );
+    }
+    assert!(!html.contains("<script"), "escaped text only");
+}
