@@ -15,6 +15,8 @@ import sys
 
 # Calls gpumemd makes, and the most one may cost (far above the ~3 us an
 # H200 answers in): more means a driver path to look at, not a typo.
+# Calls gpumemd caches because they are slow (src/source/nvml/health.rs).
+READ_RARELY = {"nvmlDeviceGetEccMode": "5 minutes (ECC_MODE_EVERY)"}
 DAEMON_CALLS = ("nvmlDeviceGetEccMode", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows",
                 "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",
                 "nvmlDeviceGetFieldValues", "nvmlEventSetWait_v2")
@@ -92,7 +94,10 @@ def check_calls(calls):
         if used and c["rc_name"] not in ("SUCCESS", "NOT_SUPPORTED", "TIMEOUT"):
             say("FAIL", f"{c['call']} answered {c['rc_name']}: gpumemd records that as an error every poll")
         if used and us is not None and us > MAX_US:
-            say("FAIL", f"{c['call']} costs {us:.1f} us, more than {MAX_US:.0f} us")
+            if c["call"].split("(")[0] in READ_RARELY:
+                say("INFO", f"{c['call']} costs {us:.1f} us; gpumemd reads it once per {READ_RARELY[c['call'].split('(')[0]]}")
+            else:
+                say("FAIL", f"{c['call']} costs {us:.1f} us, more than {MAX_US:.0f} us")
     reg = by.get("nvmlDeviceRegisterEvents(Xid critical)")
     if reg and reg["rc_name"] == "SUCCESS":
         say("PASS", "registering for critical Xid events works")

@@ -46,7 +46,15 @@ struct Unsupported {
 struct PerDevice {
     last: Option<(Instant, Health)>,
     unsupported: Unsupported,
+    /// ECC mode (current, pending) and when it was read.
+    ecc_mode: Option<(Instant, bool, bool)>,
 }
+
+/// How long an ECC mode reading is reused. The mode changes only when a
+/// GPU is reset (a pending change takes effect then), and the call is the
+/// one costly health read: about 157 us on the H200 (driver 580), against
+/// 2-3 us for every other (BENCHMARKS.md, "Memory health reads").
+const ECC_MODE_EVERY: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// NVML's event set handle. Only the poller thread ever uses it.
 struct EventSet(nvmlEventSet_t);
@@ -124,7 +132,7 @@ impl HealthReader {
                 return h.clone();
             }
         }
-        let h = read_health(device, &mut per.unsupported, errors);
+        let h = read_health(device, per, now, errors);
         per.last = Some((now, h.clone()));
         h
     }
@@ -237,7 +245,8 @@ fn register_raw(nvml: &Nvml, device: &Device<'_>, set: nvmlEventSet_t) -> Result
 
 /// One full health reading. NOT_SUPPORTED leaves a part absent and is
 /// remembered; other errors leave it absent this time and are recorded.
-fn read_health(device: &Device<'_>, unsupported: &mut Unsupported, errors: &mut Vec<String>) -> Health {
+fn read_health(device: &Device<'_>, per: &mut PerDevice, now: Instant, errors: &mut Vec<String>) -> Health {
+    let unsupported = &mut per.unsupported;
     let mut note = |what: &str, e: NvmlError, flag: &mut bool| {
         if matches!(e, NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) {
             *flag = true;
@@ -247,7 +256,7 @@ fn read_health(device: &Device<'_>, unsupported: &mut Unsupported, errors: &mut 
     };
     let mut h = Health::default();
     if !unsupported.ecc {
-        match read_ecc(device) {
+        match read_ecc(device, &mut per.ecc_mode, now) {
             Ok(e) => h.ecc = Some(e),
             Err(e) => note("ecc", e, &mut unsupported.ecc),
         }
@@ -273,15 +282,22 @@ fn read_health(device: &Device<'_>, unsupported: &mut Unsupported, errors: &mut 
     h
 }
 
-fn read_ecc(device: &Device<'_>) -> Result<Ecc, NvmlError> {
-    let mode = device.is_ecc_enabled()?;
+fn read_ecc(device: &Device<'_>, cached: &mut Option<(Instant, bool, bool)>, now: Instant) -> Result<Ecc, NvmlError> {
+    let (current, pending) = match *cached {
+        Some((at, current, pending)) if now.duration_since(at) < ECC_MODE_EVERY => (current, pending),
+        _ => {
+            let mode = device.is_ecc_enabled()?;
+            *cached = Some((now, mode.currently_enabled, mode.pending_enabled));
+            (mode.currently_enabled, mode.pending_enabled)
+        }
+    };
     let mut ecc = Ecc {
-        enabled: mode.currently_enabled,
-        pending_enabled: mode.pending_enabled,
+        enabled: current,
+        pending_enabled: pending,
         ..Ecc::default()
     };
     // With ECC off the counters do not count; they stay absent.
-    if mode.currently_enabled {
+    if current {
         let count = |t: MemoryError, c: EccCounter| -> Result<Option<u64>, NvmlError> {
             match device.total_ecc_errors(t, c) {
                 Ok(n) => Ok(Some(n)),
