@@ -58,17 +58,7 @@ pub async fn ready(State(st): State<AppState>) -> Response {
 
 pub async fn snapshot(State(st): State<AppState>) -> Response {
     let snap = st.snapshots.borrow().clone();
-    let suspended = st.reclaimer.as_ref().map(|r| r.suspended()).unwrap_or_default();
-    if suspended.is_empty() {
-        return json(&*snap);
-    }
-    match serde_json::to_value(&*snap) {
-        Ok(mut v) => {
-            super::lifecycle::add_suspended(&mut v, &suspended);
-            json(&v)
-        }
-        Err(_) => json(&*snap),
-    }
+    with_suspended(&st, &*snap)
 }
 
 /// `?gpu=UUID` (one device and its processes), `?since=UNIX_SECONDS`,
@@ -133,13 +123,24 @@ pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, 
         .top
         .unwrap_or_else(|| statuspage::default_top(snap.devices.len()))
         .min(statuspage::MAX_TOP);
-    json(&statuspage::summarize(
-        &snap,
-        &alerts,
-        &cfg.status_page,
-        top,
-        q.gpu.as_deref(),
-    ))
+    let summary = statuspage::summarize(&snap, &alerts, &cfg.status_page, top, q.gpu.as_deref());
+    with_suspended(&st, &summary)
+}
+
+/// `body` as JSON, with the processes gpumemd suspended listed under their
+/// devices (`lifecycle::add_suspended`); `body` as it is when none are.
+fn with_suspended<T: serde::Serialize>(st: &AppState, body: &T) -> Response {
+    let suspended = st.reclaimer.as_ref().map(|r| r.suspended()).unwrap_or_default();
+    if suspended.is_empty() {
+        return json(body);
+    }
+    match serde_json::to_value(body) {
+        Ok(mut v) => {
+            super::lifecycle::add_suspended(&mut v, &suspended);
+            json(&v)
+        }
+        Err(_) => json(body),
+    }
 }
 
 /// `GET /runbook`: docs/runbook.md, one anchor per alert rule.

@@ -117,7 +117,11 @@ pub(super) const DEVICE: &[Family<Device>] = &[
         "Memory still used after its holder left the process list for longer than late_release_after.",
         |d, e| {
             let known = d.up && d.holders.is_some();
-            by_uuid(d, known.then(|| d.unreleased.iter().map(|u| u.bytes).sum::<u64>()), e);
+            by_uuid(
+                d,
+                known.then(|| d.unreleased.iter().fold(0u64, |a, u| a.saturating_add(u.bytes))),
+                e,
+            );
         },
     ),
     gauge(

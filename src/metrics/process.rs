@@ -215,7 +215,10 @@ pub(super) fn groups(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
             for p in &d.processes {
                 let g = p.group(by);
                 if !g.is_empty() {
-                    *sums.entry(g).or_default() += p.used_bytes.unwrap_or(0);
+                    // Saturating: NVML's figures are not checked against
+                    // the device size, and a garbage one must not panic.
+                    let sum = sums.entry(g).or_default();
+                    *sum = sum.saturating_add(p.used_bytes.unwrap_or(0));
                 }
             }
             for (g, v) in sums {

@@ -105,8 +105,8 @@ impl Health {
             .xid_counts
             .iter()
             .filter(|(code, _)| memory_related(**code))
-            .map(|(_, n)| n)
-            .sum();
+            .map(|(_, n)| *n)
+            .fold(0u64, u64::saturating_add);
         if memory_xids > 0 {
             let last = self.xid_recent.iter().rev().find(|e| memory_related(e.xid));
             let n = count(memory_xids, "memory Xid event");

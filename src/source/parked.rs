@@ -36,7 +36,7 @@ impl GpuSource for ParkedSource {
                 .iter()
                 .filter(|p| parked.contains(&p.pid))
                 .filter_map(|p| p.used_bytes)
-                .sum();
+                .fold(0u64, u64::saturating_add);
             d.processes.retain(|p| !parked.contains(&p.pid));
             if let Some(m) = d.memory.as_mut() {
                 m.used_bytes = m.used_bytes.saturating_sub(hidden);

@@ -221,17 +221,18 @@ fn totals(devices: &[Device]) -> Totals {
         t.processes += d.processes.len();
         t.leaks += d.processes.iter().filter(|p| p.leak_suspected).count();
         // MIG instances are inside their GPU's memory: count GPUs only.
+        // Sums saturate: the figures come from NVML, unchecked.
         if d.parent_uuid.is_empty() {
             if let Some(m) = d.memory {
-                t.used_bytes += m.used_bytes;
-                t.total_bytes += m.total_bytes;
+                t.used_bytes = t.used_bytes.saturating_add(m.used_bytes);
+                t.total_bytes = t.total_bytes.saturating_add(m.total_bytes);
             }
         }
         if let Some(h) = d.holders {
-            t.holders.live += h.live;
-            t.holders.zombie += h.zombie;
-            t.holders.exited += h.exited;
-            t.holders.unattributed += h.unattributed;
+            t.holders.live = t.holders.live.saturating_add(h.live);
+            t.holders.zombie = t.holders.zombie.saturating_add(h.zombie);
+            t.holders.exited = t.holders.exited.saturating_add(h.exited);
+            t.holders.unattributed = t.holders.unattributed.saturating_add(h.unattributed);
         }
     }
     t

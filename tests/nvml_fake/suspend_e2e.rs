@@ -136,6 +136,15 @@ async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
     assert_eq!(dev["suspended"][0]["state"], "suspended");
     assert_eq!(dev["suspended"][0]["suspended_bytes"], 256 * MIB);
     assert_eq!(dev["unreleased"], serde_json::json!([]), "not a late release: {dev}");
+    // The status page's summary lists it under its GPU too.
+    let summary: serde_json::Value =
+        serde_json::from_str(&r.d.get("/api/v1/summary").await.body).expect("summary JSON");
+    let sdev = summary["devices"]
+        .as_array()
+        .and_then(|ds| ds.iter().find(|d| d["uuid"] == UUID))
+        .expect("the GPU in the summary");
+    assert_eq!(sdev["suspended"][0]["pid"], pid, "{sdev}");
+    assert_eq!(sdev["suspended"][0]["suspended_bytes"], 256 * MIB);
     let body = r.d.metrics().await;
     let want = format!("gpumem_process_suspended{{uuid=\"{UUID}\",pid=\"{pid}\"}} 1");
     assert!(body.lines().any(|l| l == want), "{want} in\n{body}");

@@ -30,7 +30,11 @@ fn proc(pid: u32, bytes: Option<u64>, user: &str) -> Process {
 
 /// An up device holding `procs` (largest first, as the pipeline sorts).
 fn dev(uuid: &str, procs: Vec<Process>) -> Device {
-    let used: u64 = procs.iter().filter_map(|p| p.used_bytes).sum();
+    let used: u64 = procs
+        .iter()
+        .filter_map(|p| p.used_bytes)
+        .fold(0, u64::saturating_add)
+        .min(100 << 30);
     Device {
         uuid: uuid.into(),
         index: Some(0),
@@ -286,6 +290,22 @@ fn group_sums_count_every_process_of_the_group_per_device() {
     assert_eq!(samples(&out, g).len(), 3, "{out}");
     c.group_by.clear();
     assert!(!announced(&render(&s, &c), g));
+}
+
+/// Found by tests/fuzz (scenario mutations): two absurd NVML figures of
+/// one user overflowed the group sum, a panic in the scrape handler.
+#[test]
+fn group_sums_saturate_on_absurd_figures() {
+    let a = vec![
+        proc(1, Some(u64::MAX - 1), "alice"),
+        proc(2, Some(u64::MAX / 2), "alice"),
+    ];
+    let out = render(&snap(vec![dev("GPU-a", a)]), &cfg());
+    let g = "gpumem_group_memory_used_bytes";
+    assert_eq!(
+        value(&out, g, r#"uuid="GPU-a",group_by="user",group="alice""#),
+        Some(u64::MAX)
+    );
 }
 
 #[test]
