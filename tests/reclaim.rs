@@ -51,9 +51,12 @@ impl Kid {
             .expect("spawn sh");
         let kid = Kid(child);
         let pid = kid.pid();
-        // Ready once `sh` has exec'd into sleep (after the trap, if any).
+        // Ready once `sh` has exec'd into sleep (after the trap, if any)
+        // and the exec has finished: the kernel names the task "sleep"
+        // before it sets up the new argv, and a task with no argv reads as
+        // a kernel thread, which reclaim refuses.
         wait_for("exec into sleep", || {
-            read_view(Path::new("/proc"), pid).is_ok_and(|v| v.comm == "sleep")
+            read_view(Path::new("/proc"), pid).is_ok_and(|v| v.comm == "sleep" && v.argv0.is_some())
         });
         kid
     }
