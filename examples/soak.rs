@@ -210,11 +210,12 @@ impl ChurnSource {
                             mix(i + 2),
                             mix(i + 3)
                         )
+                        .into()
                     }),
                     container_runtime: (i % 3 == 0).then_some(Runtime::Containerd),
                     pod_uid: (i % 6 == 0)
-                        .then(|| format!("{:08x}-0000-4000-8000-{:012x}", mix(i) as u32, mix(i) >> 16)),
-                    job: (i % 3 == 1).then(|| format!("{}", 40_000 + i)),
+                        .then(|| format!("{:08x}-0000-4000-8000-{:012x}", mix(i) as u32, mix(i) >> 16).into()),
+                    job: (i % 3 == 1).then(|| format!("{}", 40_000 + i).into()),
                     unit: (i % 3 == 2).then(|| "jupyter.service".into()),
                     ..CgroupInfo::default()
                 };

@@ -153,7 +153,7 @@ impl History {
                 continue;
             }
             let s = self.processes.entry(id).or_insert_with(|| ProcSeries {
-                comm: p.comm.clone(),
+                comm: p.comm.to_string(),
                 start_time: p.start_time,
                 kib: VecDeque::new(),
                 absent_for: 0,

@@ -7,7 +7,7 @@ fn proc(pid: u32, mib: u64) -> Process {
     Process {
         pid,
         used_bytes: Some(mib << 20),
-        comm: format!("p{pid}"),
+        comm: format!("p{pid}").into(),
         start_time: Some(1000.0 + f64::from(pid)),
         ..Process::default()
     }

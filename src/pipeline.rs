@@ -13,7 +13,7 @@ use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{IdleTracker, LateRelease, ProcKey, holder_split, proc_key};
-use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process};
+use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process, Text};
 use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 
 /// `[poll] peak_window` when the caller sets none (DESIGN.md's default).
@@ -249,7 +249,7 @@ impl Pipeline {
         let mut p = Process {
             pid: rp.pid,
             used_bytes: rp.used_bytes,
-            kind: rp.kinds.label().to_string(),
+            kind: Text::from_static(rp.kinds.label()),
             ..Process::default()
         };
         let opts = ReadOptions {
@@ -262,12 +262,12 @@ impl Pipeline {
             // NVML keeps listing after exit: an exited holder, not an error.
             Err(ProcError::Gone { .. }) => {
                 p.holder = Some(Holder::Exited);
-                p.state = "exited".into();
+                p.state = Text::from_static("exited");
             }
             Err(e) => {
                 tracing::debug!(pid = rp.pid, error = %e, "cannot attribute process");
                 p.holder = Some(Holder::Live);
-                p.state = "unknown".into();
+                p.state = Text::from_static("unknown");
             }
         }
         p
@@ -288,7 +288,7 @@ impl Pipeline {
         } else {
             Holder::Live
         });
-        p.state = state.as_str().to_string();
+        p.state = Text::from_static(state.as_str());
         p.comm = id.comm;
         p.user = id.user;
         p.uid = id.uid;
@@ -327,7 +327,10 @@ impl Pipeline {
 fn placement(c: CgroupInfo) -> Placement {
     Placement {
         container: c.container_id.unwrap_or_default(),
-        container_runtime: c.container_runtime.map(|r| r.as_str().to_string()).unwrap_or_default(),
+        container_runtime: c
+            .container_runtime
+            .map(|r| Text::from_static(r.as_str()))
+            .unwrap_or_default(),
         pod_uid: c.pod_uid.unwrap_or_default(),
         qos_class: c.qos_class.unwrap_or_default(),
         unit: c.unit.unwrap_or_default(),

@@ -8,6 +8,7 @@ pub mod health;
 
 use std::collections::BTreeMap;
 
+pub use crate::text::Text;
 use serde::{Deserialize, Serialize};
 
 /// Driver and library versions, as reported by NVML (or the simulation).
@@ -103,22 +104,23 @@ impl GroupBy {
         }
     }
 }
+/// Label values are [`Text`]: cloned per process per poll, shared.
 /// Where a process runs, from its cgroup (empty = not applicable).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Placement {
     /// Full container id.
-    pub container: String,
+    pub container: Text,
     /// "docker", "containerd", "cri-o", "podman".
-    pub container_runtime: String,
-    pub pod_uid: String,
+    pub container_runtime: Text,
+    pub pod_uid: Text,
     /// Kubernetes QoS class: "guaranteed", "burstable", "besteffort".
-    pub qos_class: String,
+    pub qos_class: Text,
     /// systemd service or scope.
-    pub unit: String,
-    pub slice: String,
+    pub unit: Text,
+    pub slice: Text,
     /// Slurm job id.
-    pub job: String,
+    pub job: Text,
 }
 
 /// One process holding a context on one device.
@@ -132,14 +134,14 @@ pub struct Process {
     pub used_max_bytes: Option<u64>,
     /// "compute", "graphics", "mps" or a `+`-joined combination.
     #[serde(rename = "type")]
-    pub kind: String,
-    pub comm: String,
-    pub user: String,
+    pub kind: Text,
+    pub comm: Text,
+    pub user: Text,
     pub uid: Option<u32>,
     /// Parent PID; 1 (or a subreaper) for a child whose job already exited.
     pub ppid: Option<u32>,
     /// "running", "sleeping", "zombie", ... or "exited" when gone from /proc.
-    pub state: String,
+    pub state: Text,
     pub holder: Option<Holder>,
     /// Unix seconds; with `pid` it identifies the process across PID reuse.
     pub start_time: Option<f64>,
@@ -150,7 +152,7 @@ pub struct Process {
     #[serde(flatten)]
     pub placement: Placement,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub cmdline: Option<String>,
+    pub cmdline: Option<Text>,
     pub growth_bytes_per_second: Option<f64>,
     pub leak_suspected: bool,
     /// Latest SM utilisation sample in percent, when sampled.
@@ -221,8 +223,8 @@ impl Process {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unreleased {
     pub pid: u32,
-    pub comm: String,
-    pub user: String,
+    pub comm: Text,
+    pub user: Text,
     pub bytes: u64,
     /// Unix seconds when the process left NVML's list.
     pub since: f64,

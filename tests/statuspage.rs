@@ -59,7 +59,7 @@ fn alert_storm(s: &Snapshot) -> AlertsView {
                 ("severity".into(), "warning".into()),
                 ("uuid".into(), d.uuid.clone()),
                 ("pid".into(), p.pid.to_string()),
-                ("comm".into(), p.comm.clone()),
+                ("comm".into(), p.comm.to_string()),
             ]),
             annotations: BTreeMap::from([("summary".into(), format!("pid {} holds memory", p.pid))]),
             state: State::Firing,

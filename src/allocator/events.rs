@@ -50,8 +50,8 @@ impl Table {
                 .iter()
                 .map(|p| TableRow {
                     pid: p.pid,
-                    comm: p.comm.clone(),
-                    user: p.user.clone(),
+                    comm: p.comm.to_string(),
+                    user: p.user.to_string(),
                     holder: p.holder.map(|h| h.as_str()).unwrap_or("unknown").to_string(),
                     used_bytes: p.used_bytes,
                     allocated_bytes: p.allocator.as_ref().map(|a| a.allocated.current),

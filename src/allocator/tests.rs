@@ -28,7 +28,7 @@ fn device(uuid: &str, procs: &[(u32, u64)]) -> Device {
             .map(|&(pid, b)| Process {
                 pid,
                 used_bytes: Some(b),
-                comm: format!("p{pid}"),
+                comm: format!("p{pid}").into(),
                 ..Process::default()
             })
             .collect(),

@@ -12,7 +12,8 @@
 //! PID through [`read_task`] too. Files come through a [`ProcTree`]: the
 //! real directory ([`DirTree`]) or the simulated fleet's [`MemTree`].
 //!
-//! Must not: depend on anything else in the crate, call NVML, keep
+//! Must not: depend on anything else in the crate but the leaf
+//! [`Text`](crate::text::Text), call NVML, keep
 //! per-process state between polls beyond its caches (identity across PID
 //! reuse is `(pid, start_time)`, and how long a process has been in D is
 //! the caller's to remember), panic on anything a file can contain, or use
@@ -27,6 +28,8 @@ mod redact;
 mod stat;
 mod tree;
 mod users;
+
+pub use crate::text::Text;
 
 #[cfg(test)]
 mod tests;
@@ -66,11 +69,11 @@ pub struct ProcessIdentity {
     /// Parent PID (stat field 4): says who should have reaped a zombie.
     pub ppid: u32,
     /// Kernel command name (stat field 2), at most 15 bytes for user tasks.
-    pub comm: String,
+    pub comm: Text,
     /// Real uid from `/proc/<pid>/status`; `None` when the line is unparsable.
     pub uid: Option<u32>,
     /// Name from passwd, else the uid as text, else "" when `uid` is `None`.
-    pub user: String,
+    pub user: Text,
     pub state: ProcState,
     /// Start time in clock ticks since boot (stat field 22): exact, for
     /// telling a reused PID apart without float comparison.
@@ -80,7 +83,7 @@ pub struct ProcessIdentity {
     /// Only when asked: args joined with spaces, secrets redacted, truncated.
     /// `Some("")` for a process without args (zombie, kernel thread); `None`
     /// when not asked or unreadable (e.g. permission denied).
-    pub cmdline: Option<String>,
+    pub cmdline: Option<Text>,
     pub cgroup: CgroupInfo,
 }
 
@@ -264,22 +267,22 @@ impl Runtime {
 #[derive(Default, Clone, Debug, PartialEq, Eq)]
 pub struct CgroupInfo {
     /// Full 64-hex container id.
-    pub container_id: Option<String>,
+    pub container_id: Option<Text>,
     /// Known only when the path names it (`docker-`, `cri-containerd-`,
     /// `crio-`, `libpod-`, `/docker/`); a bare id under a pod leaves it `None`.
     pub container_runtime: Option<Runtime>,
     /// Pod UID with dashes (systemd slice names use underscores).
-    pub pod_uid: Option<String>,
+    pub pod_uid: Option<Text>,
     /// "guaranteed" | "burstable" | "besteffort"; set only with a pod.
-    pub qos_class: Option<String>,
+    pub qos_class: Option<Text>,
     /// Innermost real systemd service/scope ("jupyter.service",
     /// "session-3.scope"); never a container scope, and not a unit that
     /// merely hosts a container or Slurm job found below it.
-    pub unit: Option<String>,
+    pub unit: Option<Text>,
     /// Innermost slice, e.g. "user-1000.slice".
-    pub slice: Option<String>,
+    pub slice: Option<Text>,
     /// Slurm job id, e.g. "12345".
-    pub job: Option<String>,
+    pub job: Option<Text>,
     /// Slurm step: "0", "batch", "extern", "interactive".
-    pub job_step: Option<String>,
+    pub job_step: Option<Text>,
 }

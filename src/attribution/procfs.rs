@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use super::cgroup::parse_cgroup;
 use super::nss::{Lookup, NssNames, system_lookup};
 use super::redact::format_cmdline;
-use super::stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
+use super::stat::{StatError, StatFields, parse_btime, parse_stat, parse_stat_ref, parse_status_uid};
 use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{CgroupInfo, ProcError, ProcState, ProcessIdentity, ReadOptions};
+use super::{CgroupInfo, ProcError, ProcState, ProcessIdentity, ReadOptions, Text};
 
 /// ESRCH on Linux (asm-generic/errno-base.h): a reaped task's open proc
 /// file. std has no ErrorKind for it.
@@ -47,6 +47,8 @@ struct Cached {
     start_ticks: u64,
     uid: Option<u32>,
     cgroup: CgroupInfo,
+    /// The comm stat gave last; reused while stat gives the same bytes.
+    comm: Text,
     read_at: Instant,
     used_at: Instant,
 }
@@ -155,16 +157,25 @@ impl ProcFs {
         // Taken, not borrowed: `self` is borrowed again below. An early
         // return drops it; the next read allocates anew.
         let mut buf = std::mem::take(&mut self.buf);
-        let stat = read_stat(tree, pid, &mut buf)?;
+        read_required(tree, pid, PidFile::Stat, &mut buf)?;
+        let (stat, comm) = parse_stat_ref(&buf).map_err(|e| stat_error(pid, e))?;
         // A zombie may lack what a live process has; never call it gone.
         let exited = stat.state.is_exited();
         let now = Instant::now();
-        let (uid, cgroup) = match self.identities.get_mut(&pid) {
+        let cached = match self.identities.get_mut(&pid) {
             Some(c) if c.start_ticks == stat.start_ticks && now.duration_since(c.read_at) < self.refresh => {
                 c.used_at = now;
-                (c.uid, c.cgroup.clone())
+                if *c.comm != *comm {
+                    c.comm = Text::from(comm.as_ref());
+                }
+                Some((c.uid, c.cgroup.clone(), c.comm.clone()))
             }
-            _ => {
+            _ => None,
+        };
+        let (uid, cgroup, comm) = match cached {
+            Some(c) => c,
+            None => {
+                let comm = Text::from(comm.as_ref());
                 read_required(tree, pid, PidFile::Status, &mut buf)?;
                 let uid = parse_status_uid(&String::from_utf8_lossy(&buf));
                 let cgroup = match read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, &mut buf)? {
@@ -175,18 +186,19 @@ impl ProcFs {
                     start_ticks: stat.start_ticks,
                     uid,
                     cgroup: cgroup.clone(),
+                    comm: comm.clone(),
                     read_at: now,
                     used_at: now,
                 };
                 self.identities.insert(pid, cached);
-                (uid, cgroup)
+                (uid, cgroup, comm)
             }
         };
         // The name is looked up every time: the passwd cache notices edits.
         let user = uid.map(|uid| self.users.name(uid, tree)).unwrap_or_default();
         let cmdline = if opts.cmdline {
             read_optional(tree, pid, PidFile::Cmdline, exited, CMDLINE_READ_MAX, &mut buf)?
-                .map(|cut| format_cmdline(whole_args(&buf, cut), opts.cmdline_max_bytes))
+                .map(|cut| Text::from(format_cmdline(whole_args(&buf, cut), opts.cmdline_max_bytes)))
         } else {
             None
         };
@@ -199,7 +211,7 @@ impl ProcFs {
         Ok(ProcessIdentity {
             pid,
             ppid: stat.ppid,
-            comm: stat.comm,
+            comm,
             uid,
             user,
             state: stat.state,
@@ -309,14 +321,18 @@ pub fn read_task(tree: &dyn ProcTree, pid: u32) -> Result<Task, ProcError> {
 /// stat, parsed; an empty one is a task being torn down: `Gone`.
 fn read_stat(tree: &dyn ProcTree, pid: u32, buf: &mut Vec<u8>) -> Result<StatFields, ProcError> {
     read_required(tree, pid, PidFile::Stat, buf)?;
-    parse_stat(buf).map_err(|e| match e {
+    parse_stat(buf).map_err(|e| stat_error(pid, e))
+}
+
+fn stat_error(pid: u32, e: StatError) -> ProcError {
+    match e {
         StatError::Empty => ProcError::Gone { pid },
         StatError::Malformed(detail) => ProcError::Malformed {
             pid,
             what: "stat",
             detail,
         },
-    })
+    }
 }
 
 /// NotFound or ESRCH: the process exited (or never existed).

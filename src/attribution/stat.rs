@@ -5,6 +5,8 @@
 //! panic on any input (these files race with process exit and fixtures can
 //! hold anything).
 
+use std::borrow::Cow;
+
 use super::ProcState;
 
 /// The fields of `/proc/<pid>/stat` attribution needs.
@@ -38,8 +40,25 @@ const FLAGS_INDEX: usize = 9 - 3;
 /// like fields, so it spans from the first "(" to the LAST ")": the kernel
 /// prints nothing after comm that contains ")".
 pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
+    let (fields, comm) = parse_stat_ref(bytes)?;
+    Ok(StatFields {
+        comm: comm.into_owned(),
+        ..fields
+    })
+}
+
+/// [`parse_stat`] with the comm left in `bytes` when it is valid UTF-8 (the
+/// returned `StatFields::comm` is empty): the poll compares it with the
+/// cached one instead of allocating a copy per process per poll.
+pub fn parse_stat_ref(bytes: &[u8]) -> Result<(StatFields, Cow<'_, str>), StatError> {
     // comm is arbitrary bytes set by prctl(PR_SET_NAME); do not fail on them.
-    let text = String::from_utf8_lossy(bytes);
+    match String::from_utf8_lossy(bytes) {
+        Cow::Borrowed(text) => parse_text(text).map(|(f, comm)| (f, Cow::Borrowed(comm))),
+        Cow::Owned(text) => parse_text(&text).map(|(f, comm)| (f, Cow::Owned(comm.to_string()))),
+    }
+}
+
+fn parse_text(text: &str) -> Result<(StatFields, &str), StatError> {
     let text = text.trim_end_matches(['\n', '\0']);
     if text.trim().is_empty() {
         return Err(StatError::Empty);
@@ -51,7 +70,7 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
         .rfind(')')
         .filter(|&close| close > open)
         .ok_or_else(|| StatError::Malformed("no ')' after comm".into()))?;
-    let comm = text[open + 1..close].to_string();
+    let comm = &text[open + 1..close];
     // Only the four fields used are kept: this runs per GPU process per
     // poll, and collecting all 50 cost an allocation each time.
     let mut rest = [""; STARTTIME_INDEX + 1];
@@ -71,13 +90,14 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
     // attribution cannot do without.
     let start_ticks = number(&rest, STARTTIME_INDEX, "starttime")?;
     let flags = number(&rest, FLAGS_INDEX, "flags")?;
-    Ok(StatFields {
-        comm,
+    let fields = StatFields {
+        comm: String::new(),
         state,
         ppid,
         flags,
         start_ticks,
-    })
+    };
+    Ok((fields, comm))
 }
 
 fn number<T: std::str::FromStr>(fields: &[&str], index: usize, name: &str) -> Result<T, StatError> {

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime};
 
+use super::Text;
 use super::nss::NssNames;
 use super::tree::{ProcTree, TreeFile};
 
@@ -19,10 +20,17 @@ const PASSWD_MAX: u64 = 64 << 20;
 /// rare, and a stat of passwd per process per poll would be wasted work.
 pub(crate) const DEFAULT_RECHECK: Duration = Duration::from_secs(5);
 
+/// Names kept beyond passwd's, at most.
+const OTHERS_MAX: usize = 4096;
+
 #[derive(Debug, Clone)]
 pub(crate) struct UserCache {
     recheck: Duration,
-    names: HashMap<u32, String>,
+    /// Shared: every process of a user carries the same allocation.
+    names: HashMap<u32, Text>,
+    /// Names the name service gave, and numeric names where no name
+    /// service will ever answer: each allocated once, not per poll.
+    others: HashMap<u32, Text>,
     /// (mtime, len) of the file we parsed; `None` when never read or missing.
     loaded: Option<(SystemTime, u64)>,
     last_check: Option<Instant>,
@@ -38,6 +46,7 @@ impl UserCache {
         UserCache {
             recheck: DEFAULT_RECHECK,
             names: HashMap::new(),
+            others: HashMap::new(),
             loaded: None,
             last_check: None,
             nss: None,
@@ -47,6 +56,7 @@ impl UserCache {
     /// Also asks the name service for uids passwd lacks (`None`: never).
     pub(crate) fn set_nss(&mut self, nss: Option<NssNames>) {
         self.nss = nss;
+        self.others.clear();
     }
 
     pub(crate) fn set_recheck(&mut self, recheck: Duration) {
@@ -55,15 +65,28 @@ impl UserCache {
 
     /// The user name for `uid`: from passwd, else from the name service's
     /// cache, else the uid as text (until the name service answers).
-    pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree) -> String {
+    pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree) -> Text {
         self.refresh_if_due(tree);
-        if let Some(n) = self.names.get(&uid) {
+        if let Some(n) = self.names.get(&uid).or_else(|| self.others.get(&uid)) {
             return n.clone();
         }
-        self.nss
-            .as_ref()
-            .and_then(|n| n.get(uid))
-            .unwrap_or_else(|| uid.to_string())
+        let (name, last) = match self.nss.as_ref() {
+            None => (uid.to_string(), true),
+            Some(n) => match n.get(uid) {
+                Some(name) => (name, true),
+                // Asked in the background: a number until it answers.
+                None => (uid.to_string(), false),
+            },
+        };
+        let name = Text::from(name);
+        if last {
+            // Bounded whatever uids come and go.
+            if self.others.len() >= OTHERS_MAX {
+                self.others.clear();
+            }
+            self.others.insert(uid, name.clone());
+        }
+        name
     }
 
     fn refresh_if_due(&mut self, tree: &dyn ProcTree) {
@@ -79,9 +102,14 @@ impl UserCache {
         // A missing or unreadable passwd just means numeric users.
         let mut bytes = Vec::new();
         self.names = match tree.read(TreeFile::Passwd, PASSWD_MAX, &mut bytes) {
-            Ok(_) => parse_passwd(&String::from_utf8_lossy(&bytes)),
+            Ok(_) => parse_passwd(&String::from_utf8_lossy(&bytes))
+                .into_iter()
+                .map(|(uid, name)| (uid, Text::from(name)))
+                .collect(),
             Err(_) => HashMap::new(),
         };
+        // A uid passwd now names must not keep its old name from here.
+        self.others.clear();
         self.loaded = current;
     }
 }

@@ -10,7 +10,7 @@ pub mod stuck;
 
 use std::collections::HashMap;
 
-use crate::snapshot::{Holder, Holders, Process, Unreleased};
+use crate::snapshot::{Holder, Holders, Process, Text, Unreleased};
 
 /// Splits `used` between holder classes so the four parts add up exactly.
 ///
@@ -69,8 +69,8 @@ pub fn proc_key(device: u32, p: &Process) -> ProcKey {
 #[derive(Debug, Clone)]
 struct Departure {
     pid: u32,
-    comm: String,
-    user: String,
+    comm: Text,
+    user: Text,
     bytes: u64,
     since: f64,
     unattributed_before: u64,
@@ -104,8 +104,8 @@ struct Seen {
     /// Position in the poll's list, so departures keep the list's order.
     order: usize,
     bytes: u64,
-    comm: String,
-    user: String,
+    comm: Text,
+    user: Text,
 }
 
 /// A device keeps at most this many pending departures: enough for any

@@ -48,7 +48,7 @@ fn poll_of(pid: u32) -> RawPoll {
 fn verdict(devices: &[Device], pid: u32) -> (Option<Holder>, String, u64) {
     let d = &devices[0];
     let p = d.processes.iter().find(|p| p.pid == pid).expect("listed");
-    (p.holder, p.state.clone(), d.holders.map_or(0, |h| h.zombie))
+    (p.holder, p.state.to_string(), d.holders.map_or(0, |h| h.zombie))
 }
 
 #[test]

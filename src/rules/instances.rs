@@ -103,8 +103,8 @@ fn process_ref(d: &Device, p: &Process) -> ProcessRef {
         start_time: p.start_time,
         start_ticks: p.start_ticks,
         uid: p.uid,
-        user: p.user.clone(),
-        comm: p.comm.clone(),
+        user: p.user.to_string(),
+        comm: p.comm.to_string(),
         used_bytes: p.used_bytes,
     }
 }
@@ -239,8 +239,8 @@ fn process_instance(
     }
     let mut labels = device_labels(d);
     labels.insert("pid".into(), p.pid.to_string());
-    labels.insert("comm".into(), p.comm.clone());
-    labels.insert("user".into(), p.user.clone());
+    labels.insert("comm".into(), p.comm.to_string());
+    labels.insert("user".into(), p.user.to_string());
     // PIDs are reused: the start time keeps a new process from inheriting
     // the old one's pending time.
     let key = format!("{}/{}/{}", d.uuid, p.pid, p.start_time.map_or(0, f64::to_bits));

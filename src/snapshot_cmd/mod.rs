@@ -138,10 +138,12 @@ pub fn filter(snap: &mut Snapshot, opts: &SnapshotOpts) {
     }
     for d in &mut snap.devices {
         d.processes.retain(|p| {
-            (opts.user.is_empty() || opts.user.contains(&p.user)) && (opts.pid.is_empty() || opts.pid.contains(&p.pid))
+            (opts.user.is_empty() || opts.user.iter().any(|u| *u == p.user))
+                && (opts.pid.is_empty() || opts.pid.contains(&p.pid))
         });
         d.unreleased.retain(|u| {
-            (opts.user.is_empty() || opts.user.contains(&u.user)) && (opts.pid.is_empty() || opts.pid.contains(&u.pid))
+            (opts.user.is_empty() || opts.user.iter().any(|n| *n == u.user))
+                && (opts.pid.is_empty() || opts.pid.contains(&u.pid))
         });
     }
     snap.devices

@@ -269,8 +269,8 @@ fn proc_brief(p: &Process) -> ProcBrief {
     };
     ProcBrief {
         pid: p.pid,
-        comm: p.comm.clone(),
-        user: p.user.clone(),
+        comm: p.comm.to_string(),
+        user: p.user.to_string(),
         holder: p.holder,
         used_bytes: p.used_bytes,
         // Whole bytes per second: the decimals are noise the page never shows.
@@ -278,8 +278,8 @@ fn proc_brief(p: &Process) -> ProcBrief {
         leak_suspected: p.leak_suspected,
         idle: p.idle,
         owner,
-        unit: pl.unit.clone(),
-        job: pl.job.clone(),
+        unit: pl.unit.to_string(),
+        job: pl.job.to_string(),
         allocator: p.allocator.clone(),
     }
 }

@@ -322,7 +322,7 @@ fn real_proc_self() {
     let name = exe.file_name().expect("name").to_string_lossy().into_owned();
     // comm is the first 15 bytes of the executable's name.
     assert!(
-        name.starts_with(&id.comm) && !id.comm.is_empty(),
+        name.starts_with(id.comm.as_str()) && !id.comm.is_empty(),
         "{} vs {name}",
         id.comm
     );

@@ -17,7 +17,7 @@ fn proc(pid: u32, bytes: Option<u64>, user: &str) -> Process {
     Process {
         pid,
         used_bytes: bytes,
-        comm: format!("p{pid}"),
+        comm: format!("p{pid}").into(),
         user: user.into(),
         state: "running".into(),
         kind: "compute".into(),

@@ -127,7 +127,7 @@ fn apply(w: &mut MemWriter<'_>, processes: &[SimProcess], pid: u32, was: Option<
 
 /// The scenario's workload fields as the cgroup reader would report them.
 fn workload(p: &SimProcess) -> CgroupInfo {
-    let some = |s: &str| (!s.is_empty()).then(|| s.to_string());
+    let some = |s: &str| (!s.is_empty()).then(|| s.into());
     CgroupInfo {
         container_id: some(&p.container),
         container_runtime: Runtime::from_name(&p.container_runtime),
