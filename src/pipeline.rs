@@ -12,7 +12,7 @@ use crate::diagnosis::leak::{LeakConfig, LeakTracker};
 use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
-use crate::diagnosis::{IdleTracker, LateRelease, ProcKey, holder_split, proc_key};
+use crate::diagnosis::{LateRelease, holder_split, proc_key};
 use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process, Text};
 use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 
@@ -43,12 +43,11 @@ pub struct Retained {
 pub struct Pipeline {
     cfg: Processes,
     procfs: ProcFs,
-    leak: LeakTracker<ProcKey>,
+    /// Per process: peaks over `[poll] peak_window`, leak trend, idle time.
+    records: Records,
     late: LateRelease,
-    idle: IdleTracker,
     stuck: StuckTracker,
-    /// Peaks over `[poll] peak_window`, per process and per device.
-    peaks: PeakTracker<ProcKey>,
+    /// Peaks over `[poll] peak_window`, per device.
     device_peaks: PeakTracker<u32>,
     /// Whether any utilisation sample ever came back, per device: without
     /// one, idleness is unknown rather than "idle since start".
@@ -108,11 +107,9 @@ impl Pipeline {
         Self {
             cfg: cfg.clone(),
             procfs,
-            leak: LeakTracker::new(leak.clone()),
+            records: Records::new(PeakTracker::new(DEFAULT_PEAK_WINDOW), LeakTracker::new(leak.clone())),
             late: LateRelease::default(),
-            idle: IdleTracker::default(),
             stuck: StuckTracker::default(),
-            peaks: PeakTracker::new(DEFAULT_PEAK_WINDOW),
             device_peaks: PeakTracker::new(DEFAULT_PEAK_WINDOW),
             util_seen: Default::default(),
             devices: DeviceIds::default(),
@@ -130,7 +127,7 @@ impl Pipeline {
 
     /// Peaks over `seconds` instead of the default 60 (`[poll] peak_window`).
     pub fn with_peak_window(mut self, seconds: f64) -> Self {
-        self.peaks = PeakTracker::new(seconds);
+        self.records.peaks = PeakTracker::new(seconds);
         self.device_peaks = PeakTracker::new(seconds);
         self
     }
@@ -144,14 +141,15 @@ impl Pipeline {
     /// The history held now.
     pub fn retained(&self) -> Retained {
         let (late_devices, late_pending) = self.late.sizes();
+        let (leak, idle, peaks) = self.records.sizes();
         Retained {
-            leak_series: self.leak.len() + self.tensor_leaks.len(),
-            idle_entries: self.idle.tracked(),
+            leak_series: leak + self.tensor_leaks.len(),
+            idle_entries: idle,
             late_devices,
             late_pending,
             util_devices: self.util_seen.len(),
             dsleep_entries: self.stuck.len(),
-            peak_series: self.peaks.len() + self.device_peaks.len(),
+            peak_series: peaks + self.device_peaks.len(),
         }
     }
 
@@ -206,18 +204,23 @@ impl Pipeline {
         let dev_id = self.devices.id(&dev.uuid);
         for p in &mut dev.processes {
             let key = proc_key(dev_id, p);
-            p.used_max_bytes = self.peaks.observe(&key, now, p.used_bytes);
-            if let Some(t) = self.leak.observe_and_assess(&key, now, p.used_bytes) {
+            p.sm_util_percent = dev_util.and_then(|m| m.get(&p.pid).copied());
+            let activity = if util_known && p.holder == Some(Holder::Live) {
+                Activity::Tracked {
+                    active: dev_util.is_some() && p.sm_util_percent.is_some_and(|u| u > 0),
+                }
+            } else {
+                Activity::Untracked
+            };
+            let seen = self.records.observe(key, now, p.used_bytes, activity);
+            p.used_max_bytes = seen.used_max_bytes;
+            if let Some(t) = seen.trend {
                 p.growth_bytes_per_second = Some(t.growth_bytes_per_second);
                 p.leak_suspected = t.suspected;
             }
-            p.sm_util_percent = dev_util.and_then(|m| m.get(&p.pid).copied());
-            if util_known && p.holder == Some(Holder::Live) {
-                let idle = self.idle.observe(&key, now, p.sm_util_percent, dev_util.is_some());
+            if let Some(idle) = seen.idle_seconds {
                 p.idle_seconds = Some(idle);
                 p.idle = idle >= idle_after && p.used_bytes.unwrap_or(0) > 0;
-            } else {
-                self.idle.touch(&key);
             }
         }
         if dev.up {
@@ -310,11 +313,9 @@ impl Pipeline {
         let uuids: std::collections::HashSet<&str> = devices.iter().map(|d| d.uuid.as_str()).collect();
         let present = |uuid: &str| uuids.contains(uuid);
         self.devices.ids.retain(|uuid, _| present(uuid));
-        self.leak.retain_seen();
+        self.records.retain_seen();
         self.tensor_leaks.retain_seen();
-        self.idle.retain_seen();
         self.stuck.retain_seen();
-        self.peaks.retain_seen();
         self.device_peaks.retain_seen();
         self.late.retain_devices(&present);
         self.xids.retain_seen();
@@ -379,5 +380,8 @@ fn part(bytes: u64, holder: Holder) -> Process {
     }
 }
 
+mod records;
 #[cfg(test)]
 mod tests;
+
+use records::{Activity, Records};

@@ -204,7 +204,7 @@ mod tests {
         let with = Process {
             pid: 7,
             used_bytes: Some(10 * gib),
-            allocator: Some(AllocatorFigures {
+            allocator: Some(Box::new(AllocatorFigures {
                 inactive_split: AllocPair {
                     current: gib,
                     peak: gib,
@@ -215,7 +215,7 @@ mod tests {
                 other_bytes: Some(gib),
                 growth: Some("tensors"),
                 ..AllocatorFigures::default()
-            }),
+            })),
             ..Process::default()
         };
         let without = Process {

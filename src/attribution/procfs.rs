@@ -9,7 +9,7 @@
 //! asked, cmdline of the PIDs it is given), or fail a whole read because an
 //! optional part (cgroup, cmdline) is unreadable.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -66,7 +66,7 @@ pub struct ProcFs {
     /// process identity) jitter.
     boot_time: Option<f64>,
     /// Per PID; entries unused for a refresh period are swept.
-    identities: HashMap<u32, Cached>,
+    identities: FxHashMap<u32, Cached>,
     last_sweep: Instant,
     refresh: Duration,
     /// Reused across reads: one allocation per process per poll saved.
@@ -109,7 +109,7 @@ impl ProcFs {
             users: UserCache::new(),
             clock_ticks: clock_ticks(),
             boot_time: None,
-            identities: HashMap::new(),
+            identities: FxHashMap::default(),
             last_sweep: Instant::now(),
             refresh: IDENTITY_REFRESH,
             buf: Vec::new(),

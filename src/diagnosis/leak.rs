@@ -89,8 +89,10 @@ struct Bucket {
     min: u64,
 }
 
+/// One key's history, for callers that keep it in their own record (the
+/// pipeline keeps one record per process: one map lookup a poll).
 #[derive(Debug)]
-struct Series {
+pub struct Series {
     /// The bucket still receiving samples; judged only once closed so a
     /// verdict never rests on a half-filled bucket.
     open: Option<Bucket>,
@@ -179,6 +181,21 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
         }
     }
 
+    /// A history with no samples, to keep outside the tracker.
+    pub fn series(&self) -> Series {
+        Series::new(self.cfg.buckets, self.generation)
+    }
+
+    /// [`observe_and_assess`](Self::observe_and_assess) on a history kept
+    /// outside the tracker.
+    pub fn observe_series(&mut self, s: &mut Series, t: f64, used_bytes: Option<u64>) -> Option<Trend> {
+        let idx = (t / self.bucket_width).floor() as i64;
+        if let Some(b) = used_bytes.filter(|_| t.is_finite()) {
+            s.push(idx, t, b, &self.cfg, &mut self.scratch);
+        }
+        s.trend
+    }
+
     /// Drops the keys not observed or assessed through
     /// [`observe_and_assess`](Self::observe_and_assess) (or `observe`)
     /// since the previous call: the processes no longer seen.
@@ -211,6 +228,11 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
 }
 
 impl Series {
+    /// Whether any sample was recorded.
+    pub fn has_samples(&self) -> bool {
+        self.first_idx.is_some()
+    }
+
     fn new(buckets: usize, seen: u64) -> Self {
         Self {
             open: None,

@@ -80,13 +80,13 @@ mod tests {
             let mut p = Process {
                 pid: 1,
                 leak_suspected: nvml_suspects,
-                allocator: Some(AllocatorFigures {
+                allocator: Some(Box::new(AllocatorFigures {
                     allocated: AllocPair {
                         current: 1000 * MIB + s * tensor_rate,
                         peak: 0,
                     },
                     ..AllocatorFigures::default()
-                }),
+                })),
                 ..Process::default()
             };
             t.judge(&(0, 1, 0), &mut p, s as f64);

@@ -10,6 +10,8 @@ pub mod stuck;
 
 use std::collections::HashMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::snapshot::{Holder, Holders, Process, Text, Unreleased};
 
 /// Splits `used` between holder classes so the four parts add up exactly.
@@ -95,7 +97,9 @@ struct Listed {
     /// Poll counter; an entry not stamped with the current one has left.
     generation: u64,
     unattributed: u64,
-    procs: HashMap<(u32, Option<u64>), Seen>,
+    /// FxHash: the keys are the kernel's PIDs and start times, not input
+    /// anyone picks to collide.
+    procs: FxHashMap<(u32, Option<u64>), Seen>,
 }
 
 #[derive(Debug)]
@@ -125,17 +129,30 @@ impl LateRelease {
         processes: &[Process],
         holders: &Holders,
     ) -> Vec<Unreleased> {
-        let pending = self.pending.entry(uuid.to_string()).or_default();
+        // Looked up before inserting: a device seen before (every poll but
+        // its first) costs no UUID copy.
+        if !self.pending.contains_key(uuid) {
+            self.pending.insert(uuid.to_string(), Vec::new());
+        }
         let first = !self.last.contains_key(uuid);
-        let listed = self.last.entry(uuid.to_string()).or_default();
+        if first {
+            self.last.insert(uuid.to_string(), Listed::default());
+        }
+        let (Some(pending), Some(listed)) = (self.pending.get_mut(uuid), self.last.get_mut(uuid)) else {
+            return Vec::new();
+        };
         listed.generation += 1;
         let generation = listed.generation;
+        // Entries stamped this poll: when they are all there are, nobody
+        // left and the two sweeps below are skipped.
+        let mut stamped = 0;
         for (order, p) in processes.iter().enumerate() {
             // A process is the same one when pid and start time match.
             let key = (p.pid, p.start_time.map(f64::to_bits));
             let bytes = p.used_bytes.unwrap_or(0);
             match listed.procs.get_mut(&key) {
                 Some(s) => {
+                    stamped += usize::from(s.generation != generation);
                     s.generation = generation;
                     s.order = order;
                     s.bytes = bytes;
@@ -149,10 +166,12 @@ impl LateRelease {
                         user: p.user.clone(),
                     };
                     listed.procs.insert(key, seen);
+                    stamped += 1;
                 }
             }
         }
-        if !first {
+        let someone_left = stamped < listed.procs.len();
+        if !first && someone_left {
             let mut gone: Vec<((u32, Option<u64>), &Seen)> = listed
                 .procs
                 .iter()
@@ -174,7 +193,9 @@ impl LateRelease {
                 });
             }
         }
-        listed.procs.retain(|_, s| s.generation == generation);
+        if someone_left {
+            listed.procs.retain(|_, s| s.generation == generation);
+        }
         listed.unattributed = holders.unattributed;
         pending.retain(|d| holders.unattributed.saturating_sub(d.unattributed_before) >= d.bytes / 2);
         pending
@@ -200,53 +221,6 @@ impl LateRelease {
     /// checks that this stays bounded (`Pipeline::retained`).
     pub fn sizes(&self) -> (usize, usize) {
         (self.last.len(), self.pending.values().map(Vec::len).sum())
-    }
-}
-
-/// Tracks when each process last showed SM activity.
-#[derive(Debug, Default)]
-pub struct IdleTracker {
-    /// Last activity and the generation the key was last seen in.
-    last_active: HashMap<ProcKey, (f64, u64)>,
-    generation: u64,
-}
-
-impl IdleTracker {
-    /// Records a utilisation sample (`None` when not sampled this poll) and
-    /// returns seconds without activity. A process first seen counts as
-    /// active then, so a new process is never idle at once.
-    pub fn observe(&mut self, key: &ProcKey, now: f64, sm_util: Option<u32>, sampled: bool) -> f64 {
-        let (t, seen) = self.last_active.entry(*key).or_insert((now, self.generation));
-        *seen = self.generation;
-        if sampled && sm_util.is_some_and(|u| u > 0) {
-            *t = now;
-        }
-        (now - *t).max(0.0)
-    }
-
-    /// Marks a process as still present without a sample (not a live
-    /// holder this poll), so [`retain_seen`](Self::retain_seen) keeps it.
-    pub fn touch(&mut self, key: &ProcKey) {
-        if let Some((_, seen)) = self.last_active.get_mut(key) {
-            *seen = self.generation;
-        }
-    }
-
-    /// Drops the processes neither observed nor touched since the previous
-    /// call: a sweep without building a set of the live keys.
-    pub fn retain_seen(&mut self) {
-        let g = self.generation;
-        self.last_active.retain(|_, (_, seen)| *seen == g);
-        self.generation = g.wrapping_add(1);
-    }
-
-    pub fn retain(&mut self, keep: impl Fn(&ProcKey) -> bool) {
-        self.last_active.retain(|k, _| keep(k));
-    }
-
-    /// Processes tracked.
-    pub fn tracked(&self) -> usize {
-        self.last_active.len()
     }
 }
 

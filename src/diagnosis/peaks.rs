@@ -15,8 +15,10 @@ use std::hash::Hash;
 /// Slots per window: the reported peak covers between 11/12 and the whole window.
 pub const SLOTS: usize = 12;
 
+/// One series' window, for callers that keep it in their own record
+/// (the pipeline keeps one record per process: one map lookup a poll).
 #[derive(Debug, Clone)]
-struct Series {
+pub struct Series {
     /// Per slot, 1 + the largest value seen in it; 0 = nothing seen.
     slots: [u64; SLOTS],
     /// The absolute slot number of the newest write.
@@ -43,16 +45,54 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
     /// Records `value` at Unix time `now` and returns the series' peak over
     /// the window; `None` when no value was known in the window.
     pub fn observe(&mut self, key: &K, now: f64, value: Option<u64>) -> Option<u64> {
-        let slot = (now / self.slot_seconds).floor() as i64;
+        let slot = self.slot(now);
         let s = match self.series.get_mut(key) {
             Some(s) => s,
-            None => self.series.entry(key.clone()).or_insert(Series {
-                slots: [0; SLOTS],
-                newest: slot,
-                seen: false,
-            }),
+            None => self.series.entry(key.clone()).or_insert(Series::new(slot)),
         };
         s.seen = true;
+        s.observe(slot, value)
+    }
+
+    /// A series first seen at `now`, to keep outside the tracker.
+    pub fn series(&self, now: f64) -> Series {
+        Series::new(self.slot(now))
+    }
+
+    /// [`observe`](Self::observe) on a series kept outside the tracker.
+    pub fn observe_series(&self, s: &mut Series, now: f64, value: Option<u64>) -> Option<u64> {
+        s.observe(self.slot(now), value)
+    }
+
+    fn slot(&self, now: f64) -> i64 {
+        (now / self.slot_seconds).floor() as i64
+    }
+
+    /// Forgets series not observed since the previous sweep.
+    pub fn retain_seen(&mut self) {
+        self.series.retain(|_, s| std::mem::take(&mut s.seen));
+    }
+
+    pub fn len(&self) -> usize {
+        self.series.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.series.is_empty()
+    }
+}
+
+impl Series {
+    fn new(slot: i64) -> Self {
+        Series {
+            slots: [0; SLOTS],
+            newest: slot,
+            seen: false,
+        }
+    }
+
+    fn observe(&mut self, slot: i64, value: Option<u64>) -> Option<u64> {
+        let s = self;
         if slot > s.newest {
             // Clear the slots that the window has moved past (all, after a gap).
             let gap = (slot - s.newest).min(SLOTS as i64);
@@ -68,19 +108,6 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
             s.slots[at] = s.slots[at].max(v.saturating_add(1));
         }
         s.slots.iter().max().copied().filter(|&m| m > 0).map(|m| m - 1)
-    }
-
-    /// Forgets series not observed since the previous sweep.
-    pub fn retain_seen(&mut self) {
-        self.series.retain(|_, s| std::mem::take(&mut s.seen));
-    }
-
-    pub fn len(&self) -> usize {
-        self.series.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.series.is_empty()
     }
 }
 

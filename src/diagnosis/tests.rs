@@ -158,36 +158,6 @@ fn pid_reuse_is_a_departure() {
 }
 
 #[test]
-fn idle_time_counts_from_last_activity() {
-    let mut it = IdleTracker::default();
-    let k: ProcKey = (0, 1, 0);
-    assert_eq!(it.observe(&k, 10.0, Some(50), true), 0.0);
-    assert_eq!(it.observe(&k, 15.0, None, false), 5.0);
-    assert_eq!(it.observe(&k, 20.0, Some(0), true), 10.0);
-    assert_eq!(it.observe(&k, 25.0, Some(3), true), 0.0);
-    it.retain(|_| false);
-    assert_eq!(it.observe(&k, 99.0, None, false), 0.0, "forgotten, so new");
-}
-
-#[test]
-fn idle_entries_not_seen_since_the_last_sweep_are_dropped() {
-    let mut it = IdleTracker::default();
-    let (a, b, c): (ProcKey, ProcKey, ProcKey) = ((0, 1, 0), (0, 2, 0), (0, 3, 0));
-    for k in [&a, &b, &c] {
-        it.observe(k, 0.0, Some(10), true);
-    }
-    it.retain_seen();
-    assert_eq!(it.tracked(), 3);
-    // a is observed, b only touched (not a live holder this poll), c gone.
-    it.observe(&a, 1.0, Some(10), true);
-    it.touch(&b);
-    it.retain_seen();
-    assert_eq!(it.tracked(), 2);
-    assert_eq!(it.observe(&b, 5.0, None, false), 5.0, "b kept its history");
-    assert_eq!(it.observe(&c, 5.0, None, false), 0.0, "c was forgotten");
-}
-
-#[test]
 fn departures_keep_the_list_order() {
     let mut lr = LateRelease::default();
     let ps: Vec<Process> = [(5, 300), (9, 200), (2, 100)]

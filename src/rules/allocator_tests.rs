@@ -43,7 +43,7 @@ fn proc(allocated: u64, retry_ago: Option<f64>) -> Process {
     Process {
         pid: 7,
         comm: "python".into(),
-        allocator: Some(AllocatorFigures {
+        allocator: Some(Box::new(AllocatorFigures {
             allocated: AllocPair {
                 current: allocated,
                 peak: allocated,
@@ -55,7 +55,7 @@ fn proc(allocated: u64, retry_ago: Option<f64>) -> Process {
             cache_bytes: 10 * GIB - allocated,
             last_retry_at: retry_ago.map(|a| NOW - a),
             ..AllocatorFigures::default()
-        }),
+        })),
         ..Process::default()
     }
 }

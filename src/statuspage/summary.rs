@@ -280,7 +280,7 @@ fn proc_brief(p: &Process) -> ProcBrief {
         owner,
         unit: pl.unit.to_string(),
         job: pl.job.to_string(),
-        allocator: p.allocator.clone(),
+        allocator: p.allocator.as_deref().cloned(),
     }
 }
 

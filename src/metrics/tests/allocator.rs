@@ -21,7 +21,7 @@ fn figures() -> AllocatorFigures {
 #[test]
 fn only_reporting_processes_get_allocator_series() {
     let mut a = proc(7, Some(1000), "ann");
-    a.allocator = Some(figures());
+    a.allocator = Some(Box::new(figures()));
     let s = snap(vec![dev("GPU-a", vec![a, proc(8, Some(500), "bob")])]);
     let out = render(&s, &cfg());
     for line in [
