@@ -33,7 +33,6 @@ pub mod statuspage;
 pub mod suspend_follow;
 pub mod sysnotify;
 pub mod table;
-pub mod text;
 pub mod units;
 
 use std::future::Future;

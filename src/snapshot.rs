@@ -8,8 +8,9 @@ pub mod health;
 
 use std::collections::BTreeMap;
 
-pub use crate::text::Text;
+mod text;
 use serde::{Deserialize, Serialize};
+pub use text::Text;
 
 /// Driver and library versions, as reported by NVML (or the simulation).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -12,8 +12,8 @@
 //! PID through [`read_task`] too. Files come through a [`ProcTree`]: the
 //! real directory ([`DirTree`]) or the simulated fleet's [`MemTree`].
 //!
-//! Must not: depend on anything else in the crate but the leaf
-//! [`Text`](crate::text::Text), call NVML, keep
+//! Must not: depend on anything else in the crate but the leaf `snapshot`
+//! (for its shared string, [`Text`]), call NVML, keep
 //! per-process state between polls beyond its caches (identity across PID
 //! reuse is `(pid, start_time)`, and how long a process has been in D is
 //! the caller's to remember), panic on anything a file can contain, or use
@@ -29,7 +29,7 @@ mod stat;
 mod tree;
 mod users;
 
-pub use crate::text::Text;
+pub use crate::snapshot::Text;
 
 #[cfg(test)]
 mod tests;

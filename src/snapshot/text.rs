@@ -3,7 +3,8 @@
 //! container, unit, job, state, type).
 //!
 //! Owns: the type and its conversions. Must not: depend on anything else in
-//! the crate (attribution, the snapshot and the metrics all use it), or
+//! the crate (it is part of the leaf `snapshot`; attribution and the
+//! metrics use it too), or
 //! allow mutation in place (a shared value edited for one process would
 //! change every process that shares it).
 //!
