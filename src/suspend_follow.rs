@@ -33,7 +33,9 @@ pub async fn follow(reclaimer: Arc<Reclaimer>, mut snaps: Snapshots, mut shutdow
             _ = shutdown.wait_for(|s| *s) => return,
             r = snaps.changed() => if r.is_err() { return },
         }
-        if reclaimer.config().suspend.resume != ResumeMode::WhenFree || reclaimer.suspended().is_empty() {
+        // Nothing suspended (the usual case) is answered without cloning
+        // the reclaim config on every poll.
+        if reclaimer.suspended().is_empty() || reclaimer.config().suspend.resume != ResumeMode::WhenFree {
             continue;
         }
         let free: BTreeMap<String, u64> = snaps

@@ -3,14 +3,18 @@
 //! sender (`SCM_CREDENTIALS`: the real PID unless the sender is privileged),
 //! and hands each datagram with that PID to [`AllocatorState::receive`] on
 //! its own thread. It must not parse reports or hold the state's lock
-//! itself, and never runs on the poll thread or the async workers.
+//! itself, and never runs on the poll thread or the async workers. The
+//! thread blocks in `recvmsg` with no timeout (no wake-ups while idle);
+//! a [`Stopper`] ends it at shutdown.
 
 use std::io::IoSliceMut;
 use std::mem::MaybeUninit;
+use std::net::Shutdown;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use rustix::net::{RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, recvmsg, sockopt};
@@ -21,8 +25,10 @@ use super::config::AllocatorConfig;
 use super::state::AllocatorState;
 use crate::clock::unix_now;
 
-/// How often the receive loop looks at the shutdown flag.
-const WAKE: Duration = Duration::from_millis(250);
+/// The pause after a failed receive, so a persistent error cannot spin;
+/// also how often the loop looks at the shutdown flag where no
+/// [`Stopper`] can be armed (no async runtime).
+const PAUSE: Duration = Duration::from_millis(250);
 
 /// Why the receiver did not start (monitoring goes on without it).
 #[derive(Debug, Error)]
@@ -46,6 +52,24 @@ pub enum ReceiverError {
 pub struct Receiver {
     sock: UnixDatagram,
     path: PathBuf,
+    stopped: Arc<AtomicBool>,
+}
+
+/// Ends a blocked [`Receiver::run`]: marks it stopped, then shuts the
+/// socket's read side down, which wakes `recvmsg` (it returns at once from
+/// then on).
+#[derive(Debug)]
+pub struct Stopper {
+    sock: UnixDatagram,
+    stopped: Arc<AtomicBool>,
+}
+
+impl Stopper {
+    /// Stops the receiver (idempotent).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::Release);
+        let _ = self.sock.shutdown(Shutdown::Read);
+    }
 }
 
 impl Drop for Receiver {
@@ -85,11 +109,12 @@ impl Receiver {
             Err(_) => {}
         }
         let sock = UnixDatagram::bind(&path).map_err(|e| io("cannot bind (is the directory writable?)", e))?;
-        let rx = Receiver { sock, path };
+        let rx = Receiver {
+            sock,
+            path,
+            stopped: Arc::new(AtomicBool::new(false)),
+        };
         sockopt::set_socket_passcred(&rx.sock, true).map_err(|e| io("SO_PASSCRED", e.into()))?;
-        rx.sock
-            .set_read_timeout(Some(WAKE))
-            .map_err(|e| io("read timeout", e))?;
         let mode = cfg.mode_bits().map_err(|message| ReceiverError::Config {
             path: rx.path.clone(),
             message,
@@ -105,14 +130,35 @@ impl Receiver {
         Ok(rx)
     }
 
-    /// Receives until `shutdown` turns true, on the calling thread.
+    /// A handle that ends [`Receiver::run`] from another thread.
+    ///
+    /// # Errors
+    /// The socket could not be duplicated (out of descriptors).
+    pub fn stopper(&self) -> std::io::Result<Stopper> {
+        Ok(Stopper {
+            sock: self.sock.try_clone()?,
+            stopped: self.stopped.clone(),
+        })
+    }
+
+    /// Without a [`Stopper`] the loop must look at `shutdown` now and then.
+    ///
+    /// # Errors
+    /// Setting the socket's receive timeout failed.
+    pub fn poll_shutdown(&self) -> std::io::Result<()> {
+        self.sock.set_read_timeout(Some(PAUSE))
+    }
+
+    /// Receives until `shutdown` turns true or a [`Stopper`] stops it, on
+    /// the calling thread. Blocks while no datagram comes: whoever turns
+    /// `shutdown` true must also stop it (or call `poll_shutdown` first).
     pub fn run(self, state: &AllocatorState, shutdown: &watch::Receiver<bool>) {
         // One byte more than the limit, so an oversize datagram is seen as
         // such even where the kernel does not report its full length.
         let mut buf = vec![0u8; state.max_bytes() + 1];
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmCredentials(1))];
         let mut logged = false;
-        while !*shutdown.borrow() {
+        while !*shutdown.borrow() && !self.stopped.load(Ordering::Acquire) {
             let mut cmsg = RecvAncillaryBuffer::new(&mut space);
             let got = recvmsg(
                 &self.sock,
@@ -128,10 +174,13 @@ impl Receiver {
                         tracing::warn!(error = %e, "allocator socket: receive failed");
                         logged = true;
                     }
-                    std::thread::sleep(WAKE);
+                    std::thread::sleep(PAUSE);
                     continue;
                 }
             };
+            if self.stopped.load(Ordering::Acquire) {
+                break;
+            }
             let mut pid = None;
             for m in cmsg.drain() {
                 if let RecvAncillaryMessage::ScmCredentials(c) = m {
@@ -155,6 +204,7 @@ pub fn start(cfg: &AllocatorConfig, state: Arc<AllocatorState>, shutdown: watch:
             return None;
         }
     };
+    arm_stopper(&rx, shutdown.clone());
     tracing::info!(socket = %cfg.socket.display(), "allocator view: receiving reports");
     let spawned = std::thread::Builder::new()
         .name("gpumemd-alloc".into())
@@ -165,6 +215,21 @@ pub fn start(cfg: &AllocatorConfig, state: Arc<AllocatorState>, shutdown: watch:
             tracing::error!(error = %e, "allocator view disabled: cannot start its thread");
             None
         }
+    }
+}
+
+/// Stops the receiver when `shutdown` turns true, from a task of the async
+/// runtime; outside one (or out of descriptors) the receive loop falls back
+/// to looking at the flag every `PAUSE`.
+fn arm_stopper(rx: &Receiver, mut shutdown: watch::Receiver<bool>) {
+    if let (Ok(rt), Ok(stopper)) = (tokio::runtime::Handle::try_current(), rx.stopper()) {
+        rt.spawn(async move {
+            // An error is the sender gone: the daemon is ending too.
+            let _ = shutdown.wait_for(|s| *s).await;
+            stopper.stop();
+        });
+    } else if let Err(e) = rx.poll_shutdown() {
+        tracing::warn!(error = %e, "allocator socket: no receive timeout; shutdown may wait for a report");
     }
 }
 

@@ -259,6 +259,7 @@ fn over_the_socket_the_kernel_names_the_sender_whatever_the_message_says() {
     assert_eq!(mode.ok(), Some(0o660));
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let st = s.clone();
+    let stop = rx.stopper().unwrap();
     let t = std::thread::spawn(move || rx.run(&st, &stop_rx));
     let tx = UnixDatagram::unbound().unwrap();
     let claim = report("GPU-a", 123, 456, 0).replacen("{\"v\":1", "{\"pid\":1,\"v\":1", 1);
@@ -287,7 +288,9 @@ fn over_the_socket_the_kernel_names_the_sender_whatever_the_message_says() {
         "recorded as the real sender"
     );
     assert!(pid1.is_none(), "the PID in the message counts for nothing");
+    // The thread blocks with no timeout: the flag alone would not end it.
     stop_tx.send(true).unwrap();
+    stop.stop();
     t.join().unwrap();
     assert!(!cfg.socket.exists(), "the socket file goes with the receiver");
 }

@@ -5,14 +5,18 @@
 //! the kernel's text formats. Everything above this seam (parsing, caches,
 //! cgroup classification, redaction, holder logic) is the same for both.
 //!
-//! Owns: naming the files a reader may ask for and the size caps of reading
-//! them. Must not: list processes (the caller asks for the PIDs NVML gave
-//! it), parse, or cache.
+//! Owns: naming the files a reader may ask for, the size caps of reading
+//! them, and (on a real procfs) the open stat files of the PIDs read each
+//! poll ([`StatFds`]). Must not: list processes (the caller asks for the
+//! PIDs NVML gave it), parse, or cache contents.
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
 
 /// The per-process files attribution and reclaim read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -61,10 +65,18 @@ pub trait ProcTree: Send + Sync + std::fmt::Debug {
 }
 
 /// A directory laid out like `/proc`, plus a passwd file.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct DirTree {
     root: PathBuf,
     passwd: PathBuf,
+    stat_fds: Mutex<StatFds>,
+}
+
+/// A clone reads the same directory with its own (empty) set of open files.
+impl Clone for DirTree {
+    fn clone(&self) -> Self {
+        DirTree::new(self.root.clone(), self.passwd.clone())
+    }
 }
 
 impl DirTree {
@@ -73,6 +85,7 @@ impl DirTree {
         DirTree {
             root: root.into(),
             passwd: passwd.into(),
+            stat_fds: Mutex::new(StatFds::default()),
         }
     }
 
@@ -97,6 +110,10 @@ impl DirTree {
 
 impl ProcTree for DirTree {
     fn read(&self, file: TreeFile, limit: u64, buf: &mut Vec<u8>) -> io::Result<bool> {
+        if let TreeFile::Pid(pid, PidFile::Stat) = file {
+            let mut fds = self.stat_fds.lock().unwrap_or_else(PoisonError::into_inner);
+            return fds.read(pid, || self.path(file), limit, buf);
+        }
         buf.clear();
         File::open(self.path(file))?
             .take(limit.saturating_add(1))
@@ -109,6 +126,105 @@ impl ProcTree for DirTree {
         std::fs::metadata(self.path(file))
             .ok()
             .and_then(|m| Some((m.modified().ok()?, m.len())))
+    }
+}
+
+/// At most this many stat files stay open, and never more than a quarter of
+/// the descriptors the process may open (a default soft limit of 1024 keeps
+/// 256), so the HTTP side always has room.
+const STAT_FDS_MAX: usize = 1024;
+/// An open stat file not read for this long is closed: its process left
+/// NVML's list (or exited), or polls are further apart than this.
+const STAT_FD_UNUSED: Duration = Duration::from_secs(10);
+/// First read size for stat (a line of 200-700 bytes); a longer file is read
+/// again with a larger buffer.
+const STAT_READ: usize = 1024;
+
+/// The stat files of the PIDs read each poll, kept open: one `pread` a poll
+/// instead of open, read, read, close. Only on a real procfs, where an open
+/// stat file pins its task: once that process is gone (even if its PID is
+/// reused) the read fails with ESRCH and the file is re-opened by path once.
+/// A fixture directory keeps no files open (a file removed there would go on
+/// reading as a live process).
+#[derive(Debug, Default)]
+struct StatFds {
+    open: HashMap<u32, (File, Instant)>,
+    last_sweep: Option<Instant>,
+    /// Whether the tree is a procfs, learnt from the first stat opened.
+    procfs: Option<bool>,
+    max: Option<usize>,
+}
+
+impl StatFds {
+    fn read(&mut self, pid: u32, path: impl FnOnce() -> PathBuf, limit: u64, buf: &mut Vec<u8>) -> io::Result<bool> {
+        let now = Instant::now();
+        self.sweep(now);
+        if let Some((file, used)) = self.open.get_mut(&pid) {
+            if let Ok(cut) = read_once(file, limit, buf) {
+                *used = now;
+                return Ok(cut);
+            }
+            // ESRCH (the process this file pinned is gone; the PID may be
+            // someone else's now) or any other failure: by path, once.
+            self.open.remove(&pid);
+        }
+        let file = File::open(path())?;
+        let cut = read_once(&file, limit, buf)?;
+        if self.keeps(&file) {
+            self.open.insert(pid, (file, now));
+        }
+        Ok(cut)
+    }
+
+    /// Whether `file` (just opened) may stay open: a procfs, below the cap.
+    fn keeps(&mut self, file: &File) -> bool {
+        let procfs = *self
+            .procfs
+            .get_or_insert_with(|| rustix::fs::fstatfs(file).is_ok_and(|s| s.f_type == rustix::fs::PROC_SUPER_MAGIC));
+        let max = *self.max.get_or_insert_with(open_files_max);
+        procfs && self.open.len() < max
+    }
+
+    /// Closes the files not read lately, at most once per `STAT_FD_UNUSED`.
+    fn sweep(&mut self, now: Instant) {
+        let due = self.last_sweep.is_none_or(|t| now.duration_since(t) >= STAT_FD_UNUSED);
+        if due {
+            self.last_sweep = Some(now);
+            self.open
+                .retain(|_, (_, used)| now.duration_since(*used) < STAT_FD_UNUSED);
+        }
+    }
+}
+
+/// How many stat files may stay open: `STAT_FDS_MAX`, or a quarter of the
+/// soft RLIMIT_NOFILE when that is lower.
+fn open_files_max() -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    soft.map_or(STAT_FDS_MAX, |n| {
+        usize::try_from(n / 4).map_or(STAT_FDS_MAX, |q| q.min(STAT_FDS_MAX))
+    })
+}
+
+/// At most `limit` bytes (and one more, to tell a cut) of `file` from its
+/// start, in one `pread` when the file fits `STAT_READ`: a procfs file
+/// hands over all it has in one read, so a short read is its end.
+fn read_once(file: &File, limit: u64, buf: &mut Vec<u8>) -> io::Result<bool> {
+    let want = usize::try_from(limit.saturating_add(1)).unwrap_or(usize::MAX);
+    let mut size = STAT_READ.min(want);
+    loop {
+        buf.clear();
+        buf.resize(size, 0);
+        let n = loop {
+            match file.read_at(buf, 0) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                r => break r?,
+            }
+        };
+        buf.truncate(n);
+        if n < size || size >= want {
+            return Ok(cap(buf, limit));
+        }
+        size = size.saturating_mul(4).min(want);
     }
 }
 
@@ -128,5 +244,82 @@ pub fn clock_ticks() -> u64 {
     match rustix::param::clock_ticks_per_second() {
         0 => 100,
         hz => hz,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stat(tree: &DirTree, pid: u32) -> io::Result<Vec<u8>> {
+        let mut buf = Vec::new();
+        tree.read(TreeFile::Pid(pid, PidFile::Stat), 64 * 1024, &mut buf)?;
+        Ok(buf)
+    }
+
+    fn open_count(tree: &DirTree) -> usize {
+        tree.stat_fds.lock().map(|f| f.open.len()).unwrap_or(usize::MAX)
+    }
+
+    /// On the real /proc a live process's stat stays open and reads fresh
+    /// each time; once it is gone the read fails as gone and nothing stays
+    /// open for it.
+    #[test]
+    fn a_procfs_stat_stays_open_while_its_process_lives() {
+        let tree = DirTree::new("/proc", "/etc/passwd");
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
+        let pid = child.id();
+        let first = stat(&tree, pid).expect("a live process");
+        assert!(first.starts_with(format!("{pid} (sleep) ").as_bytes()), "{first:?}");
+        assert_eq!(open_count(&tree), 1, "kept open");
+        assert_eq!(stat(&tree, pid).expect("read again"), first, "the same process");
+        child.kill().expect("kill");
+        let _ = child.wait();
+        let gone = stat(&tree, pid).expect_err("a reaped process");
+        assert!(
+            gone.kind() == io::ErrorKind::NotFound || gone.raw_os_error() == Some(3),
+            "{gone:?}"
+        );
+        assert_eq!(open_count(&tree), 0, "nothing held for a gone process");
+    }
+
+    /// A fixture directory is read by path each time: a removed process
+    /// reads as gone and a rewritten stat as rewritten.
+    #[test]
+    fn a_fixture_stat_is_read_by_path_every_time() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let tree = DirTree::new(dir.path(), dir.path().join("passwd"));
+        std::fs::create_dir(dir.path().join("42")).expect("mkdir");
+        let file = dir.path().join("42/stat");
+        std::fs::write(&file, "42 (a) S 1").expect("write");
+        assert_eq!(stat(&tree, 42).expect("read"), b"42 (a) S 1");
+        let next = dir.path().join("42/stat.new");
+        std::fs::write(&next, "42 (b) S 1").expect("write");
+        std::fs::rename(&next, &file).expect("rename");
+        assert_eq!(stat(&tree, 42).expect("read"), b"42 (b) S 1");
+        assert_eq!(open_count(&tree), 0);
+        std::fs::remove_file(&file).expect("rm");
+        assert_eq!(stat(&tree, 42).map_err(|e| e.kind()), Err(io::ErrorKind::NotFound));
+    }
+
+    /// A file longer than the first read is read whole, and one over the
+    /// limit is cut and says so.
+    #[test]
+    fn a_long_file_is_read_whole_or_cut_at_the_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("long");
+        let text: Vec<u8> = (0..5000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        std::fs::write(&path, &text).expect("write");
+        let file = File::open(&path).expect("open");
+        let mut buf = Vec::new();
+        assert!(!read_once(&file, 64 * 1024, &mut buf).expect("read"));
+        assert_eq!(buf, text);
+        assert!(read_once(&file, 3000, &mut buf).expect("read"), "cut");
+        assert_eq!(buf.as_slice(), &text[..3000]);
+        assert!(
+            !read_once(&file, 5000, &mut buf).expect("read"),
+            "exactly the limit is whole"
+        );
+        assert_eq!(buf, text);
     }
 }
