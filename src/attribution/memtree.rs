@@ -8,17 +8,27 @@
 //! `cgroup` and `cmdline`, `/proc/stat`'s btime, a passwd file, and a cgroup
 //! path that [`parse_cgroup`](super::parse_cgroup) classifies back into the
 //! same workload. Must not: parse (that is the reader's job, and reading
-//! what was rendered is the point), or re-render a process that did not
-//! change (`stat` is kept rendered: it is read every poll).
+//! what was rendered is the point), allocate on a read, or keep text per
+//! process.
+//!
+//! Layout (the `large` demo fleet has 64 000 processes): a process is 24
+//! bytes in one dense vector, found through a PID-indexed table
+//! (`memtree/pids.rs`), and points at its [`MemIdentity`] (names, cgroup,
+//! cmdline), which processes that look alike share: the tree interns them.
+//! Files are rendered into the reader's buffer when read; `stat`, read
+//! every poll, is written without `fmt`.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::fmt::Write as _;
-use std::io;
-use std::sync::{PoisonError, RwLock, RwLockWriteGuard};
+use std::io::{self, Write as _};
+use std::sync::{Arc, PoisonError, RwLock, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::tree::{PidFile, ProcTree, TreeFile, cap};
 use super::{CgroupInfo, ProcState, Runtime};
+
+mod pids;
+use pids::PidIndex;
 
 /// What a simulated process shows in `/proc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +49,27 @@ pub struct MemProcess {
 impl MemProcess {
     /// `cmdline` from whitespace-separated args (an empty text: no args).
     pub fn nul_args(text: &str) -> Vec<u8> {
+        MemIdentity::nul_args(text)
+    }
+}
+
+/// What a process shows that does not change while it lives, and that
+/// processes which look alike share (see [`MemWriter::insert_as`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct MemIdentity {
+    pub ppid: u32,
+    /// Cut to 15 bytes when rendered, as the kernel does (TASK_COMM_LEN).
+    pub comm: String,
+    pub uid: u32,
+    /// The cgroup v2 path, e.g. from [`cgroup_path`].
+    pub cgroup: String,
+    /// The args, each followed by a NUL, as `/proc/<pid>/cmdline` holds them.
+    pub cmdline: Vec<u8>,
+}
+
+impl MemIdentity {
+    /// `cmdline` from whitespace-separated args (an empty text: no args).
+    pub fn nul_args(text: &str) -> Vec<u8> {
         let mut out = Vec::with_capacity(text.len() + 1);
         for arg in text.split_whitespace() {
             out.extend_from_slice(arg.as_bytes());
@@ -48,16 +79,26 @@ impl MemProcess {
     }
 }
 
+/// One process: 24 bytes.
 #[derive(Debug)]
 struct Entry {
-    p: MemProcess,
-    stat: String,
+    start_ticks: u64,
+    ident: Arc<MemIdentity>,
+    pid: u32,
+    /// The letter `stat` shows ([`ProcState::code`]): all the tree needs
+    /// of the state (status's name and cmdline's emptiness follow from it).
+    code: char,
 }
 
 #[derive(Debug, Default)]
 struct Inner {
     btime: u64,
-    procs: HashMap<u32, Entry>,
+    index: PidIndex,
+    procs: Vec<Entry>,
+    /// Every identity in use (and some just released; see `intern`).
+    idents: HashSet<Arc<MemIdentity>>,
+    /// `idents.len()` after the last sweep of unused ones.
+    idents_kept: usize,
     passwd: Vec<u8>,
     /// Bumped on each passwd change: the reader's cache notices it.
     passwd_generation: u64,
@@ -102,28 +143,81 @@ impl MemTree {
     }
 }
 
+impl Inner {
+    fn entry(&self, pid: u32) -> Option<&Entry> {
+        self.procs.get(self.index.get(pid)? as usize)
+    }
+
+    /// The shared copy of `ident`. Identities no process uses any more are
+    /// swept when the set has doubled since the last sweep: amortised O(1),
+    /// and a long run of ever-new identities stays bounded.
+    fn intern(&mut self, ident: MemIdentity) -> Arc<MemIdentity> {
+        if let Some(shared) = self.idents.get(&ident) {
+            return shared.clone();
+        }
+        if self.idents.len() >= 2 * self.idents_kept + 64 {
+            self.idents.retain(|x| Arc::strong_count(x) > 1);
+            self.idents_kept = self.idents.len();
+        }
+        let shared = Arc::new(ident);
+        self.idents.insert(shared.clone());
+        shared
+    }
+}
+
 impl MemWriter<'_> {
     /// Adds or replaces a process.
     pub fn insert(&mut self, p: MemProcess) {
-        let stat = render_stat(&p);
-        self.inner.procs.insert(p.pid, Entry { p, stat });
+        let ident = self.inner.intern(MemIdentity {
+            ppid: p.ppid,
+            comm: p.comm,
+            uid: p.uid,
+            cgroup: p.cgroup,
+            cmdline: p.cmdline,
+        });
+        self.insert_as(p.pid, p.state, p.start_ticks, ident);
+    }
+
+    /// Adds or replaces a process that shows `ident`, shared as it is (a
+    /// caller with many processes and few identities keeps one `Arc` each).
+    pub fn insert_as(&mut self, pid: u32, state: ProcState, start_ticks: u64, ident: Arc<MemIdentity>) {
+        let inner = &mut *self.inner;
+        let entry = Entry {
+            start_ticks,
+            ident,
+            pid,
+            code: state.code(),
+        };
+        match inner.index.get(pid) {
+            Some(slot) => inner.procs[slot as usize] = entry,
+            None => {
+                inner.index.set(pid, inner.procs.len() as u32);
+                inner.procs.push(entry);
+            }
+        }
     }
 
     /// Changes a process's state; false when it is not in the tree.
     pub fn set_state(&mut self, pid: u32, state: ProcState) -> bool {
-        let Some(e) = self.inner.procs.get_mut(&pid) else {
+        let inner = &mut *self.inner;
+        let Some(slot) = inner.index.get(pid) else {
             return false;
         };
-        if e.p.state != state {
-            e.p.state = state;
-            e.stat = render_stat(&e.p);
-        }
+        inner.procs[slot as usize].code = state.code();
         true
     }
 
     /// The process exited and was reaped: its directory is gone.
     pub fn remove(&mut self, pid: u32) {
-        self.inner.procs.remove(&pid);
+        let inner = &mut *self.inner;
+        let Some(slot) = inner.index.remove(pid) else {
+            return;
+        };
+        // The last process moves into the hole: the vector stays dense.
+        inner.procs.swap_remove(slot as usize);
+        if let Some(moved) = inner.procs.get(slot as usize) {
+            inner.index.set(moved.pid, slot);
+        }
     }
 
     /// Sets the passwd file to one line per (uid, name).
@@ -143,14 +237,12 @@ impl ProcTree for MemTree {
         let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         match file {
             TreeFile::SystemStat => {
-                let text = format!("cpu  0 0 0 0 0 0 0 0 0 0\nbtime {}\nprocesses 1\n", inner.btime);
-                buf.extend_from_slice(text.as_bytes());
+                let _ = write!(buf, "cpu  0 0 0 0 0 0 0 0 0 0\nbtime {}\nprocesses 1\n", inner.btime);
             }
             TreeFile::Passwd => buf.extend_from_slice(&inner.passwd),
             TreeFile::Pid(pid, what) => {
                 let e = inner
-                    .procs
-                    .get(&pid)
+                    .entry(pid)
                     .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
                 render_file(e, what, buf);
             }
@@ -171,32 +263,32 @@ impl ProcTree for MemTree {
 }
 
 fn render_file(e: &Entry, what: PidFile, buf: &mut Vec<u8>) {
-    let p = &e.p;
+    let id = &*e.ident;
+    let state = ProcState::from_code(e.code);
     match what {
-        PidFile::Stat => buf.extend_from_slice(e.stat.as_bytes()),
+        PidFile::Stat => render_stat(e, buf),
         PidFile::Status => {
-            let mut s = String::with_capacity(256);
+            // Writing to a Vec cannot fail.
             let _ = write!(
-                s,
+                buf,
                 "Name:\t{}\nUmask:\t0022\nState:\t{} ({})\nTgid:\t{pid}\nNgid:\t0\nPid:\t{pid}\nPPid:\t{}\n\
                  TracerPid:\t0\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{uid}\t{uid}\t{uid}\t{uid}\nThreads:\t1\n",
-                comm(&p.comm),
-                p.state.code(),
-                p.state.kernel_name(),
-                p.ppid,
-                pid = p.pid,
-                uid = p.uid
+                comm(&id.comm),
+                e.code,
+                state.kernel_name(),
+                id.ppid,
+                pid = e.pid,
+                uid = id.uid
             );
-            buf.extend_from_slice(s.as_bytes());
         }
         PidFile::Cgroup => {
             buf.extend_from_slice(b"0::");
-            buf.extend_from_slice(p.cgroup.as_bytes());
+            buf.extend_from_slice(id.cgroup.as_bytes());
             buf.push(b'\n');
         }
         // A zombie's memory (and so its argv) is gone: the kernel shows none.
-        PidFile::Cmdline if p.state.is_exited() => {}
-        PidFile::Cmdline => buf.extend_from_slice(&p.cmdline),
+        PidFile::Cmdline if state.is_exited() => {}
+        PidFile::Cmdline => buf.extend_from_slice(&id.cmdline),
     }
 }
 
@@ -210,17 +302,41 @@ fn comm(name: &str) -> &str {
 }
 
 /// The 52 fields of Linux 6.x, zero where attribution reads nothing.
-fn render_stat(p: &MemProcess) -> String {
+/// Written piece by piece: it is read for every GPU process every poll,
+/// and `fmt` cost as much as the rest of the read.
+fn render_stat(e: &Entry, buf: &mut Vec<u8>) {
+    let id = &*e.ident;
+    push_u64(buf, e.pid.into());
+    buf.extend_from_slice(b" (");
+    buf.extend_from_slice(comm(&id.comm).as_bytes());
+    buf.extend_from_slice(b") ");
+    let mut code = [0; 4];
+    buf.extend_from_slice(e.code.encode_utf8(&mut code).as_bytes());
+    buf.push(b' ');
+    push_u64(buf, id.ppid.into());
+    for _ in 0..2 {
+        buf.push(b' ');
+        push_u64(buf, e.pid.into());
+    }
     // flags 0x400100: a user task as Linux 6.x shows one (no PF_KTHREAD).
-    format!(
-        "{pid} ({comm}) {state} {ppid} {pid} {pid} 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0 \
-         18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n",
-        pid = p.pid,
-        comm = comm(&p.comm),
-        state = p.state.code(),
-        ppid = p.ppid,
-        start = p.start_ticks,
-    )
+    buf.extend_from_slice(b" 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 ");
+    push_u64(buf, e.start_ticks);
+    buf.extend_from_slice(b" 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0 0 0 0 0 0 0 0 0\n");
+}
+
+/// `n` in decimal.
+fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.extend_from_slice(&digits[at..]);
 }
 
 /// A cgroup v2 path that [`parse_cgroup`](super::parse_cgroup) reads back as
@@ -264,3 +380,6 @@ pub fn cgroup_path(info: &CgroupInfo) -> String {
     }
     path
 }
+
+#[cfg(test)]
+mod tests;

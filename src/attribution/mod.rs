@@ -35,7 +35,7 @@ pub use crate::snapshot::Text;
 mod tests;
 
 pub use cgroup::parse_cgroup;
-pub use memtree::{MemProcess, MemTree, MemWriter, cgroup_path};
+pub use memtree::{MemIdentity, MemProcess, MemTree, MemWriter, cgroup_path};
 pub use nss::{Lookup, NssNames, system_lookup};
 pub use procfs::{ProcFs, Task, read_task};
 pub use redact::{format_cmdline, redact_cmdline};

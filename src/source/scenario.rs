@@ -5,6 +5,7 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 use thiserror::Error;
@@ -13,7 +14,9 @@ use crate::attribution::ProcState;
 use crate::config::ByteSize;
 
 mod health;
+mod process;
 pub use health::{SimHealth, SimXid};
+pub use process::{Exit, SimIdentity, SimProcess, SimShape};
 
 /// Seconds of simulated time, written like a duration ("0s", "20s", "5m").
 #[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
@@ -106,68 +109,6 @@ pub struct SimMig {
     pub memory: ByteSize,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Exit {
-    /// Leaves the list; its memory is freed `release_after` later.
-    #[default]
-    Released,
-    /// Stays listed, gone from /proc, for `release_after`.
-    Exited,
-    /// Becomes a zombie, still listed, for `release_after`.
-    Zombie,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct SimProcess {
-    pub gpu: usize,
-    pub instance: Option<usize>,
-    pub pid: u32,
-    pub comm: String,
-    pub user: String,
-    pub uid: u32,
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    /// What /proc says while it runs (a `ProcState` name; "disk-sleep" is
-    /// D: live, unless it stays past `[processes] stuck_after`).
-    pub state: Option<String>,
-    pub container: String,
-    pub container_runtime: String,
-    pub pod_uid: String,
-    pub qos_class: String,
-    pub unit: String,
-    pub slice: String,
-    pub job: String,
-    pub cmdline: String,
-    pub start: Secs,
-    pub stop: Option<Secs>,
-    pub exit: Exit,
-    pub release_after: Option<Secs>,
-    /// Base memory.
-    pub memory: ByteSize,
-    /// Warm-up of a caching allocator: `steps` steps to `ramp_to` over `ramp`.
-    pub ramp_to: Option<ByteSize>,
-    pub ramp: Option<Secs>,
-    pub steps: Option<u32>,
-    /// Growth per second (a leak).
-    pub leak: ByteSize,
-    /// Extra memory held during the first half of every `period`.
-    pub sawtooth: ByteSize,
-    pub period: Option<Secs>,
-    pub jitter: ByteSize,
-    pub unavailable: bool,
-    /// SM utilisation percent while busy.
-    pub sm_util: u32,
-    /// SM utilisation drops to 0 this long after start.
-    pub busy_for: Option<Secs>,
-    pub trace: Option<PathBuf>,
-    pub speed: Option<f64>,
-    pub trace_pid: Option<u32>,
-    #[serde(skip)]
-    pub trace_rows: Vec<(f64, u64)>,
-}
-
 #[derive(Debug, Error)]
 pub enum ScenarioError {
     #[error("unknown scenario `{0}`; built-in scenarios are: {list}", list = BUILTIN_NAMES.join(", "))]
@@ -238,9 +179,11 @@ impl Scenario {
         })?;
         s.check().map_err(&invalid)?;
         for p in &mut s.processes {
-            if let Some(trace) = &p.trace {
-                let path = base.map(|b| b.join(trace)).unwrap_or_else(|| trace.clone());
-                p.trace_rows = read_trace(&path, p.trace_pid).map_err(&invalid)?;
+            if let Some(shape) = p.more.as_deref_mut() {
+                if let Some(trace) = &shape.trace {
+                    let path = base.map(|b| b.join(trace)).unwrap_or_else(|| trace.clone());
+                    shape.trace_rows = read_trace(&path, shape.trace_pid).map_err(&invalid)?;
+                }
             }
         }
         Ok(s)
@@ -258,7 +201,7 @@ impl Scenario {
             ));
         }
         for p in &self.processes {
-            let gpu = self.gpus.get(p.gpu).ok_or_else(|| {
+            let gpu = self.gpus.get(p.gpu as usize).ok_or_else(|| {
                 format!(
                     "process {} is on gpu {}, but there are {} GPUs",
                     p.pid,
@@ -267,7 +210,7 @@ impl Scenario {
                 )
             })?;
             if let Some(i) = p.instance {
-                if i >= gpu.mig.len() {
+                if i as usize >= gpu.mig.len() {
                     return Err(format!(
                         "process {} is on MIG instance {i}, but gpu {} has {}",
                         p.pid,
@@ -283,17 +226,6 @@ impl Scenario {
             }
             if p.pid == 0 {
                 return Err("a process needs a non-zero pid".into());
-            }
-            if let Some(state) = p.state.as_deref().filter(|s| ProcState::from_name(s).is_none()) {
-                return Err(format!(
-                    "process {}: state `{state}` is not one of running, sleeping, disk-sleep, stopped, zombie, idle",
-                    p.pid
-                ));
-            }
-            if let Some(speed) = p.speed {
-                if !(speed.is_finite() && speed > 0.0) {
-                    return Err(format!("process {}: speed must be a positive number", p.pid));
-                }
             }
         }
         Ok(())
@@ -337,24 +269,46 @@ fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, Str
 }
 
 /// A generated fleet for scale tests: `gpus` H200s with `per_gpu` processes
-/// each, a few users and jobs, some leaking.
+/// each, a few users and jobs, some leaking. Process `i` of a GPU is
+/// `worker-{i % 16}` of `user{i % 8}` in job `9000 + i % 32`: 32 identities,
+/// shared by every process that has one (see `SimProcess`).
 pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
-    let mut processes = Vec::with_capacity(gpus * per_gpu);
-    for g in 0..gpus {
-        for i in 0..per_gpu {
-            let pid = 100_000 + (g * per_gpu + i) as u32;
-            processes.push(SimProcess {
-                gpu: g,
-                pid,
+    let who: Vec<Arc<SimIdentity>> = (0..per_gpu.min(32))
+        .map(|i| {
+            Arc::new(SimIdentity {
                 comm: format!("worker-{}", i % 16),
                 user: format!("user{}", i % 8),
                 uid: 2000 + (i % 8) as u32,
+                kinds: crate::source::ProcessKinds {
+                    compute: true,
+                    ..Default::default()
+                },
+                state: ProcState::Sleeping,
+                container: String::new(),
+                container_runtime: String::new(),
+                pod_uid: String::new(),
+                qos_class: String::new(),
+                unit: String::new(),
+                slice: String::new(),
                 job: format!("{}", 9000 + i % 32),
+                cmdline: String::new(),
+            })
+        })
+        .collect();
+    let mut processes = Vec::with_capacity(gpus * per_gpu);
+    for g in 0..gpus {
+        for i in 0..per_gpu {
+            processes.push(SimProcess {
+                pid: 100_000 + (g * per_gpu + i) as u32,
+                gpu: g as u32,
+                instance: None,
+                sm_util: (i % 5) as u32 * 20,
+                start: Secs(0.0),
                 memory: ByteSize((64 + (i as u64 * 37) % 128) << 20),
                 leak: ByteSize(if i % 97 == 0 { 64 << 10 } else { 0 }),
                 jitter: ByteSize(1 << 20),
-                sm_util: (i % 5) as u32 * 20,
-                ..SimProcess::default()
+                who: who[i % 32].clone(),
+                more: None,
             });
         }
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::scenario::{Exit, Scenario, SimProcess};
-use super::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
+use super::{GpuSource, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
 use crate::attribution::{ProcState, ProcTree};
 use crate::snapshot::{DriverInfo, Memory};
 
@@ -25,7 +25,7 @@ pub struct SimulatedSource {
     /// Indices into `scenario.processes` per (GPU, MIG instance), in file
     /// order: a device's poll then visits only its own processes (scanning
     /// them all per device cost 20 ms a poll at 64 GPUs x 1000 processes).
-    by_device: std::collections::HashMap<(usize, Option<usize>), Vec<usize>>,
+    by_device: std::collections::HashMap<(usize, Option<usize>), Vec<u32>>,
     procs: proctree::SimProcTree,
 }
 
@@ -42,9 +42,10 @@ impl SimulatedSource {
     /// `interval` is the poll interval (scenario seconds per poll) and
     /// `epoch` the Unix time of poll 1, from which start times derive.
     pub fn new(scenario: Scenario, interval: Duration, epoch: f64) -> Self {
-        let mut by_device: std::collections::HashMap<_, Vec<usize>> = Default::default();
+        let mut by_device: std::collections::HashMap<_, Vec<u32>> = Default::default();
         for (i, p) in scenario.processes.iter().enumerate() {
-            by_device.entry((p.gpu, p.instance)).or_default().push(i);
+            let at = (p.gpu as usize, p.instance.map(|x| x as usize));
+            by_device.entry(at).or_default().push(i as u32);
         }
         let procs = proctree::SimProcTree::new(&scenario.processes, epoch);
         Self {
@@ -93,9 +94,10 @@ impl SimulatedSource {
             ..shell
         };
         let mut used = 0u64;
-        let mut util = Vec::new();
         let mine = self.by_device.get(&(g, instance)).map_or(&[][..], Vec::as_slice);
-        for p in mine.iter().map(|&i| &self.scenario.processes[i]) {
+        let mut util = Vec::with_capacity(mine.len());
+        dev.processes.reserve_exact(mine.len());
+        for p in mine.iter().map(|&i| &self.scenario.processes[i as usize]) {
             let ph = self.phase(p, t);
             used = used.saturating_add(ph.pending_release);
             if !ph.listed {
@@ -107,8 +109,8 @@ impl SimulatedSource {
             util.push((p.pid, if ph.busy { p.sm_util } else { 0 }));
             dev.processes.push(RawProcess {
                 pid: p.pid,
-                used_bytes: (!p.unavailable).then_some(ph.bytes),
-                kinds: kinds(p.kind.as_deref()),
+                used_bytes: (!p.shape().unavailable).then_some(ph.bytes),
+                kinds: p.who.kinds,
             });
         }
         let used = used.min(total.saturating_sub(reserved));
@@ -128,6 +130,7 @@ impl SimulatedSource {
         let epoch = self.epoch;
         self.procs.sync(
             ps,
+            (t, cycle),
             |i| proc_state(&ps[i], t),
             |i| epoch + cycle as f64 * loop_len + ps[i].start.0,
         );
@@ -146,7 +149,8 @@ impl SimulatedSource {
         if local < 0.0 {
             return none;
         }
-        let busy = p.busy_for.is_none_or(|b| local < b.0);
+        let shape = p.shape();
+        let busy = shape.busy_for.is_none_or(|b| local < b.0);
         let Some(stop) = stop_at(p).filter(|s| local >= *s) else {
             return Phase {
                 listed: true,
@@ -157,8 +161,8 @@ impl SimulatedSource {
         };
         let after = local - stop;
         let held = self.bytes(p, stop);
-        let release = p.release_after.map(|r| r.0);
-        match p.exit {
+        let release = shape.release_after.map(|r| r.0);
+        match shape.exit {
             Exit::Released if after < release.unwrap_or(0.0) => Phase {
                 pending_release: held,
                 ..none
@@ -180,21 +184,22 @@ impl SimulatedSource {
 
     /// Memory of `p` at `local` seconds after its start.
     fn bytes(&self, p: &SimProcess, local: f64) -> u64 {
-        if !p.trace_rows.is_empty() {
-            let x = local * p.speed.unwrap_or(1.0);
-            let i = p.trace_rows.partition_point(|r| r.0 <= x);
-            return p.trace_rows[i.saturating_sub(1)].1;
+        let shape = p.shape();
+        if !shape.trace_rows.is_empty() {
+            let x = local * shape.speed.unwrap_or(1.0);
+            let i = shape.trace_rows.partition_point(|r| r.0 <= x);
+            return shape.trace_rows[i.saturating_sub(1)].1;
         }
         let mut b = p.memory.0 as f64;
-        if let (Some(to), Some(ramp)) = (p.ramp_to, p.ramp) {
-            let steps = f64::from(p.steps.unwrap_or(4).max(1));
+        if let (Some(to), Some(ramp)) = (shape.ramp_to, shape.ramp) {
+            let steps = f64::from(shape.steps.unwrap_or(4).max(1));
             let frac = ((local / ramp.0.max(1e-9)) * steps).floor().min(steps) / steps;
             b += (to.0 as f64 - b) * frac;
         }
         b += p.leak.0 as f64 * local;
-        if let Some(period) = p.period.filter(|x| x.0 > 0.0) {
+        if let Some(period) = shape.period.filter(|x| x.0 > 0.0) {
             if local % period.0 < period.0 / 2.0 {
-                b += p.sawtooth.0 as f64;
+                b += shape.sawtooth.0 as f64;
             }
         }
         if p.jitter.0 > 0 {
@@ -306,8 +311,9 @@ impl SimulatedSource {
 
 /// When `p` stops, in seconds after its start: `stop`, or the end of its trace.
 fn stop_at(p: &SimProcess) -> Option<f64> {
-    let trace_end = p.trace_rows.last().map(|r| r.0 / p.speed.unwrap_or(1.0));
-    match (p.stop.map(|s| s.0 - p.start.0), trace_end) {
+    let shape = p.shape();
+    let trace_end = shape.trace_rows.last().map(|r| r.0 / shape.speed.unwrap_or(1.0));
+    match (shape.stop.map(|s| s.0 - p.start.0), trace_end) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
@@ -315,32 +321,26 @@ fn stop_at(p: &SimProcess) -> Option<f64> {
 
 /// What `/proc` shows of `p` at scenario time `t`: its scenario state while
 /// it runs (sleeping by default), Z while it is an unreaped `zombie`, and no
-/// entry before it starts or once it exited.
-fn proc_state(p: &SimProcess, t: f64) -> Option<ProcState> {
-    let local = t - p.start.0;
+/// entry before it starts or once it exited. Also the scenario time at which
+/// that next changes (infinite: not before the loop wraps), so that the
+/// tree can skip the process until then.
+fn proc_state(p: &SimProcess, t: f64) -> (Option<ProcState>, f64) {
+    let start = p.start.0;
+    let local = t - start;
     if local < 0.0 {
-        return None;
+        return (None, start);
     }
-    let Some(stop) = stop_at(p).filter(|s| local >= *s) else {
-        // Scenario::check accepted only names from_name knows.
-        return Some(
-            p.state
-                .as_deref()
-                .and_then(ProcState::from_name)
-                .unwrap_or(ProcState::Sleeping),
-        );
+    let stop = stop_at(p);
+    let Some(stop) = stop.filter(|s| local >= *s) else {
+        return (Some(p.who.state), stop.map_or(f64::INFINITY, |s| start + s));
     };
-    let zombie = p.exit == Exit::Zombie && p.release_after.is_none_or(|r| local - stop < r.0);
-    zombie.then_some(ProcState::Zombie)
-}
-
-fn kinds(kind: Option<&str>) -> ProcessKinds {
-    let k = kind.unwrap_or("compute");
-    ProcessKinds {
-        compute: k.contains("compute"),
-        graphics: k.contains("graphics"),
-        mps: k.contains("mps"),
+    let shape = p.shape();
+    let release = shape.release_after.map(|r| r.0);
+    if shape.exit == Exit::Zombie && release.is_none_or(|r| local - stop < r) {
+        let gone = release.map_or(f64::INFINITY, |r| start + stop + r);
+        return (Some(ProcState::Zombie), gone);
     }
+    (None, f64::INFINITY)
 }
 
 /// SplitMix64: a tiny, well-mixed hash so the simulation needs no RNG crate.

@@ -6,15 +6,16 @@
 //!
 //! Owns: turning a scenario process into what `/proc` would show (start
 //! ticks from the poll clock, its cgroup from the workload fields, its
-//! cmdline, a passwd of the scenario's users). Must not: render a process
-//! again when nothing about it changed (the `large` fleet polls 64k processes
-//! a second), or parse anything back.
+//! cmdline, a passwd of the scenario's users). Must not: look at a process
+//! again before what it shows can change (the `large` fleet polls 64k
+//! processes a second and they almost never change), render per-process
+//! text (the tree renders on read), or parse anything back.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::attribution::{CgroupInfo, MemProcess, MemTree, MemWriter, ProcState, Runtime, cgroup_path, clock_ticks};
-use crate::source::scenario::SimProcess;
+use crate::attribution::{CgroupInfo, MemIdentity, MemTree, MemWriter, ProcState, Runtime, cgroup_path, clock_ticks};
+use crate::source::scenario::{SimIdentity, SimProcess};
 
 /// The simulated host booted this long before poll 1.
 const UPTIME_AT_EPOCH: u64 = 3600;
@@ -22,18 +23,41 @@ const UPTIME_AT_EPOCH: u64 = 3600;
 /// PID 1 is the parent of every simulated process (the scenario has no tree).
 const PARENT_PID: u32 = 1;
 
-/// What the tree shows for one PID: the scenario process it comes from,
-/// its state and start ticks.
-type Shown = (usize, ProcState, u64);
+/// No scenario process shows for a PID.
+const NONE: u32 = u32::MAX;
 
-/// Scenario processes by PID (two entries may share one: a process with
-/// contexts on two GPUs), and what the tree shows for each PID.
+/// A scenario process (by index) and the state the tree shows it in.
+type Shown = (u32, ProcState);
+
+/// One PID: its scenario processes (`order[first..next slot's first]`) and
+/// what the tree shows for it. 24 bytes: there is one per process in `large`.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    pid: u32,
+    first: u32,
+    /// The scenario process the tree shows, or [`NONE`].
+    shown: u32,
+    state: ProcState,
+    /// Scenario time before which what the PID shows cannot change,
+    /// rounded down (skipping a PID early would miss a change; looking
+    /// early only costs the look).
+    until: f32,
+}
+
+/// Scenario processes by PID (two may share one: a process with contexts on
+/// two GPUs), and what the tree shows for each PID.
 pub(super) struct SimProcTree {
     tree: Arc<MemTree>,
     btime: u64,
     hz: f64,
-    /// (pid, indices into the scenario's processes in file order, shown).
-    pids: Vec<(u32, Vec<usize>, Option<Shown>)>,
+    /// Indices of scenario processes, by PID and then in file order.
+    order: Vec<u32>,
+    slots: Vec<Slot>,
+    /// The tree's identity of each scenario identity, by its address (the
+    /// scenario keeps every `Arc<SimIdentity>` alive, so it is stable).
+    idents: HashMap<usize, Arc<MemIdentity>>,
+    /// The loop cycle and scenario time of the last sync.
+    at: Option<(u64, f64)>,
 }
 
 impl SimProcTree {
@@ -41,28 +65,43 @@ impl SimProcTree {
     pub(super) fn new(processes: &[SimProcess], epoch: f64) -> Self {
         let btime = (epoch.max(0.0).floor() as u64).saturating_sub(UPTIME_AT_EPOCH);
         let tree = Arc::new(MemTree::new(btime));
-        let mut at: HashMap<u32, usize> = HashMap::new();
-        let mut pids: Vec<(u32, Vec<usize>, Option<Shown>)> = Vec::new();
+        let mut order: Vec<u32> = (0..processes.len() as u32).collect();
+        // Stable: a PID's processes stay in file order.
+        order.sort_by_key(|&i| processes[i as usize].pid);
+        let mut slots: Vec<Slot> = Vec::new();
+        for (k, &i) in order.iter().enumerate() {
+            let pid = processes[i as usize].pid;
+            if slots.last().is_none_or(|s| s.pid != pid) {
+                slots.push(Slot {
+                    pid,
+                    first: k as u32,
+                    shown: NONE,
+                    state: ProcState::Sleeping,
+                    until: f32::NEG_INFINITY,
+                });
+            }
+        }
         let mut users: Vec<(u32, &str)> = Vec::new();
-        for (i, p) in processes.iter().enumerate() {
-            match at.get(&p.pid) {
-                Some(&k) => pids[k].1.push(i),
-                None => {
-                    at.insert(p.pid, pids.len());
-                    pids.push((p.pid, vec![i], None));
-                }
-            }
+        let mut idents = HashMap::new();
+        for p in processes {
             // The first name given for a uid wins, as in a passwd file.
-            if !p.user.is_empty() && !users.iter().any(|(uid, _)| *uid == p.uid) {
-                users.push((p.uid, &p.user));
+            let who = &p.who;
+            if !who.user.is_empty() && !users.iter().any(|(uid, _)| *uid == who.uid) {
+                users.push((who.uid, &who.user));
             }
+            idents
+                .entry(Arc::as_ptr(who) as usize)
+                .or_insert_with(|| Arc::new(identity(who)));
         }
         tree.update(|w| w.set_passwd(users));
         SimProcTree {
             tree,
             btime,
             hz: clock_ticks() as f64,
-            pids,
+            order,
+            slots,
+            idents,
+            at: None,
         }
     }
 
@@ -70,63 +109,114 @@ impl SimProcTree {
         self.tree.clone()
     }
 
-    /// Brings the tree to scenario time: `state(i)` says what `/proc` shows
-    /// of process `i` now (`None`: no entry), `start(i)` its Unix start time.
+    /// Brings the tree to scenario time `t` of loop `cycle`: `state(i)` says
+    /// what `/proc` shows of process `i` now (`None`: no entry) and from
+    /// when that may change, `start(i)` its Unix start time in this cycle.
     pub(super) fn sync(
         &mut self,
         processes: &[SimProcess],
-        state: impl Fn(usize) -> Option<ProcState>,
+        (t, cycle): (f64, u64),
+        state: impl Fn(usize) -> (Option<ProcState>, f64),
         start: impl Fn(usize) -> f64,
     ) {
-        let (btime, hz) = (self.btime as f64, self.hz);
-        let ticks = |i: usize| ((start(i) - btime) * hz).round().max(0.0) as u64;
+        // A new cycle restarts every process with new start times.
+        let new_cycle = self.at.is_some_and(|(c, _)| c != cycle);
+        let all = new_cycle || self.at.is_none_or(|(_, was)| t < was);
+        self.at = Some((cycle, t));
         let mut changes: Vec<(u32, Option<Shown>, Option<Shown>)> = Vec::new();
-        for (pid, idxs, shown) in &mut self.pids {
+        let order = &self.order;
+        for k in 0..self.slots.len() {
+            let end = self.slots.get(k + 1).map_or(order.len(), |s| s.first as usize);
+            let slot = &mut self.slots[k];
+            if !all && t < f64::from(slot.until) {
+                continue;
+            }
+            let mut until = f64::INFINITY;
+            let mut want = None;
             // The first of a PID's scenario processes that is in /proc shows.
-            let want = idxs
-                .iter()
-                .find_map(|&i| state(i).map(|s| (i, s)))
-                .map(|(i, s)| (i, s, ticks(i)));
-            if want != *shown {
-                changes.push((*pid, *shown, want));
-                *shown = want;
+            for &i in &order[slot.first as usize..end] {
+                let (s, next) = state(i as usize);
+                until = until.min(next);
+                if let Some(s) = s {
+                    want = Some((i, s));
+                    break;
+                }
+            }
+            slot.until = round_down(until);
+            let was = (slot.shown != NONE).then_some((slot.shown, slot.state));
+            if want != was || (new_cycle && want.is_some()) {
+                changes.push((slot.pid, if new_cycle { None } else { was }, want));
+                (slot.shown, slot.state) = want.unwrap_or((NONE, ProcState::Sleeping));
             }
         }
         if changes.is_empty() {
             return;
         }
+        let (btime, hz) = (self.btime as f64, self.hz);
+        let ticks = |i: usize| ((start(i) - btime) * hz).round().max(0.0) as u64;
+        let idents = &self.idents;
         self.tree.update(|w| {
             for (pid, was, want) in changes {
-                apply(w, processes, pid, was, want);
+                apply(
+                    w,
+                    processes,
+                    idents,
+                    pid,
+                    was,
+                    want.map(|(i, s)| (i, s, ticks(i as usize))),
+                );
             }
         });
     }
 }
 
-fn apply(w: &mut MemWriter<'_>, processes: &[SimProcess], pid: u32, was: Option<Shown>, want: Option<Shown>) {
+/// A time before `t` as an f32 (a slot with an f64 would be a third
+/// bigger). Earlier by a relative 1e-6: more than the f32 rounding (6e-8)
+/// and than any rounding of the sums `t` came from.
+fn round_down(t: f64) -> f32 {
+    if t.is_infinite() {
+        return t as f32;
+    }
+    (t - t.abs() * 1e-6 - 1e-6) as f32
+}
+
+fn apply(
+    w: &mut MemWriter<'_>,
+    processes: &[SimProcess],
+    idents: &HashMap<usize, Arc<MemIdentity>>,
+    pid: u32,
+    was: Option<Shown>,
+    want: Option<(u32, ProcState, u64)>,
+) {
     let Some((i, state, start_ticks)) = want else {
         w.remove(pid);
         return;
     };
-    // Same process, new state (running -> zombie): only stat changes.
-    if was.is_some_and(|(j, _, t)| (j, t) == (i, start_ticks)) && w.set_state(pid, state) {
+    // Same process, new state (running -> zombie): only its state changes.
+    if was.is_some_and(|(j, _)| j == i) && w.set_state(pid, state) {
         return;
     }
-    let p = &processes[i];
-    w.insert(MemProcess {
-        pid,
+    let who = &processes[i as usize].who;
+    let ident = match idents.get(&(Arc::as_ptr(who) as usize)) {
+        Some(x) => x.clone(),
+        None => Arc::new(identity(who)),
+    };
+    w.insert_as(pid, state, start_ticks, ident);
+}
+
+/// What the tree shows of a scenario identity.
+fn identity(who: &SimIdentity) -> MemIdentity {
+    MemIdentity {
         ppid: PARENT_PID,
-        comm: p.comm.clone(),
-        state,
-        start_ticks,
-        uid: p.uid,
-        cgroup: cgroup_path(&workload(p)),
-        cmdline: MemProcess::nul_args(&p.cmdline),
-    });
+        comm: who.comm.clone(),
+        uid: who.uid,
+        cgroup: cgroup_path(&workload(who)),
+        cmdline: MemIdentity::nul_args(&who.cmdline),
+    }
 }
 
 /// The scenario's workload fields as the cgroup reader would report them.
-fn workload(p: &SimProcess) -> CgroupInfo {
+fn workload(p: &SimIdentity) -> CgroupInfo {
     let some = |s: &str| (!s.is_empty()).then(|| s.into());
     CgroupInfo {
         container_id: some(&p.container),

@@ -178,7 +178,7 @@ fn trace_replay_follows_the_csv_and_ends_after_the_last_row() {
         .processes
         .iter()
         .find(|p| p.pid == 731)
-        .map(|p| p.trace_rows.clone())
+        .map(|p| p.shape().trace_rows.clone())
         .unwrap_or_default();
     assert!(leak_rows.len() > 400);
     let mut s = SimulatedSource::new(sc, Duration::from_secs(1), 0.0);
@@ -211,4 +211,45 @@ fn bad_scenarios_say_what_is_wrong() {
             .unwrap_or_default();
         assert!(e.contains(want), "{text:?}: {e}");
     }
+}
+
+/// The tree skips a PID until what it shows can change (`proctree.rs`):
+/// at every poll, off the whole-second grid and across two loop wraps, it
+/// must still show what the scenario says of every PID now.
+#[test]
+fn the_tree_matches_the_scenario_at_every_poll() {
+    let sc = Scenario::resolve("default").unwrap_or_else(|e| panic!("{e}"));
+    let epoch = 1_700_000_000.0;
+    let mut s = SimulatedSource::new(sc, Duration::from_millis(700), epoch);
+    let mut pids: Vec<u32> = s.scenario().processes.iter().map(|p| p.pid).collect();
+    pids.dedup();
+    let mut fs = ProcFs::on(s.proc_tree().expect("tree")).with_identity_refresh(Duration::ZERO);
+    let (mut shown, mut gone) = (0, 0);
+    for n in 1..=1000u64 {
+        s.poll(false).expect("poll");
+        let t = (n - 1) as f64 * 0.7;
+        let cycle = (t / 300.0).floor();
+        let t = t - cycle * 300.0;
+        for &pid in &pids {
+            let want = s
+                .scenario()
+                .processes
+                .iter()
+                .filter(|p| p.pid == pid)
+                .find_map(|p| proc_state(p, t).0.map(|st| (st, epoch + cycle * 300.0 + p.start.0)));
+            let got = fs.read(pid, &ReadOptions::default());
+            match (want, got) {
+                (Some((st, start)), Ok(id)) => {
+                    assert_eq!((id.state, id.start_time), (st, Some(start)), "pid {pid} at poll {n}");
+                    shown += 1;
+                }
+                (None, Err(e)) if e.is_gone() => gone += 1,
+                (want, got) => panic!("pid {pid} at poll {n}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+    assert!(
+        shown > 1000 && gone > 100,
+        "both cases seen: {shown} shown, {gone} gone"
+    );
 }
