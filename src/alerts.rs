@@ -8,6 +8,7 @@
 mod actions;
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -19,8 +20,9 @@ pub use actions::{changed_payloads, payload, reclaim_targets, targets_of};
 /// What readers see: active alerts and the latest transitions.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AlertsView {
-    /// Pending and firing alerts.
-    pub alerts: Vec<Alert>,
+    /// Pending and firing alerts, shared with the engine's state (a view
+    /// is a list of pointers, not a copy of 12,800 alerts).
+    pub alerts: Vec<Arc<Alert>>,
     /// Newest first.
     pub transitions: Vec<Transition>,
     /// Rules evaluated, by name.
@@ -57,10 +59,10 @@ impl AlertEngine {
             .filter(|r| self.rules.iter().any(|o| o.cfg == r.cfg))
             .map(|r| r.cfg.name.clone())
             .collect();
-        self.state.retain(|(name, _), a| {
-            let keep = kept.contains(name);
+        self.state.retain(|key, a| {
+            let keep = kept.iter().any(|n| n == eval::rule_of(key));
             if !keep && a.state == State::Firing {
-                let mut r = a.clone();
+                let mut r = (**a).clone();
                 r.state = State::Resolved;
                 r.resolved_at = Some(now);
                 out.push(Transition {
@@ -86,7 +88,10 @@ impl AlertEngine {
     }
 
     fn remember(&mut self, transitions: &[Transition]) {
-        for t in transitions {
+        // Only the newest `keep_recent` can stay: pushing all of a storm's
+        // 12,800 grew the deque's capacity for good (2.7 MB kept empty).
+        let newest = &transitions[transitions.len().saturating_sub(self.keep_recent)..];
+        for t in newest {
             self.recent.push_front(t.clone());
         }
         self.recent.truncate(self.keep_recent);
@@ -102,7 +107,7 @@ impl AlertEngine {
 
     /// Firing alerts (for notifier resends).
     pub fn firing(&self) -> impl Iterator<Item = &Alert> {
-        self.state.values().filter(|a| a.state == State::Firing)
+        self.state.values().map(|a| &**a).filter(|a| a.state == State::Firing)
     }
 }
 

@@ -120,7 +120,7 @@ fn demo_exposition_matches_golden() {
 fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
     let cfg = Config::defaults(true);
     let (snap, engine) = demo_snapshot(&cfg);
-    let firing: Vec<&str> = engine.firing().map(|a| a.rule.as_str()).collect();
+    let firing: Vec<&str> = engine.firing().map(|a| &*a.rule).collect();
     for want in [
         "GpuMemoryLeakSuspected",
         "GpuMemoryHeldByExitedProcess",

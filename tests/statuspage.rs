@@ -14,6 +14,7 @@ use common::{spawn_app, test_config, wait_until};
 use gpumemd::alerts::AlertsView;
 use gpumemd::history::{History, ViewOptions};
 use gpumemd::pipeline::Pipeline;
+use gpumemd::rules::annotations::Annotations;
 use gpumemd::rules::eval::{Alert, State};
 use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::source::GpuSource;
@@ -60,8 +61,12 @@ fn alert_storm(s: &Snapshot) -> AlertsView {
                 ("uuid".into(), d.uuid.clone()),
                 ("pid".into(), p.pid.to_string()),
                 ("comm".into(), p.comm.to_string()),
-            ]),
-            annotations: BTreeMap::from([("summary".into(), format!("pid {} holds memory", p.pid))]),
+            ])
+            .into(),
+            annotations: Annotations::fixed(BTreeMap::from([(
+                "summary".into(),
+                format!("pid {} holds memory", p.pid),
+            )])),
             state: State::Firing,
             active_at: 1.7e9,
             fired_at: Some(1.7e9),
@@ -71,6 +76,7 @@ fn alert_storm(s: &Snapshot) -> AlertsView {
             targets: Vec::new(),
             action: None,
         })
+        .map(std::sync::Arc::new)
         .collect();
     AlertsView {
         alerts,

@@ -12,8 +12,8 @@ use crate::rules::eval::{Alert, State, Transition};
 /// An alert as the notifiers send it.
 pub fn payload(a: &Alert) -> AlertPayload {
     AlertPayload {
-        labels: a.labels.clone(),
-        annotations: a.annotations.clone(),
+        labels: a.labels.to_map(),
+        annotations: a.annotations(),
         status: if a.state == State::Resolved {
             AlertStatus::Resolved
         } else {
@@ -54,7 +54,7 @@ pub fn targets_of(transitions: &[Transition], action: RuleAction) -> Vec<Target>
                 uid: p.uid,
                 user: p.user.clone(),
                 comm: p.comm.clone(),
-                rule: t.alert.rule.clone(),
+                rule: t.alert.rule.to_string(),
                 gpu_uuid: p.uuid.clone(),
                 used_bytes: p.used_bytes,
             })
@@ -67,13 +67,14 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
+    use crate::rules::annotations::Annotations;
     use crate::rules::eval::ProcessRef;
 
     fn alert(state: State, action: Option<RuleAction>, pids: &[u32]) -> Alert {
         Alert {
             rule: "R".into(),
-            labels: BTreeMap::from([("alertname".into(), "R".into()), ("uuid".into(), "GPU-a".into())]),
-            annotations: BTreeMap::from([("summary".into(), "s".into())]),
+            labels: BTreeMap::from([("alertname".into(), "R".into()), ("uuid".into(), "GPU-a".into())]).into(),
+            annotations: Annotations::fixed(BTreeMap::from([("summary".into(), "s".into())])),
             state,
             active_at: 10.0,
             fired_at: (state != State::Pending).then_some(20.0),

@@ -45,18 +45,13 @@ fn reload_keeps_state_of_unchanged_rules_and_resolves_changed_ones() {
     let b2 = rule("name = \"B\"\nkind = \"device_used_ratio\"\nabove = 0.6");
     let t = e.set_rules(vec![a, b2], 105.0);
     assert_eq!(t.len(), 1, "the firing B of the old definition resolves");
-    assert_eq!((t[0].alert.rule.as_str(), t[0].to), ("B", State::Resolved));
+    assert_eq!((&*t[0].alert.rule, t[0].to), ("B", State::Resolved));
     // A keeps its pending start, so it fires 10 s after the first evaluation.
     e.evaluate(&snap(10.0));
     let v = e.view();
-    let states: Vec<(&str, State)> = v.alerts.iter().map(|a| (a.rule.as_str(), a.state)).collect();
+    let states: Vec<(&str, State)> = v.alerts.iter().map(|a| (&*a.rule, a.state)).collect();
     assert_eq!(states, [("A", State::Firing), ("B", State::Firing)]);
-    let newest: Vec<(&str, State)> = v
-        .transitions
-        .iter()
-        .take(2)
-        .map(|t| (t.alert.rule.as_str(), t.to))
-        .collect();
+    let newest: Vec<(&str, State)> = v.transitions.iter().take(2).map(|t| (&*t.alert.rule, t.to)).collect();
     assert!(newest.contains(&("A", State::Firing)), "newest first: {newest:?}");
 }
 

@@ -16,7 +16,7 @@ pub const MEMORY_XID_WINDOW: f64 = 15.0 * 60.0;
 
 /// The instances of a health rule: one per matching GPU that reports the
 /// part the rule is about.
-pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
+pub(super) fn instances<'a>(rule: &Rule, snap: &'a Snapshot) -> Vec<Instance<'a>> {
     snap.devices
         .iter()
         .filter(|d| device_matches(&rule.cfg.matchers, d))
@@ -25,7 +25,7 @@ pub(super) fn instances(rule: &Rule, snap: &Snapshot) -> Vec<Instance> {
 }
 
 /// The instance of a health kind for one GPU at Unix time `now`.
-fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance> {
+fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance<'_>> {
     let h = d.health.as_ref().filter(|_| d.up)?;
     let mut labels = device_labels(d);
     let (value, holds) = match kind {
@@ -49,7 +49,7 @@ fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance> {
                 .map(|e| e.xid)
                 .collect();
             if let Some(last) = recent.last() {
-                labels.insert("xid".into(), last.to_string());
+                labels.push(("xid", last.to_string()));
             }
             (recent.len() as f64, None)
         }
@@ -60,7 +60,7 @@ fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance> {
         labels,
         value,
         holds,
-        model: d.name.clone(),
+        model: &d.name,
         targets: vec![],
         others: None,
     })

@@ -3,20 +3,23 @@
 //! a snapshot. Owns rule semantics; it must not deliver notifications, signal
 //! processes or read clocks (time comes from the snapshot).
 
+pub mod annotations;
 pub mod eval;
 mod health;
 mod instances;
+pub mod labels;
 pub mod template;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::snapshot::{GroupBy, Holder};
 use crate::units::{parse_duration, parse_size};
-use template::Template;
+use annotations::Notes;
 
 /// What a rule measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -225,7 +228,10 @@ fn default_severity() -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
     pub cfg: RuleConfig,
-    pub annotations: Vec<(String, Template)>,
+    /// `cfg.name`, shared by every alert of the rule.
+    pub name: Arc<str>,
+    /// The parsed annotation templates, shared by every alert of the rule.
+    pub notes: Arc<Notes>,
 }
 
 impl Rule {
@@ -266,16 +272,12 @@ impl Rule {
                 return Err(format!("label name `{k}` is not a valid Prometheus label name"));
             }
         }
-        let annotations = cfg
-            .annotations
-            .iter()
-            .map(|(k, v)| {
-                Template::parse(v)
-                    .map(|t| (k.clone(), t))
-                    .map_err(|e| format!("annotation `{k}`: {e}"))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        Ok(Rule { cfg, annotations })
+        let notes = Arc::new(Notes::new(&cfg)?);
+        Ok(Rule {
+            name: cfg.name.as_str().into(),
+            cfg,
+            notes,
+        })
     }
 }
 

@@ -80,13 +80,26 @@ impl Template {
     /// Fills the placeholders; a name with no value renders empty.
     pub fn render(&self, vars: &BTreeMap<&str, String>) -> String {
         let mut out = String::new();
+        self.render_with(&mut out, |name, out| {
+            out.push_str(vars.get(name).map(String::as_str).unwrap_or(""));
+        });
+        out
+    }
+
+    /// Appends the text to `out`, with `var` appending each placeholder's
+    /// value: no map of every variable is built per render.
+    pub fn render_with(&self, out: &mut String, mut var: impl FnMut(&str, &mut String)) {
         for p in &self.0 {
             match p {
                 Part::Text(t) => out.push_str(t),
-                Part::Var(v) => out.push_str(vars.get(v.as_str()).map(String::as_str).unwrap_or("")),
+                Part::Var(v) => var(v, out),
             }
         }
-        out
+    }
+
+    /// Whether the template has the placeholder `name`.
+    pub fn uses(&self, name: &str) -> bool {
+        self.0.iter().any(|p| matches!(p, Part::Var(v) if v == name))
     }
 }
 

@@ -143,7 +143,7 @@ fn process_alerts_resolve_when_the_process_goes_and_pid_reuse_starts_over() {
     let kinds: Vec<&str> = all.iter().map(|t| t.to.as_str()).collect();
     assert_eq!(kinds, ["pending", "firing", "resolved", "pending"]);
     let resolved = &all[2].alert;
-    assert_eq!(resolved.labels.get("pid").map(String::as_str), Some("42"));
+    assert_eq!(resolved.labels.get("pid"), Some("42"));
     assert_eq!(resolved.resolved_at, Some(1_000_006.0));
 }
 
@@ -159,7 +159,7 @@ fn stale_snapshots_freeze_all_but_poll_health() {
     let (st, _) = evaluate(&rules, &st, &stale, "h");
     stale.monotonic = 3.0;
     let (st, _) = evaluate(&rules, &st, &stale, "h");
-    let states: Vec<(&str, &str)> = st.values().map(|a| (a.rule.as_str(), a.state.as_str())).collect();
+    let states: Vec<(&str, &str)> = st.values().map(|a| (&*a.rule, a.state.as_str())).collect();
     assert_eq!(states, [("High", "firing"), ("Poll", "firing")]);
 }
 
@@ -170,9 +170,9 @@ fn annotations_are_rendered() {
     );
     let (st, _) = evaluate(&[r], &EvalState::new(), &snap(0.0, 0.95, vec![]), "h");
     let a = st.values().next().expect("alert");
-    assert_eq!(a.annotations["summary"], "GPU 0 (NVIDIA H100) at 95.0%, limit 90.0%");
-    assert_eq!(a.labels["instance"], "h");
-    assert_eq!(a.labels["uuid"], "GPU-a");
+    assert_eq!(a.annotations()["summary"], "GPU 0 (NVIDIA H100) at 95.0%, limit 90.0%");
+    assert_eq!(a.labels.get("instance"), Some("h"));
+    assert_eq!(a.labels.get("uuid"), Some("GPU-a"));
 }
 
 #[test]

@@ -287,7 +287,7 @@ fn proc_brief(p: &Process) -> ProcBrief {
 fn alerts_brief(v: &AlertsView) -> AlertsBrief {
     let mut by_rule: BTreeMap<&str, Vec<&Alert>> = BTreeMap::new();
     for a in &v.alerts {
-        by_rule.entry(a.rule.as_str()).or_default().push(a);
+        by_rule.entry(&a.rule).or_default().push(a);
     }
     let mut groups: Vec<AlertGroup> = by_rule.into_iter().map(|(rule, list)| group(rule, list)).collect();
     let sev = |s: &str| match s {
@@ -314,7 +314,7 @@ fn alerts_brief(v: &AlertsView) -> AlertsBrief {
             .take(TRANSITIONS)
             .map(|t| TransitionBrief {
                 at: t.at,
-                rule: t.alert.rule.clone(),
+                rule: t.alert.rule.to_string(),
                 from: t.from,
                 to: t.to,
                 labels: where_labels(&t.alert),
@@ -337,11 +337,11 @@ fn group(rule: &str, mut list: Vec<&Alert>) -> AlertGroup {
     AlertGroup {
         rule: rule.to_string(),
         severity: first
-            .and_then(|a| a.labels.get("severity").cloned())
+            .and_then(|a| a.labels.get("severity").map(str::to_string))
             .unwrap_or_default(),
         firing: list.iter().filter(|a| a.state == State::Firing).count(),
         pending: list.iter().filter(|a| a.state == State::Pending).count(),
-        runbook_url: first.and_then(|a| a.annotations.get("runbook_url").cloned()),
+        runbook_url: first.and_then(|a| a.annotation("runbook_url")),
         since: list.iter().map(|a| a.active_at).fold(f64::INFINITY, f64::min),
         examples: list
             .iter()
@@ -351,10 +351,8 @@ fn group(rule: &str, mut list: Vec<&Alert>) -> AlertGroup {
                 since: since(a),
                 labels: where_labels(a),
                 summary: a
-                    .annotations
-                    .get("summary")
-                    .or_else(|| a.annotations.get("description"))
-                    .cloned()
+                    .annotation("summary")
+                    .or_else(|| a.annotation("description"))
                     .unwrap_or_default(),
             })
             .collect(),
@@ -368,10 +366,10 @@ fn where_labels(a: &Alert) -> BTreeMap<String, String> {
         .iter()
         .filter(|(k, _)| {
             matches!(
-                k.as_str(),
+                *k,
                 "gpu" | "uuid" | "pid" | "comm" | "user" | "holder" | "group" | "group_by"
             )
         })
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }

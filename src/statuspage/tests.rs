@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::config::{LinkBase, StatusPageConfig};
 use super::*;
 use crate::alerts::AlertsView;
+use crate::rules::annotations::Annotations;
 use crate::rules::eval::{Alert, State};
 use crate::snapshot::{Device, Holders, Memory, Process, Snapshot};
 
@@ -16,8 +17,9 @@ fn alert(rule: &str, severity: &str, state: State, gpu: u32, active_at: f64) -> 
             ("severity".to_string(), severity.to_string()),
             ("gpu".to_string(), gpu.to_string()),
             ("instance".to_string(), "h".to_string()),
-        ]),
-        annotations: BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))]),
+        ])
+        .into(),
+        annotations: Annotations::fixed(BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))])),
         state,
         active_at,
         fired_at: (state == State::Firing).then_some(active_at + 10.0),
@@ -110,7 +112,7 @@ fn alerts_are_grouped_by_rule_with_counts_firing_and_severe_first() {
     alerts.push(alert("Leak", "critical", State::Firing, 2, 200.0));
     alerts.push(alert("Quiet", "critical", State::Pending, 1, 50.0));
     let view = AlertsView {
-        alerts,
+        alerts: alerts.into_iter().map(std::sync::Arc::new).collect(),
         transitions: Vec::new(),
         rules: vec!["Leak".into(), "Noisy".into(), "Quiet".into()],
     };
