@@ -22,11 +22,19 @@ pub use actions::{changed_payloads, payload, reclaim_targets, targets_of};
 pub struct AlertsView {
     /// Pending and firing alerts, shared with the engine's state (a view
     /// is a list of pointers, not a copy of 12,800 alerts).
+    #[serde(serialize_with = "shared")]
     pub alerts: Vec<Arc<Alert>>,
     /// Newest first.
     pub transitions: Vec<Transition>,
     /// Rules evaluated, by name.
     pub rules: Vec<String>,
+}
+
+/// Serialises shared alerts as the alerts themselves (serde's `rc`
+/// feature would do the same, at the price of rebuilding every crate
+/// that uses serde).
+fn shared<S: serde::Serializer>(alerts: &[Arc<Alert>], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(alerts.iter().map(|a| &**a))
 }
 
 /// Rule state between evaluations.
