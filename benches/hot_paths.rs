@@ -11,6 +11,9 @@
 //! - `rules_eval`: the default rule set against the resulting snapshot;
 //! - `render_prometheus`: `/metrics` in the text format, default config
 //!   (top 50 processes per GPU), with the alert view.
+//! - `rules_eval_demo` and `render_prometheus_demo` (8 x 64 and 64 x 1000
+//!   only): the same with the demo's rules, whose idle-holder rule fires
+//!   for one process in five (12,800 alerts at 64 x 1000).
 //!
 //! The fleet is stepped 10 s per poll, one leak bucket at the defaults
 //! (600 s window / 60 buckets), so every measured build closes a bucket for
@@ -171,6 +174,13 @@ fn hot_paths(c: &mut Criterion) {
             b.iter(|| black_box(eval::evaluate(&rules, &state, &snap, "bench-host")));
         });
 
+        // Issue 21: the demo's rules, whose idle-holder rule fires for one
+        // process in five (12,800 alerts at 64 x 1000), evaluated from
+        // their own steady state, and the exposition with those alerts.
+        if DEMO_RULE_SIZES.contains(&(gpus, per_gpu)) {
+            demo_rules(c, &snap, (gpus, per_gpu), &build);
+        }
+
         // Issue 15's additions, to set beside pipeline_build: the peak
         // windows the pipeline keeps (one observe per process and per device
         // each poll) and the history the follower task records per snapshot.
@@ -226,6 +236,41 @@ fn hot_paths(c: &mut Criterion) {
                 });
             });
     }
+}
+
+/// Sizes that also run the demo rule set (`rules_eval_demo`,
+/// `render_prometheus_demo`).
+const DEMO_RULE_SIZES: &[(usize, usize)] = &[(8, 64), (64, 1000)];
+
+fn demo_rules(c: &mut Criterion, snap: &Snapshot, (gpus, per_gpu): (usize, usize), build: &metrics::BuildInfo) {
+    let cfg = Config::defaults(true);
+    let rules = cfg.effective_rules();
+    let (state, _) = eval::evaluate(&rules, &EvalState::new(), snap, "bench-host");
+    let (state, _) = eval::evaluate(&rules, &state, snap, "bench-host");
+    c.benchmark_group("rules_eval_demo")
+        .bench_function(id(gpus, per_gpu), |b| {
+            b.iter(|| black_box(eval::evaluate(&rules, &state, snap, "bench-host")));
+        });
+    let mut engine = AlertEngine::new(rules.clone(), "bench-host".into(), 100);
+    engine.evaluate(snap);
+    engine.evaluate(snap);
+    let view = engine.view();
+    let daemon = DaemonState {
+        alerts: Some(&view),
+        ..DaemonState::default()
+    };
+    c.benchmark_group("render_prometheus_demo")
+        .bench_function(id(gpus, per_gpu), |b| {
+            b.iter(|| {
+                black_box(metrics::render(
+                    snap,
+                    &daemon,
+                    &cfg.processes,
+                    build,
+                    Format::Prometheus,
+                ))
+            });
+        });
 }
 
 fn config() -> Criterion {
