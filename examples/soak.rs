@@ -180,6 +180,10 @@ struct ChurnSource {
     fleet: Fleet,
     poll: u64,
     next_pid: u32,
+    /// PID_MAX, or more for a fleet that would not fit in it (64 x 1000
+    /// holds 64,000 PIDs at once; 64-bit kernels raise pid_max with the CPU
+    /// count for the same reason). Without room the search never ends.
+    pid_max: u32,
     gpus: Vec<Gpu>,
     /// Identities are shared between processes of the same shape.
     identities: Vec<Arc<(String, u32, String)>>,
@@ -232,6 +236,7 @@ impl ChurnSource {
             fleet,
             poll: 0,
             next_pid: 10_000,
+            pid_max: PID_MAX.max(u32::try_from(fleet.gpus * fleet.per_gpu * 4).unwrap_or(u32::MAX)),
             gpus: Vec::new(),
             identities,
             tree,
@@ -261,7 +266,7 @@ impl ChurnSource {
         // still list it: reuse then shows the same PID twice).
         let pid = loop {
             let pid = self.next_pid;
-            self.next_pid = if pid + 1 >= PID_MAX { 300 } else { pid + 1 };
+            self.next_pid = if pid + 1 >= self.pid_max { 300 } else { pid + 1 };
             if !self.pid_taken(pid) {
                 break pid;
             }
