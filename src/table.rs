@@ -238,6 +238,24 @@ mod tests {
         assert!(lines[3].trim_start().starts_with('8'));
     }
 
+    #[test]
+    fn process_columns_line_up_with_the_header() {
+        let p = Process {
+            pid: 42,
+            comm: "python".into(),
+            user: "alice".into(),
+            used_bytes: Some(1 << 30),
+            holder: Some(Holder::Live),
+            ..Process::default()
+        };
+        let mut out = String::new();
+        processes(&mut out, &[p], Paint(false));
+        let lines: Vec<&str> = out.lines().collect();
+        let col = |line: &str, word: &str| line.find(word).unwrap_or(usize::MAX);
+        assert_eq!(col(lines[0], "USER"), col(lines[1], "alice"), "\n{out}");
+        assert_eq!(col(lines[0], "HOLDER"), col(lines[1], "live"), "\n{out}");
+    }
+
     use crate::snapshot::health::{Health, Remap};
 
     #[test]

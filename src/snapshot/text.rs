@@ -177,8 +177,10 @@ impl fmt::Debug for Text {
 }
 
 impl fmt::Display for Text {
+    // `pad`, not `write_str`: the snapshot table aligns its columns with
+    // width specifiers, which `write_str` ignores.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -215,6 +217,16 @@ mod tests {
         assert_eq!(format!("{a}/{b:?}"), "alice/\"alice\"");
         let bob = Text::from("bob");
         assert!(bob > a && a.cmp(&b) == std::cmp::Ordering::Equal);
+    }
+
+    #[test]
+    fn display_honours_width_and_alignment_like_str() {
+        for t in [Text::from_static("ab"), Text::from("ab")] {
+            assert_eq!(
+                format!("{t:<5}|{t:>4}|{t:.1}"),
+                format!("{:<5}|{:>4}|{:.1}", "ab", "ab", "ab")
+            );
+        }
     }
 
     #[test]
