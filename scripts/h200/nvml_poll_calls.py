@@ -3,7 +3,11 @@
 processes are running: mean wall time over ROUNDS calls through ctypes, one
 JSON line per call (issue 21: where the idle poll's NVML time goes).
 
-Usage: nvml_poll_calls.py [LIBRARY] [ROUNDS]   (libnvidia-ml.so.1, 300)
+Usage: nvml_poll_calls.py [LIBRARY] [ROUNDS] [COLD_SECONDS]
+       (libnvidia-ml.so.1, 300, 0)
+With COLD_SECONDS > 0 it also runs the poll's sequence once a second, as
+the daemon does, and prints each call's median over those seconds: a call
+made once a second finds cold caches, and can cost more than in a loop.
 Runs against tests/fake-nvml's libfake_nvml.so too (set FAKE_NVML_SCENARIO).
 """
 import ctypes as C
@@ -89,8 +93,50 @@ def main():
         c = C.c_uint(cap)
         return lib.nvmlDeviceGetProcessUtilization(h, arr, C.byref(c), C.c_ulonglong(last))
     timed("nvmlDeviceGetProcessUtilization (buffer, last 10 s)", util, max(rounds // 30, 5))
+    cold = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    if cold > 0:
+        cold_sequence(lib, h, cold)
     lib.nvmlShutdown()
     return 0
+
+
+SYMBOLS = {"ecc counter": ("nvmlDeviceGetTotalEccErrors",), "remapped rows": ("nvmlDeviceGetRemappedRows",)}
+
+
+def cold_sequence(lib, h, seconds):
+    """The poll's calls once a second for `seconds`; medians per call."""
+    mem = MemV2()
+    mem.version = C.sizeof(MemV2) | (2 << 24)
+    arr = (ProcInfo * 64)()
+    u64 = C.c_ulonglong(0)
+    calls = [
+        ("count", lambda: lib.nvmlDeviceGetCount_v2(C.byref(C.c_uint(0)))),
+        ("handle", lambda: lib.nvmlDeviceGetHandleByIndex_v2(0, C.byref(C.c_void_p()))),
+        ("uuid", lambda: lib.nvmlDeviceGetUUID(h, C.create_string_buffer(96), 96)),
+        ("memory_v2", lambda: lib.nvmlDeviceGetMemoryInfo_v2(h, C.byref(mem))),
+        ("compute size query", lambda: lib.nvmlDeviceGetComputeRunningProcesses_v3(h, C.byref(C.c_uint(0)), None)),
+        ("compute fill", lambda: lib.nvmlDeviceGetComputeRunningProcesses_v3(h, C.byref(C.c_uint(64)), arr)),
+        ("ecc counter", lambda: lib.nvmlDeviceGetTotalEccErrors(h, 0, 0, C.byref(u64))),
+        ("remapped rows", lambda: lib.nvmlDeviceGetRemappedRows(
+            h, C.byref(C.c_uint()), C.byref(C.c_uint()), C.byref(C.c_uint()), C.byref(C.c_uint()))),
+    ]
+    # A library without a symbol (an old stand-in) skips that call.
+    calls = [(n, f) for n, f in calls if all(hasattr(lib, s) for s in SYMBOLS.get(n, ()))]
+    times = {name: [] for name, _ in calls}
+    total = []
+    for _ in range(seconds):
+        t_start = time.perf_counter()
+        for name, fn in calls:
+            t0 = time.perf_counter()
+            fn()
+            times[name].append((time.perf_counter() - t0) * 1e6)
+        total.append((time.perf_counter() - t_start) * 1e6)
+        time.sleep(max(0.0, 1.0 - (time.perf_counter() - t_start)))
+    med = lambda v: sorted(v)[len(v) // 2]
+    for name, _ in calls:
+        emit(call=f"cold 1/s: {name}", us_median=round(med(times[name]), 1),
+             us_max=round(max(times[name]), 1), rounds=seconds)
+    emit(call="cold 1/s: whole sequence", us_median=round(med(total), 1), rounds=seconds)
 
 
 if __name__ == "__main__":
