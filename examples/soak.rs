@@ -31,7 +31,7 @@
 //! per-poll cost of the last window is more than 1.5x the first window's,
 //! or when per-process state outgrew the processes listed. Cost is judged
 //! two ways, and only a rise in both fails the run: the lower quartile of
-//! 1000-poll chunks' wall time (more work shifts every chunk, another
+//! 1000-poll chunks' (a tenth of a shorter window's) wall time (more work shifts every chunk, another
 //! process taking the CPU for a while shifts only some) and CPU time per
 //! poll (which competition for the CPU barely moves). `--inject-leak`
 //! checks the checks: it keeps every 100th snapshot and walks them all each
@@ -58,6 +58,13 @@ const RESERVED: u64 = 600 * MIB;
 /// this churn PIDs wrap every few thousand polls and are reused all run
 /// long, by new processes with new start times.
 const PID_MAX: u32 = 32_768;
+/// What each process's CUDA context adds to the device's used memory.
+const CONTEXT: u64 = 6 * MIB;
+/// Where in its 2400-poll swing the big jobs start: GPU 1 is then under
+/// 2 GiB free for about 200 more polls, so GpuMemoryHeadroomLow (2 m) fires
+/// and resolves within the first 300 polls, and a short run at 64 x 1000
+/// exercises the rules too.
+const SWING_START: u64 = 748;
 const EPOCH: f64 = 1_790_000_000.0;
 const USERS: [&str; 8] = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"];
 const COMMS: [&str; 6] = ["python3", "torchrun", "vllm", "jupyter-kernel", "train", "eval"];
@@ -191,6 +198,10 @@ struct ChurnSource {
     /// shows now per PID: (start ticks, state).
     tree: Arc<MemTree>,
     shown: std::collections::HashMap<u32, (u64, ProcState)>,
+    /// PIDs held by a running process or a zombie: the set `spawn` must
+    /// avoid. Kept as processes come and go; searching the fleet for each
+    /// new PID made the churn quadratic (1.5 s a poll at 64 x 1000).
+    taken: std::collections::HashSet<u32>,
 }
 
 /// SplitMix64, so the run is deterministic without an RNG crate.
@@ -241,6 +252,7 @@ impl ChurnSource {
             identities,
             tree,
             shown: Default::default(),
+            taken: Default::default(),
         };
         for g in 0..fleet.gpus {
             let slots = (0..fleet.per_gpu).map(|i| s.spawn(g, i)).collect();
@@ -267,15 +279,23 @@ impl ChurnSource {
         let pid = loop {
             let pid = self.next_pid;
             self.next_pid = if pid + 1 >= self.pid_max { 300 } else { pid + 1 };
-            if !self.pid_taken(pid) {
+            if self.taken.insert(pid) {
                 break pid;
             }
         };
         let r = mix(u64::from(pid) ^ (self.poll << 24));
         let f = self.fleet;
-        // What the other processes of a GPU hold on average, so the big jobs
-        // below put GPUs 0 and 1 where the rules are meant to trip.
-        let others = 8 * GIB + (f.long_lived - 2) as u64 * 3 * GIB + (f.per_gpu - f.long_lived) as u64 * 600 * MIB;
+        // Up to 50 processes a GPU hold what real jobs do; a GPU with more
+        // shares the same room among them (1000 jobs of 600 MiB would not
+        // fit on any GPU, and every device rule would fire for good).
+        let scale = |b: u64| b * 50 / f.per_gpu.max(50) as u64;
+        // What the other processes of a GPU hold on average (and their
+        // contexts), so the big jobs below put GPUs 0 and 1 where the rules
+        // are meant to trip.
+        let others = 8 * GIB
+            + (f.long_lived - 2) as u64 * scale(3 * GIB)
+            + (f.per_gpu - f.long_lived) as u64 * scale(600 * MIB)
+            + f.per_gpu as u64 * CONTEXT;
         let (base, leak) = match (g, i) {
             // A training job that leaks 2 MiB/s (past the 1 MiB/s floor).
             (_, 0) => (8 * GIB, 2 * MIB),
@@ -283,8 +303,8 @@ impl ChurnSource {
             (0, 1) => ((112 * GIB).saturating_sub(others), 0),
             // GPU 1: about 85 % used, under 2 GiB free at the peak.
             (1, 1) => ((120 * GIB).saturating_sub(others), 0),
-            (_, i) if i < f.long_lived => (GIB + (r % (4 * GIB)), 0),
-            _ => (64 * MIB + (r % GIB), 0),
+            (_, i) if i < f.long_lived => (scale(GIB) + (r % scale(4 * GIB)), 0),
+            _ => (scale(64 * MIB) + (r % scale(GIB)), 0),
         };
         Proc {
             pid,
@@ -297,15 +317,6 @@ impl ChurnSource {
         }
     }
 
-    fn pid_taken(&self, pid: u32) -> bool {
-        self.gpus.iter().any(|g| {
-            g.slots.iter().any(|p| p.pid == pid)
-                || g.lingering
-                    .iter()
-                    .any(|l| l.how == Leaving::Zombie && l.proc.pid == pid)
-        })
-    }
-
     fn bytes(&self, p: &Proc, g: usize, slot: usize) -> u64 {
         let age = self.poll - p.born;
         let mut b = p.base + p.leak * age;
@@ -313,7 +324,7 @@ impl ChurnSource {
         // minutes: GPU 0 crosses 90 % and GPU 1 the 2 GiB headroom for
         // several minutes each time.
         if slot == 1 && g < 2 {
-            let phase = (self.poll % 2400) as f64 / 2400.0;
+            let phase = ((self.poll + SWING_START) % 2400) as f64 / 2400.0;
             b += (30.0 * GIB as f64 * (phase * std::f64::consts::TAU).sin().max(0.0)) as u64;
         }
         b
@@ -417,6 +428,11 @@ impl ChurnSource {
                 } else {
                     how
                 };
+                // A zombie keeps its PID until it is reaped; any other
+                // leaver frees it at once.
+                if how.is_none_or(|(h, _)| h != Leaving::Zombie) {
+                    self.taken.remove(&old.pid);
+                }
                 if let Some((how, polls_left)) = how {
                     self.gpus[g].lingering.push(Lingering {
                         proc: old,
@@ -428,9 +444,14 @@ impl ChurnSource {
                 let new = self.spawn(g, slot);
                 self.gpus[g].slots[slot] = new;
             }
+            let taken = &mut self.taken;
             self.gpus[g].lingering.retain_mut(|l| {
                 l.polls_left -= 1;
-                l.polls_left > 0
+                let stays = l.polls_left > 0;
+                if !stays && l.how == Leaving::Zombie {
+                    taken.remove(&l.proc.pid);
+                }
+                stays
             });
         }
     }
@@ -449,7 +470,7 @@ impl GpuSource for ChurnSource {
             let mut util = std::collections::HashMap::new();
             for (slot, p) in gpu.slots.iter().enumerate() {
                 let b = self.bytes(p, g, slot);
-                used += b + 6 * MIB;
+                used += b + CONTEXT;
                 util.insert(p.pid, p.sm_util);
                 processes.push(self.raw(p, b));
             }
@@ -595,7 +616,7 @@ fn poll_thread(
 struct Window {
     cpu_us: f64,
     wall_us: f64,
-    /// Lower quartile of the window's 1000-poll chunks, wall us per poll:
+    /// Lower quartile of the window's chunks of polls, wall us per poll:
     /// what the work costs when nothing else competes for the CPU.
     p25_us: f64,
     rss: u64,
@@ -648,6 +669,9 @@ fn main() -> ExitCode {
     let mut exposition_bytes = 0usize;
     let (mut w_cpu, mut w_wall, mut chunk_start) = (cpu_time(), Instant::now(), Instant::now());
     let mut chunks: Vec<f64> = Vec::new();
+    // A window of fewer than 10,000 polls (a big fleet's short run) still
+    // gets ten chunks, so its lower quartile means something.
+    let chunk = CHUNK.min(args.window / 10).max(1);
     // Time per stage in the window: source, pipeline (poll thread), rules,
     // the published view, exposition and JSON (alert loop).
     let mut stages = [Duration::ZERO; 5];
@@ -701,8 +725,8 @@ fn main() -> ExitCode {
         stages[2] += t_eval - t0;
         stages[3] += t1 - t_eval;
         stages[4] += t1.elapsed();
-        if n % CHUNK == 0 {
-            chunks.push(chunk_start.elapsed().as_secs_f64() * 1e6 / CHUNK as f64);
+        if n % chunk == 0 {
+            chunks.push(chunk_start.elapsed().as_secs_f64() * 1e6 / chunk as f64);
             chunk_start = Instant::now();
         }
         if n % args.window == 0 {
