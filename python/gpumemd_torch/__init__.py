@@ -3,7 +3,10 @@
 Owns: a daemon thread that, every couple of seconds and at once after an
 out-of-memory error, reads ``torch.cuda.memory_stats(i)`` for each CUDA
 device this process uses and sends one small JSON datagram (format v1,
-docs/design.md "The allocator view") to gpumemd's Unix socket.
+docs/design.md "The allocator view") to gpumemd's Unix socket; and the
+OOM's own report, sent from the allocating thread and again at exit, so a
+job that dies of its OOM still reports it (a daemon thread is killed at
+interpreter exit, often before it ran).
 
 Must not: raise into the training code, import torch or initialise CUDA
 itself (it reads the torch the job imported, only once CUDA is
@@ -12,6 +15,7 @@ daemon drops the report), or claim a PID (the kernel tells the daemon who
 sent it).
 """
 
+import atexit
 import json
 import os
 import socket
@@ -92,6 +96,10 @@ class _Reporter(threading.Thread):
         self._uuids = {}
         self._sock = None
         self._observer = False
+        self._send = threading.Lock()
+        # An OOM seen (observer) or counted (num_ooms) but not yet sent.
+        self.oom_pending = False
+        self.ooms_sent = 0
 
     def _torch(self):
         # The job's torch, never an import of our own: a process that does
@@ -99,21 +107,54 @@ class _Reporter(threading.Thread):
         return sys.modules.get("torch")
 
     def _attach_oom_observer(self, torch):
-        """Wake at once on an OOM. The callback runs in the allocating
-        thread (after the allocator released its lock), so it only sets an
-        event; the figures are read on this thread."""
+        """Report at once on an OOM. The callback runs in the allocating
+        thread after the allocator released its lock (reading the stats
+        there is safe) and before the error reaches the job: it sends the
+        report itself, since the job may die of that error before this
+        thread runs, then wakes this thread."""
         if self._observer:
             return
         self._observer = True
         attach = getattr(getattr(torch, "_C", None), "_cuda_attach_out_of_memory_observer", None)
         if attach is None:
-            return  # num_ooms in the periodic report still shows it
+            return  # num_ooms in the periodic report and at exit still shows it
         try:
-            attach(lambda *_: self.wake.set())
+            attach(self._on_oom)
         except Exception:
             pass
 
+    def _on_oom(self, *_):
+        self.oom_pending = True
+        try:
+            self.report_once()
+        except Exception:
+            self.dropped += 1
+        self.wake.set()
+
+    def flush_at_exit(self):
+        """The last report, when an OOM was seen or counted and not sent."""
+        torch = self._torch()
+        try:
+            if torch is None or not torch.cuda.is_initialized():
+                return False
+            counted = sum(d["ooms"] for d in collect(torch, self._uuids))
+            if self.oom_pending or counted > self.ooms_sent:
+                return self.report_once()
+        except Exception:
+            self.dropped += 1
+        return False
+
     def report_once(self):
+        # The reporter, the OOM observer and the exit hook may overlap;
+        # a stuck send must not hold the others (or the exit) for long.
+        if not self._send.acquire(timeout=1.0):
+            return False
+        try:
+            return self._report()
+        finally:
+            self._send.release()
+
+    def _report(self):
         torch = self._torch()
         if torch is None or not hasattr(torch, "cuda"):
             return False
@@ -129,6 +170,8 @@ class _Reporter(threading.Thread):
         try:
             self._sock.sendto(encode(devices), self.path)
             self.sent += 1
+            self.ooms_sent = sum(d["ooms"] for d in devices)
+            self.oom_pending = False
             return True
         except OSError:
             # No daemon, no socket, or its queue is full: stay silent.
@@ -159,9 +202,28 @@ def start(socket_path=None, interval=2.0):
                 path = socket_path or os.environ.get("GPUMEMD_SOCKET") or DEFAULT_SOCKET
                 _reporter = _Reporter(path, float(interval))
                 _reporter.start()
+                _register_exit_hook()
             return _reporter
     except Exception:
         return None
+
+
+_exit_hook = False
+
+
+def _register_exit_hook():
+    global _exit_hook
+    if not _exit_hook:
+        _exit_hook = True
+        atexit.register(_flush_at_exit)
+
+
+def _flush_at_exit():
+    """At interpreter exit (an uncaught OOM included): daemon threads still
+    run here, but may be killed before they send."""
+    r = _reporter
+    if r is not None:
+        r.flush_at_exit()
 
 
 def stop():

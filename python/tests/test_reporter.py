@@ -168,3 +168,77 @@ def test_gpumemd_torch_1_starts_at_import(daemon, tmp_path):
     )
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "True"
+
+
+DYING_JOB = (
+    "import sys, time, types\n"
+    "ooms = [0]\n"
+    "observers = []\n"
+    "class cuda:\n"
+    "    is_initialized = staticmethod(lambda: True)\n"
+    "    device_count = staticmethod(lambda: 1)\n"
+    "    memory_stats = staticmethod(lambda i: {'reserved_bytes.all.peak': 8, 'reserved_bytes.all.current': 8,\n"
+    "                                            'num_ooms': ooms[0]})\n"
+    "    get_device_properties = staticmethod(lambda i: types.SimpleNamespace(uuid='abcd'))\n"
+    "torch = types.ModuleType('torch')\n"
+    "torch.cuda = cuda\n"
+    "if sys.argv[1] == 'observer':\n"
+    "    torch._C = types.SimpleNamespace(_cuda_attach_out_of_memory_observer=observers.append)\n"
+    "sys.modules['torch'] = torch\n"
+    "import gpumemd_torch\n"
+    "r = gpumemd_torch.start(interval=3600)\n"
+    "deadline = time.time() + 20\n"
+    "while r.sent == 0 and time.time() < deadline: time.sleep(0.005)\n"
+    "ooms[0] = 1\n"
+    "for o in observers: o(0, 1 << 40, 80 << 30, 1 << 20)\n"
+    "raise RuntimeError('CUDA out of memory (uncaught: the job dies of it)')\n"
+)
+
+
+def dying_job(tmp_path, path, mode):
+    script = tmp_path / "job.py"
+    script.write_text(DYING_JOB)
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, ".."), GPUMEMD_SOCKET=path)
+    return subprocess.run([sys.executable, str(script), mode], env=env, capture_output=True, text=True, timeout=60)
+
+
+def drain(sock):
+    """Every datagram already queued, after the sender exited."""
+    sock.setblocking(False)
+    got = []
+    try:
+        while True:
+            got.append(json.loads(sock.recv(65536)))
+    except BlockingIOError:
+        pass
+    return got
+
+
+def test_a_job_that_dies_of_its_oom_reports_it_every_time(daemon, tmp_path):
+    sock, path = daemon
+    for run in range(5):
+        p = dying_job(tmp_path, path, "observer")
+        assert p.returncode == 1 and "uncaught" in p.stderr, p.stderr
+        ooms = [m["devices"][0]["ooms"] for m in drain(sock)]
+        assert ooms[0] == 0 and 1 in ooms, f"run {run}: reports {ooms}"
+
+
+def test_without_an_oom_observer_the_exit_hook_sends_the_counted_oom(daemon, tmp_path):
+    sock, path = daemon
+    # Older torch: no observer to call, the reporter sleeps for an hour;
+    # only the exit hook can send the new num_ooms.
+    p = dying_job(tmp_path, path, "plain")
+    assert p.returncode == 1, p.stderr
+    ooms = [m["devices"][0]["ooms"] for m in drain(sock)]
+    assert ooms == [0, 1]
+
+
+def test_the_exit_hook_sends_nothing_when_no_oom_is_left_unsent(fake_torch, daemon):
+    sock, path = daemon
+    r = gpumemd_torch._Reporter(path, 60)
+    assert r.report_once()
+    recv(sock)
+    assert r.flush_at_exit() is False, "ooms unchanged since the last report"
+    fake_torch.cuda.stats[0] = stats(1 << 30, 2 << 30, ooms=2)
+    assert r.flush_at_exit() is True
+    assert recv(sock)[0]["devices"][0]["ooms"] == 2
