@@ -36,13 +36,14 @@ fi
 
 variant=(--set-json 'webConfig="basic_auth_users:\n  ops: $2y$10$abcdefghijklmnopqrstuu\n"'
          --set-json 'serviceMonitor.enabled=false' --set-json 'runtimeClassName=""'
-         --set-json 'extraArgs=["--log.level=debug"]')
+         --set-json 'extraArgs=["--log.level=debug"]' --set-json 'allocatorSocket.enabled=true')
 if command -v helm >/dev/null; then
   helm lint "$chart"
   helm template gpumemd "$chart" --namespace monitoring > "$out/default.yaml"
   helm template gpumemd "$chart" --namespace monitoring \
     --set-json 'webConfig="basic_auth_users:\n  ops: x\n"' --set serviceMonitor.enabled=false \
-    --set runtimeClassName= --set-json 'extraArgs=["--log.level=debug"]' > "$out/variant.yaml"
+    --set runtimeClassName= --set-json 'extraArgs=["--log.level=debug"]' \
+    --set allocatorSocket.enabled=true > "$out/variant.yaml"
   echo "rendered with $(helm version --short)"
 else
   python3 .ci/helm-render.py "$chart" > "$out/default.yaml"
