@@ -11,6 +11,10 @@
 #    at the same moment (marks every 10 s);
 #  - oom: holds 2 GiB, then asks for 1 TiB: GET /api/v1/events lists the
 #    OOM with the GPU's other holders (leak, cache) and their bytes;
+#  - oomstart (at 95 s): starts CUDA and 1.3 s later asks for more than is
+#    free, uncaught, and dies of it: its only report is that OOM's (sent by
+#    the OOM observer or at exit), with no holder table before it; the event
+#    must still list the other holders (leak, cache) with their bytes;
 #  - bench: a training-like step with and without the reporter, and the
 #    cost of one report (the package's overhead).
 # Usage: scripts/h200/allocator.sh GPUMEMD OUT_DIR
@@ -57,6 +61,9 @@ for k in leak cache oom; do
   OOM_AT_S=75 timeout $((secs + 30)) python3 "$here/allocator_workloads.py" "$k" "$secs" >"$out/$k.log" 2>"$out/$k.err" &
   kids+=($!)
 done
+(sleep 95; timeout 60 python3 "$here/allocator_workloads.py" oomstart 0 >"$out/oomstart.log" 2>"$out/oomstart.err"
+ echo "$?" >"$out/oomstart.rc") &
+kids+=($!)
 (sleep 70; nvidia-smi --query-compute-apps=pid,used_memory --format=csv >"$out/nvidia-smi.csv" 2>&1) &
 kids+=($!)
 # One snapshot a second (each process's allocator figures and verdict).

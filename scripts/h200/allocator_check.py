@@ -26,7 +26,7 @@ def lines(name):
 
 
 start = float(open(os.path.join(out, "start")).read())
-logs = {k: lines(f"{k}.log") for k in ("leak", "cache", "oom", "bench")}
+logs = {k: lines(f"{k}.log") for k in ("leak", "cache", "oom", "oomstart", "bench")}
 pids = {k: next((l["ready"] for l in v if "ready" in l), None) for k, v in logs.items()}
 info("pids", pids)
 for k, v in logs.items():
@@ -113,6 +113,28 @@ if oom:
         + ", ".join(f"{p}: {b / MiB:.0f} MiB" for p, b in others.items() if b))
 else:
     say(False, "OOM event", f"none for pid {pids['oom']} in {len(events)} events; oom log {logs['oom'][-1:]}")
+# 5b. A job that dies of its OOM a second after CUDA starts, in its first
+# report: the event still comes, and lists the other holders with bytes.
+try:
+    rc = open(os.path.join(out, "oomstart.rc")).read().strip()
+except OSError:
+    rc = "?"
+ol = logs["oomstart"]
+cuda_at = next((l["cuda_at"] for l in ol if "cuda_at" in l), None)
+oom_at = next((l["oom_at"] for l in ol if "oom_at" in l), None)
+died = rc not in ("0", "?") and not any(l.get("oom") is False for l in ol)
+ev = [e for e in events if e.get("pid") == pids["oomstart"]]
+if ev:
+    e = ev[0]
+    others = {r["pid"]: r.get("used_bytes") for r in e["gpu"]["processes"] if r["pid"] != e["pid"]}
+    ok = died and all((others.get(pids[k]) or 0) > 0 for k in ("leak", "cache"))
+    say(ok, "OOM at start, uncaught", f"rc {rc}, OOM {oom_at - cuda_at:.2f}s after CUDA start; event {e['time'] - oom_at:+.2f}s, "
+        f"{e['comm']} ({e['pid']}) ooms={e['allocator']['ooms']}, table polled {e['gpu']['polled_at'] - e['time']:+.2f}s; "
+        "other holders " + ", ".join(f"{p}: {b / MiB:.0f} MiB" for p, b in others.items() if b)
+        if cuda_at and oom_at else f"rc {rc}, log {ol[-2:]}")
+else:
+    say(False, "OOM at start, uncaught", f"no event for pid {pids['oomstart']} (rc {rc}); log {ol[-2:]}")
+
 try:
     alerts = json.load(open(os.path.join(out, "alerts.json")))
     names = sorted({a.get("rule") or a.get("alertname") for a in alerts.get("alerts", [])})

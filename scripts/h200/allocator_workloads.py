@@ -8,6 +8,11 @@ lines to stdout. Usage: python3 allocator_workloads.py KIND SECONDS
          figure) grows while allocated stays flat: not a leak
   oom    holds 2 GiB, at OOM_AT_S seconds asks for 1 TiB (an out-of-memory
          error, caught), holds 10 s more, exits
+  oomstart  starts CUDA while the others hold memory and, OOMSTART_AFTER_S
+         (1.3 s) later, asks for more than is free, without catching the
+         error: the process dies of it. Its first report is the OOM's (the
+         reporter's interval is 60 s), sent by the OOM observer or at exit;
+         one poll (1 s) has listed it by then, none reported for it before
   bench  the package's overhead: a training-like step timed in alternating
          blocks with and without the reporter, and the cost of one report
 
@@ -84,6 +89,22 @@ def main():
     del x
 
 
+def oomstart():
+    """Dies of an uncaught OOM about a second after CUDA starts."""
+    gpumemd_torch.start(interval=60.0)
+    out(ready=os.getpid())
+    torch.cuda.init()
+    x = torch.ones(64 * MiB, dtype=torch.uint8, device="cuda")  # the context
+    torch.cuda.synchronize()
+    t0 = time.time()
+    out(cuda_at=t0)
+    time.sleep(max(0.0, t0 + float(os.environ.get("OOMSTART_AFTER_S", "1.3")) - time.time()))
+    free, total = torch.cuda.mem_get_info()
+    out(oom_at=time.time(), free=free, total=total, asking=free + (1 << 30))
+    torch.empty(free + (1 << 30), dtype=torch.uint8, device="cuda")  # raises, uncaught
+    out(oom=False, x=int(x.numel()))
+
+
 def bench():
     """Step time with and without the reporter, in alternating blocks (the
     GPU's clocks drift; alternating spreads it), and one report's cost."""
@@ -136,6 +157,9 @@ def bench():
     )
 
 
+if kind == "oomstart":
+    oomstart()  # its OOM must reach the interpreter's exit uncaught
+    sys.exit(0)
 try:
     main()
 except Exception as e:  # a workload failure is a finding, not a hang
