@@ -1,7 +1,8 @@
 //! The bounded store of out-of-memory events behind `GET /api/v1/events`:
 //! each one the time, the GPU, the process and its allocator figures, and
 //! the whole holder table of that GPU as of the latest poll before the
-//! report (who else held how much). Owns the event's JSON shape and the
+//! report, or the first one after it when there was none (who else held
+//! how much). Owns the event's JSON shape and the
 //! bound; it must not decide when an OOM happened (the state does).
 
 use std::collections::VecDeque;
@@ -72,39 +73,41 @@ pub struct OomEvent {
     pub uuid: String,
     pub pid: u32,
     pub comm: String,
+    pub user: String,
     /// The process's figures for that GPU in the report.
     pub allocator: DeviceReport,
-    /// That GPU's holders at the latest poll before the report.
+    /// That GPU's holders at the latest poll before the report, or, when
+    /// no poll had a table for it (the first report of the GPU's first
+    /// reporter), at the first poll after it (`polled_at` says which).
     pub gpu: Table,
+    /// Waiting for the next poll's table.
+    #[serde(skip)]
+    pending: bool,
 }
 
 impl OomEvent {
     pub fn new(time: f64, pid: u32, d: &DeviceReport, gpu: Table) -> Self {
-        let comm = gpu
-            .processes
-            .iter()
-            .find(|r| r.pid == pid)
-            .map(|r| r.comm.clone())
-            .unwrap_or_default();
+        let row = gpu.processes.iter().find(|r| r.pid == pid);
+        let (comm, user) = row.map(|r| (r.comm.clone(), r.user.clone())).unwrap_or_default();
         OomEvent {
             kind: "oom",
             time,
             uuid: d.uuid.clone(),
             pid,
             comm,
+            user,
             allocator: d.clone(),
             gpu,
+            pending: false,
         }
     }
 
-    /// The user of the process, from the table.
-    pub fn user(&self) -> String {
-        self.gpu
-            .processes
-            .iter()
-            .find(|r| r.pid == self.pid)
-            .map(|r| r.user.clone())
-            .unwrap_or_default()
+    /// Marks an event that has no table yet, naming its process from the
+    /// latest listing (it may be gone by the poll that brings the table).
+    pub fn name(&mut self, comm: &str, user: &str) {
+        self.comm = comm.to_string();
+        self.user = user.to_string();
+        self.pending = true;
     }
 
     /// The largest holders other than the process that hit the OOM, as
@@ -145,6 +148,17 @@ impl Events {
         self.list.push_back(e);
     }
 
+    /// Gives every event waiting for a table the one `table_of` finds for
+    /// its GPU (none when the GPU left the poll); waits no longer.
+    pub fn fill_pending(&mut self, mut table_of: impl FnMut(&str) -> Option<Table>) {
+        for e in self.list.iter_mut().rev().filter(|e| e.pending) {
+            e.pending = false;
+            if let Some(t) = table_of(&e.uuid) {
+                e.gpu = t;
+            }
+        }
+    }
+
     pub fn list(&self) -> Vec<OomEvent> {
         self.list.iter().cloned().collect()
     }
@@ -160,7 +174,7 @@ impl Events {
                 time: e.time,
                 pid: e.pid,
                 comm: e.comm.clone(),
-                user: e.user(),
+                user: e.user.clone(),
                 others: e.biggest_others(3).join(", "),
             })
             .collect()

@@ -18,3 +18,5 @@ pub use state::{AllocatorState, Outcome};
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_oom_socket;

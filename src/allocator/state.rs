@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::config::AllocatorConfig;
 use super::events::{Events, OomEvent, Table};
 use super::message::{self, DeviceReport, MessageError};
-use crate::snapshot::{AllocatorFigures, Device};
+use crate::snapshot::{AllocatorFigures, Device, Text};
 
 /// How long a reported OOM stays on its device in the snapshot (what the
 /// `process_oom` rule kind sees): ten minutes.
@@ -88,12 +88,16 @@ struct Report {
     last_retry: Vec<Option<f64>>,
 }
 
-/// The devices one PID is listed on: almost always one, which needs no
-/// allocation.
+/// The devices one PID is listed on (almost always one, which needs no
+/// allocation), and who it is: an OOM event's name for a process that
+/// reports before its GPU has a holder table, and may be gone by the next
+/// poll. `Text` clones share, so this costs no allocation per poll.
 #[derive(Debug)]
 struct Uses {
     first: u32,
     more: Vec<u32>,
+    comm: Text,
+    user: Text,
 }
 
 #[derive(Debug, Default)]
@@ -110,6 +114,9 @@ struct Inner {
     /// Holder tables of the GPUs that have a reporting process, as of the
     /// latest poll: what an OOM event shows.
     tables: HashMap<String, Table>,
+    /// OOM events recorded with no table (the first report of a GPU's
+    /// first reporter): the next poll fills them.
+    pending: usize,
     events: Events,
 }
 
@@ -224,8 +231,13 @@ impl AllocatorState {
                 before.map_or((0, 0), |(r, i)| (r.devices[i].ooms, r.devices[i].alloc_retries));
             if d.ooms > old_ooms {
                 last_oom.push(Some(now));
-                let table = g.tables.get(&d.uuid).cloned().unwrap_or_default();
-                g.events.push(OomEvent::new(now, pid, d, table));
+                let mut ev = OomEvent::new(now, pid, d, g.tables.get(&d.uuid).cloned().unwrap_or_default());
+                if let Some(u) = g.listed.get(&pid).filter(|_| ev.gpu.processes.is_empty()) {
+                    // No table yet: the next poll fills it (`join`).
+                    ev.name(&u.comm, &u.user);
+                    g.pending += 1;
+                }
+                g.events.push(ev);
             } else {
                 last_oom.push(old(|r| &r.last_oom));
             }
@@ -253,10 +265,15 @@ impl AllocatorState {
             g.uuids.push(d.uuid.clone());
             let i = u32::try_from(i).unwrap_or(u32::MAX);
             for p in &d.processes {
-                g.listed.entry(p.pid).and_modify(|u| u.more.push(i)).or_insert(Uses {
-                    first: i,
-                    more: Vec::new(),
-                });
+                g.listed
+                    .entry(p.pid)
+                    .and_modify(|u| u.more.push(i))
+                    .or_insert_with(|| Uses {
+                        first: i,
+                        more: Vec::new(),
+                        comm: p.comm.clone(),
+                        user: p.user.clone(),
+                    });
             }
         }
         let Inner {
@@ -265,6 +282,7 @@ impl AllocatorState {
             reports,
             buckets,
             tables,
+            pending,
             events,
         } = &mut *g;
         reports.retain(|pid, _| listed.contains_key(pid));
@@ -283,6 +301,15 @@ impl AllocatorState {
             if any {
                 tables.insert(d.uuid.clone(), Table::of(d, now));
             }
+        }
+        if std::mem::take(pending) > 0 {
+            // This poll is the first after those OOMs: their tables.
+            events.fill_pending(|uuid| {
+                let d = devices.iter().find(|d| d.uuid == uuid)?;
+                Some(tables.get(uuid).cloned().unwrap_or_else(|| Table::of(d, now)))
+            });
+        }
+        for d in devices.iter_mut() {
             d.ooms = events.recent(&d.uuid, now - OOM_RECENT_SECONDS);
         }
     }

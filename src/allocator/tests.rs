@@ -13,7 +13,7 @@ use crate::snapshot::{AllocPair, Device, Memory, Process};
 
 const GIB: u64 = 1 << 30;
 
-fn device(uuid: &str, procs: &[(u32, u64)]) -> Device {
+pub(super) fn device(uuid: &str, procs: &[(u32, u64)]) -> Device {
     Device {
         uuid: uuid.into(),
         up: true,
@@ -36,13 +36,13 @@ fn device(uuid: &str, procs: &[(u32, u64)]) -> Device {
     }
 }
 
-fn report(uuid: &str, allocated: u64, reserved: u64, ooms: u64) -> String {
+pub(super) fn report(uuid: &str, allocated: u64, reserved: u64, ooms: u64) -> String {
     format!(
         r#"{{"v":1,"devices":[{{"uuid":"{uuid}","allocated":{{"current":{allocated},"peak":{allocated}}},"reserved":{{"current":{reserved},"peak":{reserved}}},"active":{{"current":{allocated},"peak":{allocated}}},"inactive_split":{{"current":0,"peak":0}},"alloc_retries":0,"ooms":{ooms}}}]}}"#
     )
 }
 
-fn state() -> AllocatorState {
+pub(super) fn state() -> AllocatorState {
     AllocatorState::new(&AllocatorConfig::default())
 }
 
@@ -50,7 +50,7 @@ fn count(s: &AllocatorState, result: &str) -> u64 {
     s.counts().iter().find(|(r, _)| *r == result).map_or(0, |c| c.1)
 }
 
-fn send(s: &AllocatorState, pid: u32, body: &str, now: f64) -> Outcome {
+pub(super) fn send(s: &AllocatorState, pid: u32, body: &str, now: f64) -> Outcome {
     s.receive(Some(pid), body.as_bytes(), body.len(), now)
 }
 

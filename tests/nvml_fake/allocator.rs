@@ -71,9 +71,11 @@ async fn reports_over_the_socket_reach_the_snapshot_metrics_and_events() {
     let tx = UnixDatagram::unbound().unwrap();
     let send = |body: String| tx.send_to(body.as_bytes(), &sock).unwrap();
     // Until the first poll lists us, a report is dropped as unknown_pid:
-    // resend on each check (the rate limit lets bursts of 8 through).
+    // resend on each check (the rate limit lets bursts of 8 through). The
+    // first report that passes already carries an OOM: no holder table
+    // exists yet for this GPU (nobody reported), the next poll's is used.
     let a = wait_until(WAIT, "our figures in the snapshot", || {
-        send(report(UUID, GIB, 2 * GIB, 0));
+        send(report(UUID, GIB, 2 * GIB, 1));
         async { figures_of(&d.snapshot().await, me) }
     })
     .await;
@@ -92,20 +94,18 @@ async fn reports_over_the_socket_reach_the_snapshot_metrics_and_events() {
         assert!(has_line(&body, &line), "missing {line}");
     }
     assert!(!body.contains("pid=\"4243\",kind="), "4243 does not report");
-    // An OOM: one event with the GPU's holder table. Resent until it
-    // passes the rate limit the resends above used up.
-    let ev = wait_until(WAIT, "an OOM event", || {
-        send(report(UUID, GIB, 2 * GIB, 1));
-        async {
-            let v: Value = serde_json::from_str(&d.get("/api/v1/events").await.body).ok()?;
-            v["events"].as_array()?.first().cloned()
-        }
+    // The OOM: one event with the GPU's whole holder table.
+    let ev = wait_until(WAIT, "an OOM event with its table", || async {
+        let v: Value = serde_json::from_str(&d.get("/api/v1/events").await.body).ok()?;
+        let e = v["events"].as_array()?.first()?.clone();
+        (e["gpu"]["processes"].as_array()?.len() == 2).then_some(e)
     })
     .await;
     assert_eq!(
         (ev["kind"].as_str(), ev["pid"].as_u64()),
         (Some("oom"), Some(u64::from(me)))
     );
+    assert!(ev["gpu"]["polled_at"].as_f64().unwrap_or(0.0) >= ev["time"].as_f64().unwrap_or(f64::MAX));
     let other = ev["gpu"]["processes"]
         .as_array()
         .unwrap()
@@ -114,6 +114,12 @@ async fn reports_over_the_socket_reach_the_snapshot_metrics_and_events() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(other["used_bytes"], 5 * GIB);
+    // The alert names the other holder, from that table.
+    wait_until(WAIT, "GpuOutOfMemory naming pid 4243", || async {
+        let body = d.get("/api/v1/alerts").await.body;
+        (body.contains("GpuOutOfMemory") && body.contains("(4243) 5.0 GiB")).then_some(())
+    })
+    .await;
     // A GPU we do not use: dropped and counted.
     wait_until(WAIT, "a foreign_gpu count", || {
         send(report("GPU-00000000-0000-0000-0000-000000000000", 1, 1, 0));

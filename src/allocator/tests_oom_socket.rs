@@ -1,0 +1,58 @@
+//! Tests of the allocator view's edges: an OOM in a process's first report
+//! (no holder table yet). Time is passed in; no sleeps.
+
+use super::state::Outcome;
+use super::tests::{device, report, send, state};
+
+const GIB: u64 = 1 << 30;
+
+#[test]
+fn an_oom_in_the_first_report_gets_the_next_polls_table() {
+    let s = state();
+    let mut devs = [device("GPU-a", &[(10, 3 * GIB), (11, 40 * GIB), (12, 5 * GIB)])];
+    devs[0].processes[0].user = "ana".into();
+    s.join(&mut devs, 0.0);
+    // Nobody on GPU-a reported before: no table when the OOM comes.
+    assert_eq!(send(&s, 10, &report("GPU-a", GIB, 2 * GIB, 1), 1.0), Outcome::Accepted);
+    let ev = s.events();
+    assert_eq!(ev.len(), 1);
+    assert!(ev[0].gpu.processes.is_empty(), "no poll yet to take it from");
+    assert_eq!((ev[0].comm.as_str(), ev[0].user.as_str()), ("p10", "ana"));
+    s.join(&mut devs, 2.0);
+    let ev = s.events();
+    let rows: Vec<(u32, Option<u64>)> = ev[0].gpu.processes.iter().map(|r| (r.pid, r.used_bytes)).collect();
+    assert_eq!(rows, [(10, Some(3 * GIB)), (11, Some(40 * GIB)), (12, Some(5 * GIB))]);
+    assert_eq!(ev[0].gpu.polled_at, 2.0);
+    assert_eq!(ev[0].biggest_others(2), ["p11 (11) 40.0 GiB", "p12 (12) 5.0 GiB"]);
+    // What the GpuOutOfMemory alert reads, already at that poll.
+    let oom = devs[0].ooms.first().cloned().unwrap_or_default();
+    assert_eq!((oom.pid, oom.comm.as_str(), oom.user.as_str()), (10, "p10", "ana"));
+    assert_eq!(oom.others, "p11 (11) 40.0 GiB, p12 (12) 5.0 GiB");
+    // Filled once: a later poll does not overwrite what the GPU held then.
+    let mut later = [device("GPU-a", &[(10, 3 * GIB), (13, GIB)])];
+    s.join(&mut later, 3.0);
+    assert_eq!(s.events()[0].gpu.polled_at, 2.0);
+}
+
+#[test]
+fn a_process_gone_by_the_next_poll_keeps_its_name_and_the_others_are_listed() {
+    let s = state();
+    let mut devs = [
+        device("GPU-a", &[(10, 3 * GIB), (11, 40 * GIB)]),
+        device("GPU-b", &[(20, GIB)]),
+    ];
+    s.join(&mut devs, 0.0);
+    assert_eq!(send(&s, 10, &report("GPU-a", GIB, 2 * GIB, 1), 1.0), Outcome::Accepted);
+    // The job died of its OOM before the next poll.
+    let mut after = [device("GPU-a", &[(11, 40 * GIB)]), device("GPU-b", &[(20, GIB)])];
+    s.join(&mut after, 2.0);
+    let ev = s.events();
+    assert_eq!(ev[0].comm, "p10");
+    let pids: Vec<u32> = ev[0].gpu.processes.iter().map(|r| r.pid).collect();
+    assert_eq!(pids, [11], "GPU-a's holders, not GPU-b's");
+    assert_eq!(
+        after[0].ooms.first().map(|o| o.others.clone()),
+        Some("p11 (11) 40.0 GiB".into())
+    );
+    assert!(after[1].ooms.is_empty());
+}
