@@ -204,20 +204,17 @@ impl AllocatorState {
 
     /// Stores a parsed report of `pid` (from the socket, or from the demo
     /// feeder, which has no socket). Does not count it.
-    pub fn record(&self, pid: u32, devices: Vec<DeviceReport>, now: f64) -> Outcome {
+    pub fn record(&self, pid: u32, mut devices: Vec<DeviceReport>, now: f64) -> Outcome {
         let mut g = self.lock();
         let Some(uses) = g.listed.get(&pid) else {
             return Outcome::UnknownPid;
         };
-        let uses_gpu = |uuid: &str| {
-            g.uuids
-                .iter()
-                .position(|u| u == uuid)
-                .and_then(|i| u32::try_from(i).ok())
-                .is_some_and(|i| uses.first == i || uses.more.contains(&i))
-        };
-        if devices.iter().any(|d| !uses_gpu(&d.uuid)) {
-            return Outcome::ForeignGpu;
+        for d in &mut devices {
+            match nvml_uuid(&g.uuids, uses, &d.uuid) {
+                Some(u) if u != d.uuid => d.uuid = u.to_string(),
+                Some(_) => {}
+                None => return Outcome::ForeignGpu,
+            }
         }
         let prev = g.reports.remove(&pid);
         let mut last_oom = Vec::with_capacity(devices.len());
@@ -332,6 +329,32 @@ impl AllocatorState {
         let g = self.lock();
         (g.reports.len(), g.buckets.len(), g.listed.len())
     }
+}
+
+/// NVML's UUID for a report's `uuid` among the GPUs the sender is listed
+/// on: the same text, or else the same UUID under another prefix. A MIG
+/// job's torch gives the instance's UUID bare, the package cannot tell it
+/// from a GPU's and writes `GPU-`, while NVML lists `MIG-` (docs/design.md).
+fn nvml_uuid<'a>(uuids: &'a [String], uses: &Uses, uuid: &str) -> Option<&'a str> {
+    let mine = uuids
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| u32::try_from(*i).is_ok_and(|i| uses.first == i || uses.more.contains(&i)))
+        .map(|(_, u)| u.as_str());
+    fn bare(u: &str) -> &str {
+        u.strip_prefix("GPU-").or_else(|| u.strip_prefix("MIG-")).unwrap_or(u)
+    }
+    let want = bare(uuid);
+    let mut by_bare = None;
+    for u in mine {
+        if u == uuid {
+            return Some(u);
+        }
+        if by_bare.is_none() && bare(u) == want {
+            by_bare = Some(u);
+        }
+    }
+    by_bare
 }
 
 /// The snapshot's figures of one device of a report, with NVML's figure

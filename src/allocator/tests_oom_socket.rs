@@ -1,5 +1,5 @@
 //! Tests of the allocator view's edges: an OOM in a process's first report
-//! (no holder table yet). Time is passed in; no sleeps.
+//! (no holder table yet), and MIG UUIDs. Time is passed in; no sleeps.
 
 use super::state::Outcome;
 use super::tests::{device, report, send, state};
@@ -55,4 +55,29 @@ fn a_process_gone_by_the_next_poll_keeps_its_name_and_the_others_are_listed() {
         Some("p11 (11) 40.0 GiB".into())
     );
     assert!(after[1].ooms.is_empty());
+}
+
+/// A MIG job's torch gives the instance's UUID bare and the package writes
+/// `GPU-` before it; NVML lists `MIG-`. The same UUID under the other
+/// prefix, on a device the sender uses, is that device.
+#[test]
+fn a_mig_instance_is_found_whatever_the_prefix() {
+    let s = state();
+    let mut devs = [
+        device("GPU-1111", &[(30, GIB)]),
+        device("MIG-2222", &[(10, 3 * GIB)]),
+        device("MIG-3333", &[(11, GIB)]),
+    ];
+    s.join(&mut devs, 0.0);
+    assert_eq!(
+        send(&s, 10, &report("GPU-2222", GIB, 2 * GIB, 1), 1.0),
+        Outcome::Accepted
+    );
+    assert_eq!(s.events()[0].uuid, "MIG-2222", "stored under NVML's name");
+    assert_eq!(send(&s, 10, &report("GPU-3333", 1, 1, 0), 1.1), Outcome::ForeignGpu);
+    assert_eq!(send(&s, 10, &report("GPU-1111", 1, 1, 0), 1.2), Outcome::ForeignGpu);
+    s.join(&mut devs, 2.0);
+    let a = devs[1].processes[0].allocator.clone().unwrap_or_default();
+    assert_eq!((a.tensors_bytes, a.cache_bytes), (GIB, GIB));
+    assert_eq!(devs[1].ooms.len(), 1);
 }
