@@ -110,7 +110,8 @@ pub async fn run(
         .with_peak_window(cfg.poll.peak_window.get().as_secs_f64())
         .with_recent_xids(cfg.health.recent_events);
     let demo = source.demo_name().is_some();
-    let allocator = start_allocator(&cfg, demo, stop_rx.clone());
+    // `_socket` removes the allocator socket when `run` ends.
+    let (allocator, _socket) = start_allocator(&cfg, demo, stop_rx.clone());
     if let Some(a) = &allocator {
         pipeline = pipeline.with_allocator(a.clone());
     }
@@ -209,15 +210,20 @@ fn start_allocator(
     cfg: &Config,
     demo: bool,
     shutdown: watch::Receiver<bool>,
-) -> Option<Arc<allocator::AllocatorState>> {
+) -> (
+    Option<Arc<allocator::AllocatorState>>,
+    Option<allocator::receiver::SocketGuard>,
+) {
     if !cfg.allocator.enabled && !demo {
-        return None;
+        return (None, None);
     }
     let state = Arc::new(allocator::AllocatorState::new(&cfg.allocator));
-    if cfg.allocator.enabled {
-        let _ = allocator::receiver::start(&cfg.allocator, state.clone(), shutdown);
-    }
-    Some(state)
+    let socket = cfg
+        .allocator
+        .enabled
+        .then(|| allocator::receiver::start(&cfg.allocator, state.clone(), shutdown))
+        .flatten();
+    (Some(state), socket)
 }
 
 /// Starts delivery to Alertmanager / the webhook when any is configured. An

@@ -55,19 +55,23 @@ pub struct Receiver {
     stopped: Arc<AtomicBool>,
 }
 
-/// Ends a blocked [`Receiver::run`]: marks it stopped, then shuts the
-/// socket's read side down, which wakes `recvmsg` (it returns at once from
-/// then on).
+/// Ends a blocked [`Receiver::run`]: marks it stopped, removes the socket
+/// file, then shuts the socket's read side down, which wakes `recvmsg` (it
+/// returns at once from then on).
 #[derive(Debug)]
 pub struct Stopper {
     sock: UnixDatagram,
+    path: PathBuf,
     stopped: Arc<AtomicBool>,
 }
 
 impl Stopper {
-    /// Stops the receiver (idempotent).
+    /// Stops the receiver (idempotent). The file goes here, not only when
+    /// the receive thread ends: at shutdown the process may exit before
+    /// that thread runs again, and the file would be left behind.
     pub fn stop(&self) {
         self.stopped.store(true, Ordering::Release);
+        let _ = std::fs::remove_file(&self.path);
         let _ = self.sock.shutdown(Shutdown::Read);
     }
 }
@@ -137,6 +141,7 @@ impl Receiver {
     pub fn stopper(&self) -> std::io::Result<Stopper> {
         Ok(Stopper {
             sock: self.sock.try_clone()?,
+            path: self.path.clone(),
             stopped: self.stopped.clone(),
         })
     }
@@ -194,9 +199,27 @@ impl Receiver {
     }
 }
 
+/// Stops the receiver and removes the socket file when dropped: the daemon
+/// holds it until its run ends, so a clean stop leaves no file behind
+/// whatever the receive thread and the async tasks are doing then.
+#[derive(Debug)]
+pub struct SocketGuard(Option<Stopper>);
+
+impl Drop for SocketGuard {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            s.stop();
+        }
+    }
+}
+
 /// Binds and starts the receive thread; logs one clear error and returns
 /// `None` when the socket cannot be made (monitoring goes on without it).
-pub fn start(cfg: &AllocatorConfig, state: Arc<AllocatorState>, shutdown: watch::Receiver<bool>) -> Option<()> {
+pub fn start(
+    cfg: &AllocatorConfig,
+    state: Arc<AllocatorState>,
+    shutdown: watch::Receiver<bool>,
+) -> Option<SocketGuard> {
     let rx = match Receiver::bind(cfg) {
         Ok(rx) => rx,
         Err(e) => {
@@ -205,12 +228,14 @@ pub fn start(cfg: &AllocatorConfig, state: Arc<AllocatorState>, shutdown: watch:
         }
     };
     arm_stopper(&rx, shutdown.clone());
+    // Out of descriptors: no guard, the file goes only with the thread.
+    let guard = SocketGuard(rx.stopper().ok());
     tracing::info!(socket = %cfg.socket.display(), "allocator view: receiving reports");
     let spawned = std::thread::Builder::new()
         .name("gpumemd-alloc".into())
         .spawn(move || rx.run(&state, &shutdown));
     match spawned {
-        Ok(_) => Some(()),
+        Ok(_) => Some(guard),
         Err(e) => {
             tracing::error!(error = %e, "allocator view disabled: cannot start its thread");
             None

@@ -1,6 +1,12 @@
 //! Tests of the allocator view's edges: an OOM in a process's first report
-//! (no holder table yet), and MIG UUIDs. Time is passed in; no sleeps.
+//! (no holder table yet), and the socket's group, an unbindable directory
+//! and the file going at shutdown. Time is passed in; no sleeps.
 
+use std::os::unix::fs::MetadataExt;
+use std::sync::Arc;
+
+use super::config::AllocatorConfig;
+use super::receiver::{Receiver, ReceiverError};
 use super::state::Outcome;
 use super::tests::{device, report, send, state};
 
@@ -57,6 +63,70 @@ fn a_process_gone_by_the_next_poll_keeps_its_name_and_the_others_are_listed() {
     assert!(after[1].ooms.is_empty());
 }
 
+fn cfg_in(dir: &std::path::Path) -> AllocatorConfig {
+    AllocatorConfig {
+        enabled: true,
+        socket: dir.join("a.sock"),
+        ..AllocatorConfig::default()
+    }
+}
+
+#[test]
+fn the_socket_gets_the_configured_group_and_mode() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = std::fs::metadata(dir.path()).unwrap();
+    // Root may give the socket any group; anyone else only their own.
+    let gid = if mine.uid() == 0 { 12345 } else { mine.gid() };
+    let cfg = AllocatorConfig {
+        mode: "0640".into(),
+        group: gid.to_string(),
+        ..cfg_in(dir.path())
+    };
+    let rx = Receiver::bind(&cfg).unwrap();
+    let m = std::fs::metadata(&cfg.socket).unwrap();
+    assert_eq!((m.gid(), m.mode() & 0o777), (gid, 0o640));
+    drop(rx);
+    let unknown = AllocatorConfig {
+        group: "no-such-group-gpumemd".into(),
+        ..cfg_in(dir.path())
+    };
+    let e = Receiver::bind(&unknown).unwrap_err();
+    assert!(matches!(e, ReceiverError::Config { .. }), "{e}");
+    assert!(e.to_string().contains("no group `no-such-group-gpumemd`"), "{e}");
+}
+
+#[test]
+fn a_directory_that_cannot_take_a_socket_is_one_clear_error() {
+    // /proc exists and refuses new files, even to root.
+    let cfg = AllocatorConfig {
+        enabled: true,
+        socket: "/proc/gpumemd-test-allocator.sock".into(),
+        ..AllocatorConfig::default()
+    };
+    let e = Receiver::bind(&cfg).unwrap_err();
+    assert!(matches!(e, ReceiverError::Io { .. }), "{e}");
+    assert!(
+        e.to_string().contains("cannot bind (is the directory writable?)"),
+        "{e}"
+    );
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    assert!(super::receiver::start(&cfg, Arc::new(state()), rx).is_none());
+}
+
+#[test]
+fn stopping_the_receiver_removes_the_socket_file_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = cfg_in(dir.path());
+    let rx = Receiver::bind(&cfg).unwrap();
+    let stop = rx.stopper().unwrap();
+    assert!(cfg.socket.exists());
+    // Before the receive thread ends (which may be never: the process can
+    // exit first), the stop itself removes the file.
+    stop.stop();
+    assert!(!cfg.socket.exists());
+    drop(rx);
+}
+
 /// A MIG job's torch gives the instance's UUID bare and the package writes
 /// `GPU-` before it; NVML lists `MIG-`. The same UUID under the other
 /// prefix, on a device the sender uses, is that device.
@@ -80,4 +150,15 @@ fn a_mig_instance_is_found_whatever_the_prefix() {
     let a = devs[1].processes[0].allocator.clone().unwrap_or_default();
     assert_eq!((a.tensors_bytes, a.cache_bytes), (GIB, GIB));
     assert_eq!(devs[1].ooms.len(), 1);
+}
+
+#[test]
+fn the_daemons_guard_removes_the_socket_file_when_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = cfg_in(dir.path());
+    let (_tx, rx) = tokio::sync::watch::channel(false);
+    let guard = super::receiver::start(&cfg, Arc::new(state()), rx);
+    assert!(guard.is_some() && cfg.socket.exists());
+    drop(guard);
+    assert!(!cfg.socket.exists(), "gone when the daemon's run ends");
 }

@@ -160,6 +160,83 @@ async fn a_missing_socket_dir_is_one_error_and_monitoring_goes_on() {
     assert!(errors[0].contains("does not exist"), "{}", errors[0]);
 }
 
+/// A flood from one listed PID is rate-limited on the receiver's thread
+/// while polls go on at their pace: none skipped, none late.
+#[tokio::test]
+async fn a_flood_never_holds_up_the_poll() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let scen = scenario_with(dir.path(), std::process::id());
+    let sock = dir.path().join("a.sock");
+    let extra = allocator_section(&sock);
+    let d = Daemon::start(Opts {
+        scenario_path: Some(&scen),
+        poll: "interval = \"500ms\"",
+        extra: &extra,
+        ..Opts::default()
+    });
+    wait_true(WAIT, "the socket", || sock.exists()).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let sent = Arc::new(AtomicU64::new(0));
+    let flood = {
+        let (stop, sent, sock) = (stop.clone(), sent.clone(), sock.clone());
+        std::thread::spawn(move || {
+            let tx = UnixDatagram::unbound().unwrap();
+            let body = report(UUID, GIB, 2 * GIB, 0);
+            // Blocks whenever the socket's queue is full: as fast as the
+            // receiver drains it.
+            while !stop.load(Ordering::Relaxed) {
+                if tx.send_to(body.as_bytes(), &sock).is_ok() {
+                    sent.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let polls = |body: &str| crate::common::sample(body, "gpumem_polls_total", &[]).unwrap_or(0.0);
+    let overruns = |body: &str| crate::common::sample(body, "gpumem_poll_overruns_total", &[]).unwrap_or(0.0);
+    // Flooding for real: the rate limit has started dropping.
+    let before = wait_until(WAIT, "rate_limited drops", || async {
+        let body = d.metrics().await;
+        (common_sample(&body, "rate_limited") > 100.0).then_some(body)
+    })
+    .await;
+    let after = wait_until(WAIT, "four more polls during the flood", || async {
+        let body = d.metrics().await;
+        (polls(&body) >= polls(&before) + 4.0).then_some(body)
+    })
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    flood.join().unwrap();
+    assert_eq!(overruns(&after), overruns(&before), "no poll tick skipped");
+    assert!(common_sample(&after, "rate_limited") > common_sample(&before, "rate_limited"));
+    assert!(common_sample(&after, "accepted") >= 1.0);
+    assert!(
+        sent.load(Ordering::Relaxed) > 1000,
+        "a flood: {}",
+        sent.load(Ordering::Relaxed)
+    );
+}
+
+/// A clean stop (SIGTERM) takes the socket file with it.
+#[tokio::test]
+async fn sigterm_removes_the_socket_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let scen = scenario_with(dir.path(), 4242);
+    let sock = dir.path().join("a.sock");
+    let extra = allocator_section(&sock);
+    let mut d = Daemon::start(Opts {
+        scenario_path: Some(&scen),
+        extra: &extra,
+        ..Opts::default()
+    });
+    d.ready().await;
+    assert!(sock.exists());
+    d.terminate();
+    wait_true(WAIT, "the daemon to exit", || !d.running()).await;
+    assert!(!sock.exists(), "the socket file was left behind");
+}
+
 /// The Python package itself, with a fake torch, against the real daemon.
 #[tokio::test]
 async fn the_python_package_reports_to_the_daemon() {

@@ -189,6 +189,12 @@ impl Daemon {
         self.logs.lock().expect("log lock").clone()
     }
 
+    /// Asks the child to stop cleanly (SIGTERM).
+    pub fn terminate(&self) {
+        let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("a child has a positive pid");
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+
     /// True while the child has not exited.
     pub fn running(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
