@@ -164,9 +164,6 @@ pub struct Process {
     /// What the process's own allocator reports for this GPU (it opted in
     /// with `gpumemd-torch`); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
-    // Not read back by `snapshot --url`: the allocator figures hold
-    // `&'static str` verdicts; the table does without them.
-    #[serde(skip_deserializing)]
     // Boxed: 170 bytes that almost every process would carry empty.
     pub allocator: Option<Box<AllocatorFigures>>,
 }
@@ -182,7 +179,8 @@ pub struct AllocPair {
 /// A process's allocator figures for one GPU, and NVML's figure split by
 /// them: `tensors` (allocated), `cache` (reserved minus allocated) and
 /// `other` (NVML's figure minus reserved: CUDA context, NCCL, libraries).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct AllocatorFigures {
     pub allocated: AllocPair,
     pub reserved: AllocPair,
@@ -204,8 +202,20 @@ pub struct AllocatorFigures {
     /// With the inside view the leak verdict judges `allocated`: "tensors"
     /// when live tensors grow, "cache" when only NVML's figure (the cache)
     /// grows; absent when neither.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub growth: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "growth_verdict")]
+    pub growth: Option<Verdict>,
+}
+
+/// A fixed verdict word. Named so serde's derive does not take the field
+/// for text borrowed from the input (`'de: 'static`): `growth_verdict`
+/// reads it back as the same static word.
+pub type Verdict = &'static str;
+
+/// Reads a `growth` verdict back (`snapshot --url`) as the same static
+/// text the daemon wrote; an unknown word is no verdict.
+fn growth_verdict<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Verdict>, D::Error> {
+    let word: Option<String> = Option::deserialize(d)?;
+    Ok(["tensors", "cache"].into_iter().find(|w| word.as_deref() == Some(*w)))
 }
 
 impl Process {
@@ -261,7 +271,6 @@ pub struct Device {
     /// Out-of-memory errors processes reported on this GPU in the last
     /// minutes (the allocator view); the process may have exited since.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    #[serde(skip_deserializing)]
     pub ooms: Vec<RecentOom>,
     /// Memory health (ECC, row remapping, Xid events); absent when not read.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -269,7 +278,8 @@ pub struct Device {
 }
 
 /// An out-of-memory error a process reported (details in `/api/v1/events`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RecentOom {
     /// Unix seconds the report arrived.
     pub time: f64,

@@ -521,11 +521,32 @@ fn snapshot_url_reads_growth_from_the_running_daemon() {
     // USED and GROWTH/s are the two size columns: both filled.
     assert!(row.matches("iB").count() >= 2, "growth column empty: {row}");
     assert!(!stderr(&o).contains("GROWTH needs history"), "{}", stderr(&o));
+    // The demo's PyTorch processes report allocator figures to the daemon:
+    // `--url` keeps them, in JSON and as the table's split line.
+    let all = gpumemd(&["snapshot", "--url", &url]);
+    let table = String::from_utf8_lossy(&all.stdout);
+    assert!(table.contains("= tensors ") && table.contains(" + cache "), "{table}");
+    let json = gpumemd(&["snapshot", "--url", &url, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let figures = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["processes"].as_array().unwrap().clone())
+        .filter(|p| p["allocator"]["tensors_bytes"].as_u64().is_some())
+        .count();
+    assert!(figures >= 3, "the demo's three reporting processes: {v}");
     let _ = daemon.kill();
     let _ = daemon.wait();
 
     let local = gpumemd(&["snapshot", "--demo"]);
     assert!(stderr(&local).contains("GROWTH needs history"), "{}", stderr(&local));
+    assert!(
+        stderr(&local).contains("tensors / cache / other split"),
+        "{}",
+        stderr(&local)
+    );
+    assert!(!String::from_utf8_lossy(&local.stdout).contains("= tensors "));
     let dead = gpumemd(&["snapshot", "--url", &url]);
     assert_eq!(dead.status.code(), Some(1));
     assert!(

@@ -127,6 +127,38 @@ fn stopping_the_receiver_removes_the_socket_file_at_once() {
     drop(rx);
 }
 
+/// `snapshot --url` reads the daemon's JSON back: the figures, the verdict
+/// and the recent OOMs must survive the trip (they were skipped before).
+#[test]
+fn the_figures_and_recent_ooms_read_back_from_json() {
+    use crate::snapshot::{AllocatorFigures, RecentOom};
+    let mut d = device("GPU-a", &[(10, 3 * GIB)]);
+    for verdict in [Some("tensors"), Some("cache"), None] {
+        d.processes[0].allocator = Some(Box::new(AllocatorFigures {
+            tensors_bytes: GIB,
+            cache_bytes: 2 * GIB,
+            other_bytes: Some(7),
+            last_oom_at: Some(1.5),
+            growth: verdict,
+            ..AllocatorFigures::default()
+        }));
+        d.ooms = vec![RecentOom {
+            time: 1.5,
+            pid: 10,
+            comm: "p10".into(),
+            user: "ana".into(),
+            others: "p11 (11) 40.0 GiB".into(),
+        }];
+        let back: crate::snapshot::Device = serde_json::from_str(&serde_json::to_string(&d).unwrap()).unwrap();
+        assert_eq!(back.processes[0].allocator, d.processes[0].allocator, "{verdict:?}");
+        assert_eq!(back.ooms, d.ooms);
+    }
+    let odd = r#"{"uuid":"GPU-a","processes":[{"pid":1,"allocator":{"tensors_bytes":5,"growth":"weather"}}]}"#;
+    let back: crate::snapshot::Device = serde_json::from_str(odd).unwrap();
+    let a = back.processes[0].allocator.clone().unwrap_or_default();
+    assert_eq!((a.tensors_bytes, a.growth), (5, None), "an unknown verdict is none");
+}
+
 /// A MIG job's torch gives the instance's UUID bare and the package writes
 /// `GPU-` before it; NVML lists `MIG-`. The same UUID under the other
 /// prefix, on a device the sender uses, is that device.

@@ -68,7 +68,8 @@ pub fn run(opts: &SnapshotOpts, mut feed: Feed<'_>) -> Result<(), SnapshotError>
             // To stderr: stdout stays the table alone for scripts.
             eprintln!(
                 "note: GROWTH needs history; one poll has none. Ask the running daemon \
-                 (--url http://127.0.0.1:9947) or use --watch."
+                 (--url http://127.0.0.1:9947) or use --watch. The tensors / cache / other split \
+                 of PyTorch processes needs the daemon too: gpumemd-torch reports reach only it."
             );
         }
         frames += 1;
