@@ -167,7 +167,9 @@ def check_scenario(bin_, name, out_dir, results):
             least = LARGE_MIN_ALERTS if name == "large" else 1
             fired = want is None or any(g["rule"] == want and g["firing"] >= least for g in groups)
             lost = name != "gpu-lost" or s["totals"]["down"] > 0
-            return s if s["seq"] > 0 and len(h["timestamps"]) >= 3 and fired and lost and groups else None
+            # default: the demo's allocator view has its OOM event (at ~25 s).
+            oom = name != "default" or any(e.get("kind") == "oom" for e in get_json(base + "/api/v1/events")["events"])
+            return s if s["seq"] > 0 and len(h["timestamps"]) >= 3 and fired and lost and oom and groups else None
 
         s = wait_for(f"{name}: first polls, history and firing alerts", 180, ready, daemon)
         dom = rendered_dom(base + "/", console)
@@ -200,6 +202,10 @@ def check_scenario(bin_, name, out_dir, results):
             fail.append("poll health does not say 'poll ok'")
         if name == "default" and f'href="{GRAFANA}/d/gpumemd-gpu?var-uuid={uuids[0]}"' not in dom:
             fail.append("no Grafana link for the first GPU")
+        if name == "default" and 'title="tensors ' not in dom:
+            fail.append("no tensors / cache / other split (allocator view) on the page")
+        if name == "default" and not re.search(r'<p class="warn oom">out of memory [^<]*others then: [^<]*\(\d+\) [\d.]+ GiB', dom):
+            fail.append("no out-of-memory note naming the other holders on the page")
         if "DEMO: simulated fleet" not in dom:
             fail.append("the page does not say it is a demo")
         if name == "gpu-lost" and "DOWN: " not in dom:
