@@ -5,11 +5,13 @@
 //! not be read is `None`, never 0.
 
 pub mod health;
+mod suspended;
 
 use std::collections::BTreeMap;
 
 mod text;
 use serde::{Deserialize, Serialize};
+pub use suspended::SuspendedProcess;
 pub use text::Text;
 
 /// Driver and library versions, as reported by NVML (or the simulation).
@@ -275,6 +277,10 @@ pub struct Device {
     /// Memory health (ECC, row remapping, Xid events); absent when not read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub health: Option<health::Health>,
+    /// Processes gpumemd suspended from this GPU (filled by the HTTP layer,
+    /// read back by `snapshot --url`); absent when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suspended: Vec<SuspendedProcess>,
 }
 
 /// An out-of-memory error a process reported (details in `/api/v1/events`).

@@ -109,6 +109,17 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
         );
         let _ = writeln!(out, "  {}", paint.yellow(&text));
     }
+    for s in &d.suspended {
+        let text = format!(
+            "SUSPENDED: {} parked in host memory by pid {} ({}, {}), rule {}",
+            human(s.suspended_bytes),
+            s.pid,
+            s.comm,
+            s.user,
+            s.rule
+        );
+        let _ = writeln!(out, "  {}", paint.yellow(&text));
+    }
     if let Some(h) = d.health.as_ref().and_then(|h| h.summary()) {
         let _ = writeln!(out, "  HEALTH: {h}");
     }

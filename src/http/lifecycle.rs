@@ -117,7 +117,8 @@ fn listed_target(st: &AppState, pid: u32) -> Option<Target> {
 }
 
 /// Lists each suspended process under its device as `"suspended"` entries
-/// (state `suspended`, the bytes parked in host memory): NVML no longer
+/// ([`crate::snapshot::SuspendedProcess`]: state `suspended`, the bytes
+/// parked in host memory): NVML no longer
 /// lists them, so they are not in `processes` and are neither exited nor
 /// late releases. Devices without any get no key (the snapshot's shape is
 /// unchanged until something is suspended).
@@ -130,21 +131,64 @@ pub fn add_suspended(snap: &mut serde_json::Value, suspended: &[Suspended]) {
         let here: Vec<serde_json::Value> = suspended
             .iter()
             .filter(|s| s.gpu_uuid == uuid)
-            .map(|s| {
-                serde_json::json!({
-                    "pid": s.pid,
-                    "state": "suspended",
-                    "suspended_bytes": s.bytes,
-                    "suspended_since": s.since,
-                    "comm": s.comm,
-                    "user": s.user,
-                    "rule": s.rule,
-                    "checkpoint_seconds": s.checkpoint_seconds,
-                })
-            })
+            .filter_map(|s| serde_json::to_value(s.view()).ok())
             .collect();
         if let (false, Some(obj)) = (here.is_empty(), d.as_object_mut()) {
             obj.insert("suspended".into(), serde_json::Value::Array(here));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Device, Snapshot};
+
+    /// What the API adds is what `snapshot --url` reads back and prints.
+    #[test]
+    fn suspended_entries_survive_the_trip_to_the_cli_table() {
+        let snap = Snapshot {
+            devices: vec![
+                Device {
+                    uuid: "GPU-a".into(),
+                    index: Some(0),
+                    up: true,
+                    ..Device::default()
+                },
+                Device {
+                    uuid: "GPU-b".into(),
+                    index: Some(1),
+                    up: true,
+                    ..Device::default()
+                },
+            ],
+            ..Snapshot::default()
+        };
+        let parked = Suspended {
+            pid: 4303,
+            gpu_uuid: "GPU-b".into(),
+            bytes: 9 << 30,
+            since: 1.0,
+            comm: "jupyter".into(),
+            user: "alice".into(),
+            rule: "IdleSuspend".into(),
+            checkpoint_seconds: 2.5,
+            target: Target::default(),
+        };
+        let mut v = serde_json::to_value(&snap).expect("to JSON");
+        add_suspended(&mut v, &[parked]);
+        assert!(v["devices"][0].get("suspended").is_none(), "no key without any: {v}");
+        let back: Snapshot = serde_json::from_value(v).expect("a snapshot again");
+        let s = &back.devices[1].suspended;
+        assert_eq!(s.len(), 1, "{back:?}");
+        assert_eq!(
+            (s[0].pid, s[0].state.as_str(), s[0].suspended_bytes),
+            (4303, "suspended", 9 << 30)
+        );
+        let table = crate::table::render(&back);
+        assert!(
+            table.contains("SUSPENDED: 9.0 GiB parked in host memory by pid 4303 (jupyter, alice), rule IdleSuspend"),
+            "{table}"
+        );
     }
 }

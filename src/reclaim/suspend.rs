@@ -46,6 +46,22 @@ pub struct Suspended {
     pub target: Target,
 }
 
+impl Suspended {
+    /// How the snapshot shows it under its device.
+    pub fn view(&self) -> crate::snapshot::SuspendedProcess {
+        crate::snapshot::SuspendedProcess {
+            pid: self.pid,
+            state: "suspended".into(),
+            suspended_bytes: self.bytes,
+            suspended_since: self.since,
+            comm: self.comm.clone(),
+            user: self.user.clone(),
+            rule: self.rule.clone(),
+            checkpoint_seconds: self.checkpoint_seconds,
+        }
+    }
+}
+
 /// Suspend's share of the reclaimer's state.
 #[derive(Debug)]
 pub(super) struct SuspendState {

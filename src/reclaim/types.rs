@@ -4,7 +4,7 @@
 //! Owns: the names. Must not: decide or act.
 
 /// What the rule engine (or the API) asks to terminate or suspend.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Target {
     pub pid: u32,
     /// Unix seconds as gpumemd computed it (audit only).

@@ -146,9 +146,13 @@ pub fn filter(snap: &mut Snapshot, opts: &SnapshotOpts) {
             (opts.user.is_empty() || opts.user.iter().any(|n| *n == u.user))
                 && (opts.pid.is_empty() || opts.pid.contains(&u.pid))
         });
+        d.suspended.retain(|s| {
+            (opts.user.is_empty() || opts.user.iter().any(|n| *n == s.user))
+                && (opts.pid.is_empty() || opts.pid.contains(&s.pid))
+        });
     }
     snap.devices
-        .retain(|d| !d.processes.is_empty() || !d.unreleased.is_empty());
+        .retain(|d| !d.processes.is_empty() || !d.unreleased.is_empty() || !d.suspended.is_empty());
 }
 
 #[cfg(test)]

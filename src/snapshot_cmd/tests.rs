@@ -26,6 +26,11 @@ fn fleet() -> Snapshot {
         bytes: 1,
         since: 0.0,
     });
+    g1.suspended.push(crate::snapshot::SuspendedProcess {
+        pid: 60,
+        user: "erin".into(),
+        ..Default::default()
+    });
     let mig = Device {
         uuid: "MIG-a".into(),
         parent_uuid: "GPU-0".into(),
@@ -73,6 +78,9 @@ fn filters() {
         (opts(&["1"], &["alice"], &[]), vec![]),
         // Unreleased memory of the user keeps its GPU in view.
         (opts(&[], &["dave"], &[]), vec![("GPU-1", vec![])]),
+        // So does a suspended process (NVML no longer lists it).
+        (opts(&[], &["erin"], &[]), vec![("GPU-1", vec![])]),
+        (opts(&[], &[], &[60]), vec![("GPU-1", vec![])]),
         (opts(&["7"], &[], &[]), vec![]),
     ];
     for (o, want) in cases {
