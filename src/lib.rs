@@ -297,7 +297,13 @@ fn demo_reclaim(r: reclaim::Reclaimer, source: &dyn GpuSource) -> reclaim::Recla
     let Some(handle) = source.simulated_cuda() else {
         return r;
     };
-    tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
+    if r.config().enabled {
+        tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
+    } else {
+        tracing::info!(
+            "DEMO: to see suspend and resume (simulated CUDA checkpoint), run `gpumemd --demo --config config/demo-suspend.toml`"
+        );
+    }
     r.with_cuda(Box::new(move || {
         Ok(Box::new(cuda::SimulatedCuda::new(handle)) as Box<dyn cuda::Checkpointer>)
     }))

@@ -38,14 +38,15 @@ pub async fn follow(reclaimer: Arc<Reclaimer>, mut snaps: Snapshots, mut shutdow
         if reclaimer.suspended().is_empty() || reclaimer.config().suspend.resume != ResumeMode::WhenFree {
             continue;
         }
-        let free: BTreeMap<String, u64> = snaps
-            .borrow_and_update()
+        let snap = snaps.borrow_and_update().clone();
+        let now = snap.timestamp;
+        let free: BTreeMap<String, u64> = snap
             .devices
             .iter()
             .filter_map(|d| Some((d.uuid.clone(), d.memory.as_ref()?.free_bytes)))
             .collect();
         let r = Arc::clone(&reclaimer);
         // Awaited: the next poll's batch starts only after this one ends.
-        let _ = tokio::task::spawn_blocking(move || r.resume_when_free(&|uuid| free.get(uuid).copied())).await;
+        let _ = tokio::task::spawn_blocking(move || r.resume_when_free(&|uuid| free.get(uuid).copied(), now)).await;
     }
 }

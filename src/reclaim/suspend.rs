@@ -371,14 +371,18 @@ impl Reclaimer {
     /// `resume = "when-free"`: resumes each suspended process whose device
     /// now has its bytes free plus `resume_margin`. `free` maps a GPU UUID
     /// to its free bytes in the latest poll.
-    pub fn resume_when_free(&self, free: &dyn Fn(&str) -> Option<u64>) -> Vec<(u32, Outcome)> {
+    pub fn resume_when_free(&self, free: &dyn Fn(&str) -> Option<u64>, now: f64) -> Vec<(u32, Outcome)> {
         let cfg = self.shared.config();
         if cfg.suspend.resume != super::ResumeMode::WhenFree {
             return Vec::new();
         }
         let mut budget: BTreeMap<String, u64> = BTreeMap::new();
         let mut out = Vec::new();
+        let wait = cfg.suspend.resume_after.as_secs_f64();
         for p in self.suspended() {
+            if now - p.since < wait {
+                continue;
+            }
             let room = *budget
                 .entry(p.gpu_uuid.clone())
                 .or_insert_with(|| free(&p.gpu_uuid).unwrap_or(0));

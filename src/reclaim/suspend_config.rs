@@ -47,6 +47,11 @@ pub struct SuspendConfig {
     pub resume: ResumeMode,
     /// For `resume = "when-free"`: free device memory beyond the process's bytes.
     pub resume_margin: ByteSize,
+    /// For `resume = "when-free"`: how long a process stays suspended at
+    /// least. Its own bytes leaving make room for it, so without a wait a
+    /// quiet GPU would resume it at the next poll (suspend, resume, suspend).
+    #[serde(with = "humantime_serde_compat")]
+    pub resume_after: Duration,
 }
 
 impl Default for SuspendConfig {
@@ -59,6 +64,7 @@ impl Default for SuspendConfig {
             host_memory_margin: ByteSize(4 << 30),
             resume: ResumeMode::Manual,
             resume_margin: ByteSize(1 << 30),
+            resume_after: Duration::ZERO,
         }
     }
 }
@@ -135,13 +141,15 @@ mod tests {
     #[test]
     fn keys_parse_and_bad_values_name_their_key() {
         let c: SuspendConfig = toml::from_str(
-            "lock_timeout = \"2s\"\nresume = \"when-free\"\nhost_memory_margin = \"8GiB\"\nmax_in_flight = 2",
+            "lock_timeout = \"2s\"\nresume = \"when-free\"\nhost_memory_margin = \"8GiB\"\nmax_in_flight = 2\n\
+             resume_after = \"1m\"",
         )
         .expect("valid");
         assert_eq!(
             (c.lock_timeout, c.resume, c.host_memory_margin, c.max_in_flight),
             (Duration::from_secs(2), ResumeMode::WhenFree, ByteSize(8 << 30), 2)
         );
+        assert_eq!(c.resume_after, Duration::from_secs(60));
         assert!(toml::from_str::<SuspendConfig>("resume = \"auto\"").is_err());
         assert!(toml::from_str::<SuspendConfig>("lock_timeot = \"2s\"").is_err());
         for (c, key) in [

@@ -259,11 +259,41 @@ fn when_free_resumes_only_with_room_for_the_bytes_and_the_margin() {
         ..cfg(false)
     });
     assert_eq!(suspend(&f), Outcome::Done);
-    assert!(f.r.resume_when_free(&|_| Some(9 * GIB - 1)).is_empty());
-    assert!(f.r.resume_when_free(&|_| None).is_empty());
-    assert_eq!(f.r.resume_when_free(&|_| Some(9 * GIB)), [(PID, Outcome::Done)]);
+    let t = f.r.suspended()[0].since;
+    assert!(f.r.resume_when_free(&|_| Some(9 * GIB - 1), t).is_empty());
+    assert!(f.r.resume_when_free(&|_| None, t).is_empty());
+    assert_eq!(f.r.resume_when_free(&|_| Some(9 * GIB), t), [(PID, Outcome::Done)]);
     assert_eq!(f.sim.state_of(PID), CudaState::Running);
     let manual = fixture(cfg(false));
     assert_eq!(suspend(&manual), Outcome::Done);
-    assert!(manual.r.resume_when_free(&|_| Some(80 * GIB)).is_empty(), "manual mode");
+    let t = manual.r.suspended()[0].since;
+    assert!(
+        manual.r.resume_when_free(&|_| Some(80 * GIB), t).is_empty(),
+        "manual mode"
+    );
+}
+
+#[test]
+fn when_free_waits_resume_after_even_with_room() {
+    let f = fixture(ReclaimConfig {
+        suspend: SuspendConfig {
+            resume: ResumeMode::WhenFree,
+            resume_after: std::time::Duration::from_secs(60),
+            ..cfg(false).suspend
+        },
+        ..cfg(false)
+    });
+    assert_eq!(suspend(&f), Outcome::Done);
+    let t = f.r.suspended()[0].since;
+    for early in [t, t + 59.0] {
+        assert!(
+            f.r.resume_when_free(&|_| Some(80 * GIB), early).is_empty(),
+            "at +{}",
+            early - t
+        );
+    }
+    assert_eq!(
+        f.r.resume_when_free(&|_| Some(80 * GIB), t + 60.0),
+        [(PID, Outcome::Done)]
+    );
 }
