@@ -88,6 +88,15 @@ pub struct RemoteArgs {
     /// File holding the password (first line).
     #[arg(long = "password-file", value_name = "FILE")]
     pub password_file: Option<PathBuf>,
+    /// For an https:// daemon: a CA certificate (PEM) to trust, e.g. the web config's private CA.
+    #[arg(long = "ca-file", value_name = "FILE")]
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM), for a web config that asks for one; needs --key-file.
+    #[arg(long = "cert-file", value_name = "FILE", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long = "key-file", value_name = "FILE", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// What `gpumemd generate` writes to stdout.

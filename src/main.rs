@@ -302,7 +302,12 @@ fn remote(args: &RemoteArgs, action: &str) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    let body = rt.block_on(gpumemd::remote::lifecycle(&args.url, args.pid, action, auth))?;
+    let tls = gpumemd::remote::TlsFiles {
+        ca_file: args.ca_file.clone(),
+        cert_file: args.cert_file.clone(),
+        key_file: args.key_file.clone(),
+    };
+    let body = rt.block_on(gpumemd::remote::lifecycle(&args.url, args.pid, action, auth, &tls))?;
     print!("{body}");
     Ok(())
 }

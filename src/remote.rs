@@ -1,9 +1,11 @@
 //! `gpumemd suspend PID` / `gpumemd resume PID`: one POST to a running
-//! daemon's lifecycle API, with basic auth when asked.
+//! daemon's lifecycle API, with basic auth and the TLS files of the web
+//! config (a private CA, a client certificate) when asked.
 //!
 //! Owns: building the request and turning the answer into text and success.
 //! Must not: act on processes itself (the daemon does, with its checks).
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A checkpoint moves GiBs into host memory: allow it minutes.
@@ -16,15 +18,59 @@ pub struct Credentials {
     pub password: String,
 }
 
+/// PEM files for an `https://` daemon: a CA to trust beside the system's
+/// roots (a private CA), and a client certificate with its key (for
+/// `client_auth_type: RequireAndVerifyClientCert`).
+#[derive(Debug, Clone, Default)]
+pub struct TlsFiles {
+    pub ca_file: Option<PathBuf>,
+    pub cert_file: Option<PathBuf>,
+    pub key_file: Option<PathBuf>,
+}
+
+fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+}
+
+/// An HTTP client with the TLS files applied.
+///
+/// # Errors
+/// An unreadable or invalid file (naming its flag), or a certificate
+/// without its key.
+pub fn client(tls: &TlsFiles) -> Result<reqwest::Client, String> {
+    let mut b = reqwest::Client::builder().timeout(REQUEST_TIMEOUT);
+    if let Some(ca) = &tls.ca_file {
+        let pem = read("--ca-file", ca)?;
+        let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| format!("--ca-file {}: {e}", ca.display()))?;
+        b = b.add_root_certificate(cert);
+    }
+    match (&tls.cert_file, &tls.key_file) {
+        (Some(c), Some(k)) => {
+            let mut pem = read("--cert-file", c)?;
+            pem.push(b'\n');
+            pem.extend(read("--key-file", k)?);
+            let id = reqwest::Identity::from_pem(&pem)
+                .map_err(|e| format!("--cert-file {} / --key-file {}: {e}", c.display(), k.display()))?;
+            b = b.identity(id);
+        }
+        (None, None) => {}
+        _ => return Err("--cert-file and --key-file go together".into()),
+    }
+    b.build().map_err(|e| format!("cannot build an HTTP client: {e}"))
+}
+
 /// POSTs `{url}/api/v1/processes/{pid}/{action}`; Ok(body) on 2xx.
 ///
 /// # Errors
 /// The daemon's answer (status and body) or why it could not be reached.
-pub async fn lifecycle(url: &str, pid: u32, action: &str, auth: Option<Credentials>) -> Result<String, String> {
-    let client = reqwest::Client::builder()
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+pub async fn lifecycle(
+    url: &str,
+    pid: u32,
+    action: &str,
+    auth: Option<Credentials>,
+    tls: &TlsFiles,
+) -> Result<String, String> {
+    let client = client(tls)?;
     let endpoint = format!("{}/api/v1/processes/{pid}/{action}", url.trim_end_matches('/'));
     let mut req = client.post(&endpoint);
     if let Some(c) = auth {
@@ -37,5 +83,32 @@ pub async fn lifecycle(url: &str, pid: u32, action: &str, auth: Option<Credentia
         Ok(body)
     } else {
         Err(format!("{endpoint}: {status}: {}", body.trim()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_tls_files_name_their_flag() {
+        let missing = TlsFiles {
+            ca_file: Some("/nonexistent/ca.pem".into()),
+            ..TlsFiles::default()
+        };
+        assert!(
+            client(&missing)
+                .err()
+                .is_some_and(|e| e.starts_with("--ca-file /nonexistent/ca.pem"))
+        );
+        let half = TlsFiles {
+            cert_file: Some("/nonexistent/c.pem".into()),
+            ..TlsFiles::default()
+        };
+        assert_eq!(
+            client(&half).err().as_deref(),
+            Some("--cert-file and --key-file go together")
+        );
+        assert!(client(&TlsFiles::default()).is_ok());
     }
 }

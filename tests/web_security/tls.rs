@@ -118,3 +118,52 @@ async fn rotated_certificates_are_served_without_a_restart() {
     .await;
     app.stop().await.expect("clean stop");
 }
+
+/// `gpumemd resume` reaches a daemon behind a private CA that requires a
+/// client certificate and basic auth (issue 16): with `--ca-file`,
+/// `--cert-file`/`--key-file` and the credentials it gets the endpoint's own
+/// answer (403: lifecycle is off here), without the client certificate it
+/// does not get an HTTP answer at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_resume_cli_reaches_a_tls_daemon_with_a_client_cert() {
+    let (dir, ca, _) = tls_dir();
+    let good = leaf(&ca, "operator", true);
+    let cert = write(dir.path(), "client.pem", &good.cert);
+    let key = write(dir.path(), "client.key", &good.key);
+    let pw = write(dir.path(), "pw", "s3cret\n");
+    let hash = bcrypt::hash("s3cret", 4).expect("bcrypt");
+    let yaml = format!(
+        "{TLS_ONLY}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.pem\nbasic_auth_users:\n  alice: {hash}\n"
+    );
+    let app = daemon(dir.path(), &yaml).await;
+    let url = format!("https://127.0.0.1:{}", app.addr.port());
+    let ca_file = dir.path().join("ca.pem");
+    let run = |with_cert: bool| {
+        let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_gpumemd"));
+        c.args(["resume", "4242", "--url", &url, "--user", "alice"])
+            .arg("--password-file")
+            .arg(&pw)
+            .arg("--ca-file")
+            .arg(&ca_file);
+        if with_cert {
+            c.arg("--cert-file").arg(&cert).arg("--key-file").arg(&key);
+        }
+        async move {
+            let out = tokio::task::spawn_blocking(move || c.output().expect("run gpumemd resume"))
+                .await
+                .expect("join");
+            (out.status.success(), String::from_utf8_lossy(&out.stderr).to_string())
+        }
+    };
+    let (ok, err) = run(true).await;
+    assert!(
+        !ok && err.contains("403") && err.contains("Lifecycle API is not enabled"),
+        "{err}"
+    );
+    let (ok, err) = run(false).await;
+    assert!(
+        !ok && !err.contains("403"),
+        "no HTTP answer without a client cert: {err}"
+    );
+    app.stop().await.expect("clean stop");
+}
