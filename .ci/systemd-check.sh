@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Checks deploy/systemd/ with the real systemd tools, without systemd as PID 1:
-#  - `systemd-analyze verify` on the unit, alone and with the reclaim drop-in;
+#  - `systemd-analyze verify` on the unit, alone, with the reclaim drop-in and
+#    with the suspend drop-in;
 #    any diagnostic (unknown key, bad value, missing binary) fails;
 #  - `systemd-analyze security --offline=true` exposure at most 2.0, alone and
 #    with the drop-in; the measured levels are printed.
@@ -20,6 +21,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 unit=deploy/systemd/gpumemd.service
 dropin=deploy/systemd/reclaim.conf
+suspend=deploy/systemd/suspend.conf
 
 # $1: directory holding gpumemd.service (and maybe gpumemd.service.d/)
 verify() {
@@ -37,13 +39,18 @@ security() {
   [ "$rc" -eq 0 ] || { echo "$out" | grep '✗'; echo "systemd-check: exposure $level above the limit"; return 1; }
 }
 
-mkdir -p "$tmp/plain" "$tmp/reclaim/gpumemd.service.d" "$tmp/shipped/gpumemd.service.d"
+mkdir -p "$tmp/plain" "$tmp/reclaim/gpumemd.service.d" "$tmp/shipped/gpumemd.service.d" \
+  "$tmp/suspend/gpumemd.service.d" "$tmp/shipped-suspend/gpumemd.service.d"
 sed "s#^ExecStart=/usr/bin/gpumemd #ExecStart=$bin #" "$unit" >"$tmp/plain/gpumemd.service"
 grep -q "^ExecStart=$bin " "$tmp/plain/gpumemd.service" || { echo "systemd-check: ExecStart=/usr/bin/gpumemd ... not found in $unit"; exit 1; }
 cp "$tmp/plain/gpumemd.service" "$tmp/reclaim/"
 cp "$dropin" "$tmp/reclaim/gpumemd.service.d/"
 cp "$unit" "$tmp/shipped/"
 cp "$dropin" "$tmp/shipped/gpumemd.service.d/"
+cp "$tmp/plain/gpumemd.service" "$tmp/suspend/"
+cp "$suspend" "$tmp/suspend/gpumemd.service.d/"
+cp "$unit" "$tmp/shipped-suspend/"
+cp "$suspend" "$tmp/shipped-suspend/gpumemd.service.d/"
 
 echo "--- verify $unit"
 verify "$tmp/plain"
@@ -54,8 +61,17 @@ verify "$tmp/reclaim"
 merged=$(systemd-analyze security --offline=true --no-pager "$tmp/reclaim/gpumemd.service" 2>&1 || true)
 grep -q 'CapabilityBoundingSet=~CAP_KILL .*may send' <<<"$merged" || { echo "systemd-check: the reclaim drop-in was not applied"; exit 1; }
 
+echo "--- verify $unit + $suspend"
+verify "$tmp/suspend"
+merged=$(systemd-analyze security --offline=true --no-pager "$tmp/suspend/gpumemd.service" 2>&1 || true)
+grep -q 'CapabilityBoundingSet=~CAP_SYS_PTRACE' <<<"$merged" || { echo "systemd-check: the suspend drop-in was not applied"; exit 1; }
+grep 'CAP_SYS_PTRACE' <<<"$merged" | head -2
+
 echo "--- security $unit"
 security "$(dirname "$unit")" "unit"
 echo "--- security $unit + $dropin"
 security "$tmp/shipped" "unit + reclaim.conf"
+# Suspend alone needs no CAP_KILL; both drop-ins together measure 2.1.
+echo "--- security $unit + $suspend"
+security "$tmp/shipped-suspend" "unit + suspend.conf"
 echo "systemd check passed"
