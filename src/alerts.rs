@@ -15,7 +15,7 @@ use serde::Serialize;
 use crate::rules::Rule;
 use crate::rules::eval::{self, Alert, EvalState, State, Transition};
 use crate::snapshot::Snapshot;
-pub use actions::{changed_payloads, payload, reclaim_targets, targets_of};
+pub use actions::{changed_payloads, firing_targets_of, payload, reclaim_targets, targets_of};
 
 /// What readers see: active alerts and the latest transitions.
 #[derive(Debug, Clone, Default, Serialize)]

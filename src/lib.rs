@@ -278,10 +278,19 @@ fn alert_hooks(
             tokio::task::spawn_blocking(move || r.request(targets));
         }
         // Suspends take seconds per GiB: their own blocking task each time.
+        // Passing refusals are retried while the alert fires (suspend_retry).
         let targets = alerts::targets_of(transitions, rules::RuleAction::Suspend);
-        if !targets.is_empty() {
+        let retry = if reclaimer.suspend_retries_pending() {
+            alerts::firing_targets_of(engine.firing(), rules::RuleAction::Suspend)
+        } else {
+            Vec::new()
+        };
+        if !targets.is_empty() || !retry.is_empty() {
             let r = reclaimer.clone();
-            tokio::task::spawn_blocking(move || r.suspend(targets));
+            tokio::task::spawn_blocking(move || {
+                r.suspend(targets);
+                r.retry_suspends(retry, clock::unix_now())
+            });
         }
     })
 }

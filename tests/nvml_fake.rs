@@ -27,3 +27,5 @@ mod reclaim_e2e;
 mod scale;
 #[path = "nvml_fake/suspend_e2e.rs"]
 mod suspend_e2e;
+#[path = "nvml_fake/suspend_faults.rs"]
+mod suspend_faults;

@@ -45,19 +45,36 @@ pub fn reclaim_targets(transitions: &[Transition]) -> Vec<Target> {
 pub fn targets_of(transitions: &[Transition], action: RuleAction) -> Vec<Target> {
     transitions
         .iter()
-        .filter(|t| t.to == State::Firing && t.alert.action == Some(action))
-        .flat_map(|t| {
-            t.alert.targets.iter().map(|p| Target {
-                pid: p.pid,
-                start_time: p.start_time,
-                start_ticks: p.start_ticks,
-                uid: p.uid,
-                user: p.user.clone(),
-                comm: p.comm.clone(),
-                rule: t.alert.rule.to_string(),
-                gpu_uuid: p.uuid.clone(),
-                used_bytes: p.used_bytes,
-            })
+        .filter(|t| t.to == State::Firing)
+        .flat_map(|t| alert_targets(&t.alert, action))
+        .collect()
+}
+
+/// The processes of firing alerts (e.g. the engine's firing set) with
+/// `action`: what a refused suspend is retried on.
+pub fn firing_targets_of<'a>(alerts: impl Iterator<Item = &'a Alert>, action: RuleAction) -> Vec<Target> {
+    alerts
+        .filter(|a| a.state == State::Firing)
+        .flat_map(|a| alert_targets(a, action))
+        .collect()
+}
+
+fn alert_targets(a: &Alert, action: RuleAction) -> Vec<Target> {
+    if a.action != Some(action) {
+        return Vec::new();
+    }
+    a.targets
+        .iter()
+        .map(|p| Target {
+            pid: p.pid,
+            start_time: p.start_time,
+            start_ticks: p.start_ticks,
+            uid: p.uid,
+            user: p.user.clone(),
+            comm: p.comm.clone(),
+            rule: a.rule.to_string(),
+            gpu_uuid: p.uuid.clone(),
+            used_bytes: p.used_bytes,
         })
         .collect()
 }

@@ -86,6 +86,8 @@ pub async fn suspend(State(st): State<AppState>, Path(raw): Path<String>) -> Res
         Err((status, body)) => return text(status, body),
     };
     let Some(target) = listed_target(&st, pid) else {
+        // Audited and counted (it writes a line: off the async workers).
+        let _ = tokio::task::spawn_blocking(move || r.refuse_unlisted(pid, "api")).await;
         return text(
             StatusCode::NOT_FOUND,
             format!("pid {pid} is not listed by NVML on any GPU in the latest poll\n"),

@@ -20,6 +20,7 @@ mod recover;
 mod signal;
 mod suspend;
 mod suspend_config;
+mod suspend_retry;
 mod types;
 
 use std::collections::HashSet;
@@ -37,6 +38,7 @@ pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
 pub use suspend::{Listing, Suspended};
 pub use suspend_config::{ResumeMode, SuspendConfig};
+pub use suspend_retry::{MAX_RETRIES, RETRY_BACKOFF_SECS};
 pub use types::{Action, Outcome, Target};
 
 use escalate::{Pending, Worker};

@@ -66,6 +66,7 @@ impl Suspended {
 #[derive(Debug)]
 pub(super) struct SuspendState {
     inner: Mutex<Inner>,
+    pub(super) retries: super::suspend_retry::Retries,
 }
 
 struct Inner {
@@ -100,6 +101,7 @@ impl SuspendState {
                 in_flight: 0,
                 warned_unavailable: false,
             }),
+            retries: super::suspend_retry::Retries::default(),
         }
     }
 }
@@ -134,14 +136,40 @@ impl Reclaimer {
 
     /// Suspends each target (blocking: run it off the async workers).
     pub fn suspend(&self, targets: Vec<Target>) -> Vec<(Target, Outcome)> {
+        self.suspend_at(targets, crate::clock::unix_now())
+    }
+
+    /// [`Self::suspend`] at Unix time `now`, which starts a passing
+    /// refusal's back-off (`suspend_retry`).
+    pub(super) fn suspend_at(&self, targets: Vec<Target>, now: f64) -> Vec<(Target, Outcome)> {
         let cfg = self.shared.config();
         targets
             .into_iter()
             .map(|t| {
                 let o = self.suspend_one(&cfg, &t);
+                self.shared.suspend.retries.note(&t, &o, now);
                 (t, o)
             })
             .collect()
+    }
+
+    /// Records a suspend asked (by the API) for a PID NVML's latest poll
+    /// does not list: refused `not_listed`, audited and counted like every
+    /// other refusal (disabled when reclaim is off).
+    pub fn refuse_unlisted(&self, pid: u32, rule: &str) -> Outcome {
+        let cfg = self.shared.config();
+        let outcome = if cfg.enabled {
+            Outcome::Refused("not_listed")
+        } else {
+            Outcome::Disabled
+        };
+        let t = Target {
+            pid,
+            rule: rule.into(),
+            ..Target::default()
+        };
+        self.shared.record(Action::Suspend, &t, &outcome, cfg.dry_run, None);
+        outcome
     }
 
     fn suspend_one(&self, cfg: &ReclaimConfig, t: &Target) -> Outcome {

@@ -297,3 +297,58 @@ fn when_free_waits_resume_after_even_with_room() {
         [(PID, Outcome::Done)]
     );
 }
+
+#[test]
+fn a_passing_refusal_is_retried_after_a_back_off_while_the_alert_fires() {
+    use crate::reclaim::{MAX_RETRIES, RETRY_BACKOFF_SECS};
+    let f = fixture(cfg(false));
+    let t0 = 1000.0;
+    f.sim.fail_next(Call::Lock, codes::TIMEOUT);
+    assert!(matches!(
+        f.r.suspend_at(vec![target()], t0).remove(0).1,
+        Outcome::Failed(_)
+    ));
+    assert!(f.r.suspend_retries_pending());
+    let firing = || vec![target()];
+    assert!(
+        f.r.retry_suspends(firing(), t0 + RETRY_BACKOFF_SECS - 1.0).is_empty(),
+        "within the back-off"
+    );
+    assert!(
+        f.r.retry_suspends(Vec::new(), t0 + RETRY_BACKOFF_SECS).is_empty(),
+        "alert resolved"
+    );
+    let again = f.r.retry_suspends(firing(), t0 + RETRY_BACKOFF_SECS);
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].1, Outcome::Done);
+    assert!(!f.r.suspend_retries_pending(), "done: nothing left to retry");
+
+    // A refusal that would answer the same again is not retried...
+    let g = fixture(ReclaimConfig {
+        allow_users: vec!["bob".into()],
+        ..cfg(false)
+    });
+    assert_eq!(
+        g.r.suspend_at(vec![target()], t0).remove(0).1,
+        Outcome::Refused("not_allowed")
+    );
+    assert!(!g.r.suspend_retries_pending());
+    // ...and a passing one only MAX_RETRIES times, the wait doubling.
+    let h = fixture(cfg(false));
+    let mut now = t0;
+    h.sim.fail_next(Call::Lock, codes::TIMEOUT);
+    h.r.suspend_at(vec![target()], now);
+    let mut waits = Vec::new();
+    for _ in 0..MAX_RETRIES {
+        h.sim.fail_next(Call::Lock, codes::TIMEOUT);
+        let next = (1..=1_000_000)
+            .map(|s| now + f64::from(s))
+            .find(|&at| !h.r.retry_suspends(vec![target()], at).is_empty())
+            .expect("retried");
+        waits.push(next - now);
+        now = next;
+    }
+    assert_eq!(waits[0], RETRY_BACKOFF_SECS);
+    assert!(waits.windows(2).all(|w| w[1] == 2.0 * w[0]), "{waits:?}");
+    assert!(!h.r.suspend_retries_pending(), "bounded: {waits:?}");
+}

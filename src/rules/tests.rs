@@ -258,4 +258,14 @@ fn config_errors_name_the_rule_and_its_line() {
         .unwrap_or_default();
     // The span names the element of the array of tables.
     assert!(e.starts_with("g.toml:3: rule[0].kind: unknown variant `nope`"), "{e}");
+    // An unknown action names the line and the two actions there are.
+    let text = "[[rule]]\nname = \"X\"\nkind = \"process_idle_holder\"\naction = \"hibernate\"\n";
+    let e = crate::config::Config::from_toml(text, "g.toml", false)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        e.starts_with("g.toml:4: rule[0].action: unknown variant `hibernate`, expected `terminate` or `suspend`"),
+        "{e}"
+    );
 }

@@ -7,7 +7,8 @@
 //! run, missing driver, host-memory guard, lock timeout and hung lock,
 //! failure after the lock, when-free resume, and the API's refusals. (PID
 //! reuse between the decision and the lock is in src/reclaim/suspend_tests.rs,
-//! where the reuse can be staged at the exact moment.)
+//! where the reuse can be staged at the exact moment; injected driver errors
+//! are in `suspend_faults`.)
 
 use std::path::Path;
 use std::process::{Child, Command};
@@ -19,7 +20,7 @@ use crate::harness::{Daemon, MIB, Opts, WAIT, lib_path};
 
 const UUID: &str = "GPU-11111111-2222-3333-4444-555555555555";
 
-struct Victim(Child);
+pub(crate) struct Victim(pub Child);
 
 impl Drop for Victim {
     fn drop(&mut self) {
@@ -28,13 +29,13 @@ impl Drop for Victim {
     }
 }
 
-fn victim() -> Victim {
+pub(crate) fn victim() -> Victim {
     Victim(Command::new("sleep").arg("300").spawn().expect("spawn sleep"))
 }
 
 /// One 1 GiB GPU whose only process is `pid` with 256 MiB (small, so the
 /// host-memory guard passes on any test machine), plus `more` TOML.
-fn scenario(dir: &Path, pid: u32, more: &str) -> std::path::PathBuf {
+pub(crate) fn scenario(dir: &Path, pid: u32, more: &str) -> std::path::PathBuf {
     let text = format!(
         "[[device]]\nuuid = \"{UUID}\"\ntotal = \"1GiB\"\nreserved = \"0\"\n\n[[device.process]]\npid = {pid}\nused = \"256MiB\"\n\n{more}\n"
     );
@@ -45,7 +46,7 @@ fn scenario(dir: &Path, pid: u32, more: &str) -> std::path::PathBuf {
 
 /// `[reclaim]` enabled for everyone, `suspend` knobs appended; `rule` adds
 /// the rule that suspends anything above 128 MiB.
-fn config(dry_run: bool, rule: bool, suspend: &str) -> String {
+pub(crate) fn config(dry_run: bool, rule: bool, suspend: &str) -> String {
     let lib = lib_path();
     let rule = if rule {
         "[[rule]]\nname = \"IdleHog\"\nkind = \"process_used_bytes\"\nabove = \"128MiB\"\naction = \"suspend\"\n"
@@ -59,13 +60,18 @@ fn config(dry_run: bool, rule: bool, suspend: &str) -> String {
     )
 }
 
-struct Run {
-    d: Daemon,
-    v: Victim,
+pub(crate) struct Run {
+    pub d: Daemon,
+    pub v: Victim,
     _dir: tempfile::TempDir,
 }
 
-async fn start(more_scenario: &str, extra: &str) -> Run {
+pub(crate) async fn start(more_scenario: &str, extra: &str) -> Run {
+    start_with(more_scenario, extra, "").await
+}
+
+/// As [`start`], with extra `[processes]` lines.
+pub(crate) async fn start_with(more_scenario: &str, extra: &str, processes: &str) -> Run {
     let v = victim();
     let dir = tempfile::tempdir().expect("tempdir");
     let sc = scenario(dir.path(), v.0.id(), more_scenario);
@@ -73,13 +79,14 @@ async fn start(more_scenario: &str, extra: &str) -> Run {
         scenario_path: Some(&sc),
         real_proc: true,
         extra,
+        processes,
         ..Opts::default()
     });
     d.ready().await;
     Run { d, v, _dir: dir }
 }
 
-fn audit(d: &Daemon) -> Vec<Value> {
+pub(crate) fn audit(d: &Daemon) -> Vec<Value> {
     std::fs::read_to_string(d.state_dir().join("reclaim-audit.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -88,7 +95,7 @@ fn audit(d: &Daemon) -> Vec<Value> {
 }
 
 /// Waits for an audit line of `action` with `result`.
-async fn audited(d: &Daemon, action: &str, result: &str) -> Value {
+pub(crate) async fn audited(d: &Daemon, action: &str, result: &str) -> Value {
     wait_until(WAIT, &format!("audit {action}/{result}"), || async {
         audit(d)
             .into_iter()
@@ -97,7 +104,7 @@ async fn audited(d: &Daemon, action: &str, result: &str) -> Value {
     .await
 }
 
-fn listed(snap: &Value, pid: u32) -> bool {
+pub(crate) fn listed(snap: &Value, pid: u32) -> bool {
     snap["devices"]
         .as_array()
         .into_iter()
@@ -106,19 +113,20 @@ fn listed(snap: &Value, pid: u32) -> bool {
         .any(|p| p["pid"] == pid)
 }
 
-fn used(snap: &Value) -> u64 {
+pub(crate) fn used(snap: &Value) -> u64 {
     crate::harness::device(snap, UUID)
         .and_then(|d| d["memory"]["used_bytes"].as_u64())
         .unwrap_or(0)
 }
 
-async fn post(d: &Daemon, pid: &str, action: &str) -> common::Response {
+pub(crate) async fn post(d: &Daemon, pid: &str, action: &str) -> common::Response {
     common::request(d.addr, "POST", &format!("/api/v1/processes/{pid}/{action}"), &[]).await
 }
 
 #[tokio::test]
 async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
-    let mut r = start("", &config(false, true, "")).await;
+    // Late releases are judged after 1 s: a suspended process must not be one.
+    let mut r = start_with("", &config(false, true, ""), "late_release_after = \"1s\"").await;
     let pid = r.v.0.id();
     let line = audited(&r.d, "suspend", "done").await;
     assert_eq!(
@@ -135,7 +143,39 @@ async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
     assert_eq!(dev["suspended"][0]["pid"], pid, "{dev}");
     assert_eq!(dev["suspended"][0]["state"], "suspended");
     assert_eq!(dev["suspended"][0]["suspended_bytes"], 256 * MIB);
+    let since = line["ts"].as_f64().expect("ts");
+    let later = wait_until(
+        WAIT,
+        "a poll 2.5 s after the suspend (past late_release_after)",
+        || async {
+            let s = r.d.snapshot().await;
+            (s["timestamp"].as_f64().unwrap_or(0.0) > since + 2.5).then_some(s)
+        },
+    )
+    .await;
+    let dev = crate::harness::device(&later, UUID).expect("device");
     assert_eq!(dev["unreleased"], serde_json::json!([]), "not a late release: {dev}");
+    assert_eq!(dev["holders"]["exited"], 0, "not an exited holder: {dev}");
+    assert_eq!(dev["suspended"][0]["pid"], pid, "still suspended: {dev}");
+    // `gpumemd snapshot --url` shows it too, as JSON and in the table.
+    let url = format!("http://{}", r.d.addr);
+    let cli = |json: bool| {
+        let mut c = std::process::Command::new(crate::harness::BIN);
+        c.args(["snapshot", "--url", &url, "--color", "never"]);
+        if json {
+            c.arg("--json");
+        }
+        c.output().expect("run gpumemd snapshot")
+    };
+    let out = cli(true);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("snapshot --json");
+    let cdev = crate::harness::device(&json, UUID).expect("device in snapshot --json");
+    assert_eq!(cdev["suspended"][0]["pid"], pid, "{cdev}");
+    assert_eq!(cdev["suspended"][0]["suspended_bytes"], 256 * MIB);
+    let table = String::from_utf8_lossy(&cli(false).stdout).to_string();
+    let want = format!("SUSPENDED: 256.0 MiB parked in host memory by pid {pid} (sleep,");
+    assert!(table.contains(&want), "{want} in\n{table}");
     // The status page's summary lists it under its GPU too.
     let summary: serde_json::Value =
         serde_json::from_str(&r.d.get("/api/v1/summary").await.body).expect("summary JSON");
@@ -260,6 +300,18 @@ async fn when_free_resumes_once_the_device_has_room() {
     )
     .await;
     audited(&r.d, "suspend", "done").await;
+    // 424 MiB free is room for the 256 MiB but not for the margin: nothing
+    // may resume before the neighbour leaves (poll 30; one poll per seq).
+    wait_until(WAIT, "poll 15", || async {
+        (r.d.snapshot().await["seq"].as_u64().unwrap_or(0) >= 15).then_some(())
+    })
+    .await;
+    assert!(
+        !audit(&r.d).iter().any(|l| l["action"] == "resume"),
+        "resumed without room for the margin: {:?}",
+        audit(&r.d)
+    );
+    assert!(!listed(&r.d.snapshot().await, r.v.0.id()), "still suspended at poll 15");
     let line = audited(&r.d, "resume", "done").await;
     assert_eq!(line["rule"], "when-free");
     let fired_first = audit(&r.d)
@@ -280,12 +332,26 @@ async fn the_api_answers_bad_requests_clearly() {
         ("abc", "resume", 400),
         ("-1", "suspend", 400),
         ("12345678", "resume", 404),
+        ("12345678", "suspend", 404),
     ] {
         let resp = post(&r.d, pid, action).await;
         assert_eq!(resp.status, status, "{pid}/{action}: {}", resp.body);
     }
+    // A suspend of a PID NVML does not list is audited and counted.
+    let line = audited(&r.d, "suspend", "refused").await;
+    assert_eq!(
+        (line["pid"].as_u64(), line["reason"].as_str()),
+        (Some(12345678), Some("not_listed"))
+    );
+    let body = r.d.metrics().await;
+    assert!(
+        body.contains("gpumem_reclaim_actions_total{action=\"suspend\",result=\"refused\"} 1"),
+        "{body}"
+    );
     let off = config(false, false, "").replace("enable_lifecycle = true", "enable_lifecycle = false");
     let r2 = start("", &off).await;
-    let resp = post(&r2.d, &r2.v.0.id().to_string(), "suspend").await;
-    assert_eq!(resp.status, 403, "{}", resp.body);
+    for action in ["suspend", "resume"] {
+        let resp = post(&r2.d, &r2.v.0.id().to_string(), action).await;
+        assert_eq!(resp.status, 403, "{action}: {}", resp.body);
+    }
 }

@@ -37,6 +37,15 @@ async fn basic_auth_guards_every_endpoint_and_says_nothing() {
         assert!(r.body.contains("gpumem_"));
         assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
     }
+    // The lifecycle POSTs (issue 16): 401 without credentials, from this
+    // layer, before the endpoint's own 403 for a lifecycle API left off.
+    for action in ["suspend", "resume"] {
+        let path = format!("/api/v1/processes/1/{action}");
+        let r = common::request(app.addr, "POST", &path, &[]).await;
+        assert_eq!(r.status, 401, "{path} without credentials");
+        let r = common::request(app.addr, "POST", &path, &[("Authorization", &right)]).await;
+        assert_eq!(r.status, 403, "{path} with credentials, lifecycle off: {}", r.body);
+    }
     // Methods other than GET/HEAD (and POST /-/reload) stay 405 behind auth.
     let r = common::request(app.addr, "DELETE", "/metrics", &[("Authorization", &right)]).await;
     assert_eq!(r.status, 405);
