@@ -211,6 +211,9 @@ def lock_phase(lock_timeout):
 
 def cap_phase(tag, caps, expect_ok):
     prefix = wrapper(caps)
+    if os.geteuid() != 0:
+        verdict(None if dry else False, tag, "needs root (setpriv/capsh change the bounding set)")
+        return
     if prefix is None:
         verdict(None, tag, "neither setpriv nor capsh found")
         return
