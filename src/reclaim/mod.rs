@@ -21,6 +21,7 @@ mod signal;
 mod suspend;
 mod suspend_config;
 mod suspend_retry;
+mod suspended;
 mod types;
 
 use std::collections::HashSet;

@@ -15,52 +15,17 @@ use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use serde::Serialize;
-
 #[cfg(test)]
 use super::AUDIT_FILE;
 use super::hostmem::{HostMemory, Meminfo};
 use super::procview::ViewError as VE;
 use super::recover::recover_later;
+pub use super::suspended::Suspended;
 use super::{Action, Outcome, ReclaimConfig, Reclaimer, Target, check, lock, precheck};
 use crate::cuda::{Checkpointer, CudaError, CudaState, Guarded, LibCuda, Opener};
 
 /// Whether NVML's latest poll still lists a PID.
 pub type Listing = Arc<dyn Fn(u32) -> bool + Send + Sync>;
-
-/// A process whose device memory is parked in host memory.
-#[derive(Debug, Clone, Serialize)]
-pub struct Suspended {
-    pub pid: u32,
-    pub gpu_uuid: String,
-    /// GPU bytes it held when suspended (now in host memory).
-    pub bytes: u64,
-    /// Unix seconds.
-    pub since: f64,
-    pub comm: String,
-    pub user: String,
-    pub rule: String,
-    /// Seconds the checkpoint took.
-    pub checkpoint_seconds: f64,
-    #[serde(skip)]
-    pub target: Target,
-}
-
-impl Suspended {
-    /// How the snapshot shows it under its device.
-    pub fn view(&self) -> crate::snapshot::SuspendedProcess {
-        crate::snapshot::SuspendedProcess {
-            pid: self.pid,
-            state: "suspended".into(),
-            suspended_bytes: self.bytes,
-            suspended_since: self.since,
-            comm: self.comm.clone(),
-            user: self.user.clone(),
-            rule: self.rule.clone(),
-            checkpoint_seconds: self.checkpoint_seconds,
-        }
-    }
-}
 
 /// Suspend's share of the reclaimer's state.
 #[derive(Debug)]

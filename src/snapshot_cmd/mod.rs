@@ -147,8 +147,7 @@ pub fn filter(snap: &mut Snapshot, opts: &SnapshotOpts) {
                 && (opts.pid.is_empty() || opts.pid.contains(&u.pid))
         });
         d.suspended.retain(|s| {
-            (opts.user.is_empty() || opts.user.contains(&s.user))
-                && (opts.pid.is_empty() || opts.pid.contains(&s.pid))
+            (opts.user.is_empty() || opts.user.contains(&s.user)) && (opts.pid.is_empty() || opts.pid.contains(&s.pid))
         });
     }
     snap.devices
