@@ -18,6 +18,9 @@ pub struct Overrides {
     pub web_config_file: Option<PathBuf>,
     /// `--web.telemetry-path`; only on the command line, like the exporters'.
     pub telemetry_path: Option<String>,
+    /// The web config turns TLS on (found at start, not a flag): default
+    /// links (`generatorURL`, the runbook) then say `https`.
+    pub tls: bool,
 }
 
 impl Overrides {
@@ -36,6 +39,7 @@ impl Overrides {
         if let Some(f) = &self.web_config_file {
             cfg.server.web_config_file = Some(f.clone());
         }
+        cfg.links.tls = self.tls;
         cfg.overrides = self.clone();
     }
 }
@@ -54,6 +58,7 @@ mod tests {
             listen: Some("127.0.0.1:2".into()),
             web_config_file: None,
             telemetry_path: None,
+            tls: false,
         };
         o.apply(&mut cfg);
         assert_eq!(cfg.nvml.library, "/cli/libnvml.so");
