@@ -27,7 +27,14 @@ fn main() -> ExitCode {
         Command::CheckConfig { file, demo } => check_config(&file, demo),
         Command::Snapshot { source, opts } => snapshot(&source, &opts),
         Command::Check(args) => return check(&args),
-        Command::Generate { what } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
+        Command::Generate {
+            what: gpumemd::cli::Generate::Man,
+            dir: Some(dir),
+        } => gpumemd::cli::generate_man_pages(&dir)
+            .map(|pages| pages.iter().for_each(|p| println!("{}", p.display())))
+            .map_err(|e| format!("cannot write the man pages to {}: {e}", dir.display())),
+        Command::Generate { what, dir: Some(_) } => Err(format!("--dir is for `generate man`, not {what:?}")),
+        Command::Generate { what, dir: None } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
             // `gpumemd generate man | head` is not a failure.
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write: {e}")),
             _ => Ok(()),

@@ -113,7 +113,7 @@ async fn an_unwritable_state_dir_is_logged_and_exported_and_alerts_still_work() 
     let mut log = Lines::new(child.0.stderr.take().expect("stderr"));
     let listening: serde_json::Value =
         serde_json::from_str(&log.wait_for("\"listening\"", WAIT)).expect("a JSON log line");
-    let addr: SocketAddr = listening["fields"]["address"]
+    let addr: SocketAddr = listening["address"]
         .as_str()
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {listening}"));
