@@ -120,7 +120,7 @@ async fn an_unwritable_state_dir_is_logged_and_exported_and_alerts_still_work() 
 
     // The log says what is wrong, and where.
     let line = log.wait_for("outbox unusable", WAIT);
-    assert!(line.contains("\"level\":\"ERROR\""), "{line}");
+    assert!(line.contains("\"level\":\"error\""), "{line}");
     assert!(
         line.contains(&file.display().to_string()),
         "the error names the path: {line}"
