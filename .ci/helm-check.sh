@@ -37,6 +37,13 @@ fi
 variant=(--set-json 'webConfig="basic_auth_users:\n  ops: $2y$10$abcdefghijklmnopqrstuu\n"'
          --set-json 'serviceMonitor.enabled=false' --set-json 'runtimeClassName=""'
          --set-json 'extraArgs=["--log.level=debug"]' --set-json 'allocatorSocket.enabled=true')
+# TLS and basic auth on, and the ServiceMonitor following them; a runbook
+# base of the site's own.
+secure=(--set-json 'webConfig="tls_server_config:\n  cert_file: /etc/gpumemd-web/tls.crt\n  key_file: /etc/gpumemd-web/tls.key\nbasic_auth_users:\n  prometheus: $2y$10$abcdefghijklmnopqrstuu\n"'
+        --set-json 'serviceMonitor.scheme="https"'
+        --set-json 'serviceMonitor.tlsConfig={"ca":{"secret":{"name":"gpumemd-ca","key":"ca.crt"}},"serverName":"gpumemd"}'
+        --set-json 'serviceMonitor.basicAuth={"username":{"name":"gpumemd-scrape","key":"user"},"password":{"name":"gpumemd-scrape","key":"password"}}'
+        --set-json 'prometheusRule.runbookBaseURL="https://wiki.example/gpumemd/runbook"')
 if command -v helm >/dev/null; then
   helm lint "$chart"
   helm template gpumemd "$chart" --namespace monitoring > "$out/default.yaml"
@@ -44,10 +51,12 @@ if command -v helm >/dev/null; then
     --set-json 'webConfig="basic_auth_users:\n  ops: x\n"' --set serviceMonitor.enabled=false \
     --set runtimeClassName= --set-json 'extraArgs=["--log.level=debug"]' \
     --set allocatorSocket.enabled=true > "$out/variant.yaml"
+  helm template gpumemd "$chart" --namespace monitoring "${secure[@]}" > "$out/secure.yaml"
   echo "rendered with $(helm version --short)"
 else
   python3 .ci/helm-render.py "$chart" > "$out/default.yaml"
   python3 .ci/helm-render.py "$chart" "${variant[@]}" > "$out/variant.yaml"
+  python3 .ci/helm-render.py "$chart" "${secure[@]}" > "$out/secure.yaml"
   echo "rendered with .ci/helm-render.py (no helm binary installed)"
 fi
 
@@ -57,6 +66,7 @@ import yaml, kubernetes_validate
 
 out, binary = sys.argv[1], sys.argv[2]
 CHART = "deploy/helm/gpumemd"
+PROJECT_RUNBOOK = "https://github.com/gpumemd/gpumemd/blob/main/docs/runbook.md"
 errors = []
 def need(cond, msg):
     if not cond:
@@ -75,7 +85,7 @@ for d in dashboards:
     need(open(f"{CHART}/files/dashboards/{d}").read() == open(f"grafana/dashboards/{d}").read(),
          f"files/dashboards/{d} differs from grafana/dashboards/{d} (run .ci/helm-check.sh --write)")
 
-for name in ("default.yaml", "variant.yaml"):
+for name in ("default.yaml", "variant.yaml", "secure.yaml"):
     kinds, docs = load(name)
     for d in docs:
         kind, n = d["kind"], d["metadata"]["name"]
@@ -111,11 +121,24 @@ for name in ("default.yaml", "variant.yaml"):
             need(json.loads(v) == json.load(open(f"grafana/dashboards/{k}")), f"{name}: dashboard {k} changed in rendering")
     pr = kinds.get("PrometheusRule")
     need(pr is not None and pr["metadata"]["labels"].get("release") == "kube-prometheus-stack", f"{name}: PrometheusRule without release label")
-    need(pr is not None and pr["spec"]["groups"] == rules["groups"], f"{name}: PrometheusRule groups differ from the rules file")
-    if name == "default.yaml":
+    base = "https://wiki.example/gpumemd/runbook" if name == "secure.yaml" else PROJECT_RUNBOOK
+    want_groups = yaml.safe_load(json.dumps(rules["groups"]).replace(PROJECT_RUNBOOK, base))
+    need(pr is not None and pr["spec"]["groups"] == want_groups, f"{name}: PrometheusRule groups differ from the rules file (runbook base {base})")
+    urls = [r["annotations"]["runbook_url"] for g in (pr or {"spec": {"groups": []}})["spec"]["groups"]
+            for r in g["rules"] if "alert" in r]
+    need(urls and all(u.startswith(base + "#") for u in urls), f"{name}: runbook_url not on {base}: {urls[:3]}")
+    if name == "secure.yaml":
+        ep = (kinds.get("ServiceMonitor") or {"spec": {"endpoints": [{}]}})["spec"]["endpoints"][0]
+        need(ep.get("scheme") == "https", f"secure.yaml: ServiceMonitor scheme {ep.get('scheme')!r} under TLS")
+        need(ep.get("tlsConfig", {}).get("serverName") == "gpumemd", "secure.yaml: ServiceMonitor has no tlsConfig")
+        need(ep.get("basicAuth", {}).get("password", {}).get("name") == "gpumemd-scrape", "secure.yaml: ServiceMonitor has no basicAuth")
+        need("Secret" in kinds, "secure.yaml: no web config Secret")
+    elif name == "default.yaml":
         sm = kinds.get("ServiceMonitor")
         need(sm is not None and sm["metadata"]["labels"].get("release") == "kube-prometheus-stack", "ServiceMonitor without release label")
         need(sm is not None and sm["spec"]["endpoints"][0]["port"] == "metrics", "ServiceMonitor does not scrape the metrics port")
+        ep = sm["spec"]["endpoints"][0] if sm else {}
+        need(ep.get("scheme") == "http" and "tlsConfig" not in ep and "basicAuth" not in ep, f"default ServiceMonitor endpoint: {ep}")
         need(spec.get("runtimeClassName") == "nvidia", "runtimeClassName not set by default")
     else:
         need("ServiceMonitor" not in kinds, "serviceMonitor.enabled=false still renders one")
@@ -126,5 +149,5 @@ for name in ("default.yaml", "variant.yaml"):
 if errors:
     print("helm check FAILED:\n  " + "\n  ".join(errors))
     sys.exit(1)
-print(f"helm check passed: default and variant render, {len(dashboards)} dashboards, PrometheusRule in sync, schemas valid")
+print(f"helm check passed: default, variant and secure (TLS + basic auth) render, {len(dashboards)} dashboards, PrometheusRule in sync, schemas valid")
 PY

@@ -5,7 +5,7 @@ chart uses, and fails loudly on anything else, so a template that needs
 more cannot pass CI unrendered:
   {{ .Values.a.b }}, {{ .Release.Name }}, {{ .Release.Namespace }},
   {{ .Chart.AppVersion }}, {{ .Files.Get "path" }}, `toYaml X`, `quote X`,
-  pipes into `nindent N` and `quote`, {{ if X }} ... {{ end }}, and the
+  pipes into `nindent N`, `quote` and `replace "OLD" NEW`, {{ if X }} ... {{ end }}, and the
   `{{-` / `-}}` whitespace trims, with Go template truthiness.
 Usage: helm-render.py CHART [--set-json KEY=JSON]... > manifests.yaml
 """
@@ -97,6 +97,9 @@ class Ctx:
             return json.dumps("" if v is None else str(v))
         if name == "toYaml" and not args:
             return to_yaml(v)
+        if name == "replace" and len(args) == 2:
+            old, new = (json.loads(a) if a.startswith('"') else self.term(a) for a in args)
+            return str(v).replace(str(old), str(new))
         raise SystemExit(f"helm-render: unsupported function `{name} {args}`")
 
     def expr(self, e):

@@ -34,7 +34,7 @@ if command -v kubectl >/dev/null; then
 fi
 
 exec "$py" - "$@" <<'EOF'
-import os, subprocess, sys, tempfile, tomllib
+import os, shutil, subprocess, sys, tempfile, tomllib
 import yaml
 
 K8S = "deploy/kubernetes"
@@ -48,6 +48,7 @@ EXPECTED = {
     "service.yaml": ["Service"],
     "servicemonitor.yaml": ["ServiceMonitor"],
     "prometheusrule.yaml": ["PrometheusRule"],
+    "links.yaml": ["ConfigMap"],
 }
 API = {"Namespace": "v1", "ConfigMap": "v1", "Service": "v1", "DaemonSet": "apps/v1",
        "ServiceMonitor": "monitoring.coreos.com/v1", "PrometheusRule": "monitoring.coreos.com/v1"}
@@ -110,7 +111,7 @@ if write:
     print(f"wrote {PROM_RULE} from {RULES}")
 
 # --- parse every manifest ---------------------------------------------------
-docs = {}
+docs, local_config = {}, {}
 for name in sorted(os.listdir(K8S)):
     if not name.endswith((".yaml", ".yml")) or name == "kustomization.yaml":
         continue
@@ -127,6 +128,9 @@ for name in sorted(os.listdir(K8S)):
         fail(f"{name}: kinds {kinds}, want {EXPECTED[name]}")
     for d in found:
         kind, md = d.get("kind"), d.get("metadata") or {}
+        if (md.get("annotations") or {}).get("config.kubernetes.io/local-config") == "true":
+            local_config[md.get("name")] = d  # kustomize's input, never applied
+            continue
         if d.get("apiVersion") != API.get(kind):
             fail(f"{name}: {kind} apiVersion {d.get('apiVersion')!r}, want {API.get(kind)!r}")
         if not md.get("name"):
@@ -279,7 +283,7 @@ for ep in get(sm, "spec", "endpoints", default=[]):
     if ep.get("port") not in sports:
         fail(f"servicemonitor.yaml: endpoint port {ep.get('port')!r} is not a Service port name")
     if ep.get("honorLabels"):
-        fail("servicemonitor.yaml: honorLabels must stay false (job -> exported_job)")
+        fail("servicemonitor.yaml: honorLabels must stay false (the target labels win)")
 
 # --- the PrometheusRule is the rules file ------------------------------------
 if get(pr, "spec", "groups") != rule_groups:
@@ -292,6 +296,49 @@ else:
     with open(PROM_RULE) as f:
         if f.read() != generate(rule_groups):
             fail(f"{PROM_RULE}: same rules, but not as generated; regenerate with: .ci/k8s-check.sh --write")
+
+# --- what kustomize renders: the runbook knob and the release overlay -------
+def kustomize(path):
+    r = subprocess.run(["kubectl", "kustomize", path], capture_output=True, text=True)
+    if r.returncode != 0:
+        fail(f"kubectl kustomize {path}: {r.stderr.strip()}")
+        return []
+    return [d for d in yaml.safe_load_all(r.stdout) if d]
+
+
+def runbook_urls(rendered):
+    return [(r["alert"], r.get("annotations", {}).get("runbook_url", ""))
+            for d in rendered if d.get("kind") == "PrometheusRule"
+            for g in d["spec"]["groups"] for r in g.get("rules", []) if "alert" in r]
+
+
+for name, r in runbook_urls([{"kind": "PrometheusRule", "spec": {"groups": rule_groups}}]):
+    if not r.startswith(("https://", "http://")):
+        fail(f"{RULES}: {name}: runbook_url {r!r} is not absolute (receivers know nothing of our docs)")
+OVERLAY = "deploy/kubernetes-overlays/kube-prometheus-stack"
+if shutil.which("kubectl"):
+    base = kustomize(K8S)
+    want = get(local_config.get("gpumemd-links", {}), "data", "runbookBaseURL", default="")
+    urls = runbook_urls(base)
+    if not want or not urls:
+        fail("links.yaml: no runbookBaseURL, or no alerts rendered")
+    for name, url in urls:
+        if url != f"{want}#{name.lower()}":
+            fail(f"kustomize: {name}: runbook_url {url!r}, want {want}#{name.lower()}")
+    if any(d.get("metadata", {}).get("name") == "gpumemd-links" for d in base):
+        fail("kustomize: the local-config links.yaml must not be rendered")
+    over = kustomize(OVERLAY)
+    for d in over:
+        labels = get(d, "metadata", "labels", default={})
+        if d["kind"] in ("ServiceMonitor", "PrometheusRule"):
+            if labels.get("release") != "kube-prometheus-stack":
+                fail(f"{OVERLAY}: {d['kind']} has no release label: {labels}")
+        elif "release" in labels:
+            fail(f"{OVERLAY}: {d['kind']} got the release label too")
+    if over:
+        print(f"kustomize: {len(urls)} runbook links on links.yaml's base; {OVERLAY} labels the ServiceMonitor and PrometheusRule")
+else:
+    print("kustomize checks skipped: no kubectl")
 
 if errors:
     print("k8s check FAILED:")

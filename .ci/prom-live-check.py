@@ -12,7 +12,7 @@ It checks, failing with a list of every problem found:
    rule of the daemon's src/rules/defaults.toml has a Prometheus mirror;
 2. at least one gpumemd alert is pending or firing (/api/v1/alerts) and the
    daemon's own gpumem_alerts series is there;
-3. every runbook_url anchor exists in docs/runbook.md, and every alert has a
+3. every runbook_url is absolute and its anchor exists in docs/runbook.md, and every alert has a
    `promtool test rules` case that fires and one that does not;
 4. every metric name in the rules and dashboards is in tests/golden/demo.prom,
    is a recording rule, or is one Prometheus makes itself;
@@ -255,6 +255,9 @@ def check_rules(prom, repo, deadline, problems):
         if "severity" not in r.get("labels", {}):
             problems.append(f"alert {name}: no severity label")
         url = ann.get("runbook_url", "")
+        if url and not url.startswith(("https://", "http://")):
+            problems.append(f"alert {name}: runbook_url {url!r} is relative; receivers (Alertmanager, "
+                            "chat, mail) know nothing of our docs: make it absolute")
         if "#" in url and url.split("#", 1)[1] not in anchors:
             problems.append(f"alert {name}: runbook anchor #{url.split('#', 1)[1]} not in docs/runbook.md")
 

@@ -143,6 +143,27 @@ def measure_refresh(base):
     return out
 
 
+def click_sort_header(base):
+    """Clicks the pid header twice in a real Chromium (.ci/statuspage-click.mjs,
+    over the DevTools protocol): the table re-sorts each time."""
+    p = subprocess.run(["node", "--experimental-websocket", os.path.join(os.path.dirname(os.path.abspath(__file__)), "statuspage-click.mjs"), CHROMIUM, base + "/"],
+                       capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        return [f"sort header click failed: {p.stderr.strip()[-500:]}"]
+    r = json.loads(p.stdout)
+    b, once, twice = r["before"], r["once"], r["twice"]
+    fail = []
+    if b["usedSort"] != "descending" or len(b["pids"]) < 2:
+        fail.append(f"before the click: {b}")
+    if once["pidSort"] != "descending" or once["pids"] != sorted(b["pids"], reverse=True):
+        fail.append(f"one click on pid: {once}, from {b}")
+    if twice["pidSort"] != "ascending" or twice["pids"] != sorted(b["pids"]):
+        fail.append(f"two clicks on pid: {twice}")
+    if not fail:
+        print(f"  sort header click: pids {b['pids']} -> {once['pids']} -> {twice['pids']}")
+    return fail
+
+
 def check_scenario(bin_, name, out_dir, results):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -227,7 +248,11 @@ def check_scenario(bin_, name, out_dir, results):
         if m is None or m.group(1).strip():
             fail.append("script errors: " + (m.group(1).strip() if m else "#jserrors missing"))
         png = os.path.abspath(os.path.join(out_dir, f"{name}.png"))
-        chrome(["--window-size=1280,1000", f"--screenshot={png}", base + "/"], console)
+        # gpu-lost: tall enough that the DOWN GPU (the last) is in the picture.
+        height = 2200 if name == "gpu-lost" else 1000
+        chrome([f"--window-size=1280,{height}", f"--screenshot={png}", base + "/"], console)
+        if name == "default":
+            fail += click_sort_header(base)
         chrome(["--window-size=390,1400", f"--screenshot={png[:-4]}-mobile.png", base + "/"], console)
         if name == "large":
             url = f"{base}/#open={uuids[0]}"

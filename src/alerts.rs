@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+/// The host name for the `instance` label.
+pub use crate::links::hostname;
 use crate::rules::Rule;
 use crate::rules::eval::{self, Alert, EvalState, State, Transition};
 use crate::snapshot::Snapshot;
@@ -117,15 +119,6 @@ impl AlertEngine {
     pub fn firing(&self) -> impl Iterator<Item = &Alert> {
         self.state.values().map(|a| &**a).filter(|a| a.state == State::Firing)
     }
-}
-
-/// The host name for the `instance` label.
-pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .ok()
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".into())
 }
 
 #[cfg(test)]

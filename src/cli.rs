@@ -54,11 +54,15 @@ pub enum Command {
     /// Exit 0 (no), 1 (yes, with where and by whom) or 2 (cannot tell), one
     /// line on stdout. For Slurm epilogs and node health checks (docs/slurm.md).
     Check(CheckArgs),
-    /// Print the man page (roff) or a shell's completion script.
+    /// Print the man page (roff) or a shell's completion script; `man --dir
+    /// DIR` writes gpumemd.1 and one gpumemd-SUBCOMMAND.1 per subcommand.
     #[command(hide = true)]
     Generate {
         #[arg(value_enum)]
         what: Generate,
+        /// With `man`: write every page into this directory.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
     },
     /// Poll once (or ask a running daemon), print a table (or JSON) and exit; `--watch` refreshes.
     Snapshot {
@@ -106,6 +110,21 @@ pub enum Generate {
     Bash,
     Zsh,
     Fish,
+}
+
+/// Writes the man pages of [`Cli`] into `dir`: `gpumemd.1` and one
+/// `gpumemd-SUBCOMMAND.1` per (visible) subcommand, which the top page's
+/// SUBCOMMANDS section names. Returns the files written.
+pub fn generate_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir)?;
+    clap_mangen::generate_to(Cli::command(), dir)?;
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "1"))
+        .collect();
+    pages.sort();
+    Ok(pages)
 }
 
 /// Writes the man page or a completion script for [`Cli`] to `out`.
@@ -202,11 +221,12 @@ impl Cli {
         Cli::parse_from(Cli::reorder(std::env::args_os().collect()))
     }
 
-    /// `gpumemd --demo snapshot ...` means `gpumemd snapshot --demo ...`:
-    /// `--demo` takes an optional value, so clap would read the subcommand
-    /// as the scenario's name. A subcommand name right after `--demo` is
-    /// moved in front of the flags (to a scenario file of that name, write
-    /// `--demo ./snapshot`).
+    /// `gpumemd --demo [SCENARIO] snapshot ...` means `gpumemd snapshot
+    /// --demo [SCENARIO] ...`: `--demo` takes an optional value, so clap
+    /// would read the subcommand as the scenario's name (or refuse it after
+    /// one). A subcommand name right after `--demo`, `--demo VALUE` or
+    /// `--demo=VALUE` is moved in front of the flags (to a scenario file of
+    /// that name, write `--demo ./snapshot`).
     pub fn reorder(mut args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
         let cmd = Cli::command();
         let is_sub = |a: &std::ffi::OsString| {
@@ -215,7 +235,14 @@ impl Cli {
         };
         // Only the first subcommand-like word counts: a later one is a value.
         let first = (1..args.len()).find(|&i| is_sub(&args[i]));
-        let found = first.filter(|&i| i > 1 && args[i - 1].to_str() == Some("--demo"));
+        let at = |i: usize| args.get(i).and_then(|a| a.to_str()).unwrap_or_default();
+        let after_demo = |i: usize| {
+            let prev = at(i - 1);
+            prev == "--demo"
+                || prev.starts_with("--demo=")
+                || (i > 2 && at(i - 2) == "--demo" && !prev.starts_with('-'))
+        };
+        let found = first.filter(|&i| i > 1 && after_demo(i));
         if let Some(i) = found {
             let sub = args.remove(i);
             args.insert(1, sub);
@@ -330,6 +357,24 @@ mod tests {
                 assert_eq!(opts.gpu, vec!["1".to_string()]);
             }
             other => panic!("{other:?}"),
+        }
+        // With a scenario: the value travels with --demo.
+        for (given, want) in [
+            (
+                &["gpumemd", "--demo", "mig", "snapshot"][..],
+                &["gpumemd", "snapshot", "--demo", "mig"][..],
+            ),
+            (
+                &["gpumemd", "--demo=mig", "snapshot", "--json"],
+                &["gpumemd", "snapshot", "--demo=mig", "--json"],
+            ),
+        ] {
+            let reordered = Cli::reorder(args(given));
+            assert_eq!(reordered, args(want));
+            match Cli::try_parse_from(reordered).map(Cli::into_command) {
+                Ok(Command::Snapshot { source, .. }) => assert_eq!(source.demo.as_deref(), Some("mig")),
+                other => panic!("{given:?}: {other:?}"),
+            }
         }
         // A scenario value and flags after the subcommand stay where they are.
         let kept = args(&["gpumemd", "snapshot", "--demo", "mig"]);

@@ -1,10 +1,9 @@
 //! Log setup in the Prometheus exporters' conventions: `--log.level` and
-//! `--log.format logfmt|json`, written to stderr. Owns the logfmt line
-//! format (`ts=... level=... msg=... key=value`); it must not decide what is
-//! logged, nor read the config file.
+//! `--log.format logfmt|json`, written to stderr. Owns both line formats
+//! (`ts=... level=... msg=... key=value`, and the same flat keys as one JSON
+//! object); it must not decide what is logged, nor read the config file.
 
 use std::fmt::{self, Write as _};
-use std::io::IsTerminal;
 
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -56,7 +55,7 @@ pub fn init(format: LogFormat, level: Option<LogLevel>, default_level: &str) {
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Logfmt => b.event_format(Logfmt).try_init(),
-        LogFormat::Json => b.with_ansi(std::io::stderr().is_terminal()).json().try_init(),
+        LogFormat::Json => b.event_format(Json).try_init(),
     };
 }
 
@@ -86,6 +85,49 @@ where
         }
         writeln!(w, "{line}")
     }
+}
+
+/// The JSON event format, flat as Prometheus' own: `{"ts":"...","level":
+/// "info","target":"...","msg":"...","key":"value",...}` (tracing's
+/// default nests the fields and upper-cases the level). A field named like
+/// one of the four fixed keys is written as `field_<name>`, so no key
+/// repeats.
+pub struct Json;
+
+impl<S, N> FormatEvent<S, N> for Json
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(&self, _ctx: &FmtContext<'_, S, N>, mut w: Writer<'_>, event: &Event<'_>) -> fmt::Result {
+        let meta = event.metadata();
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        writeln!(w, "{}", json_line(meta.level(), meta.target(), &fields, &rfc3339_now()))
+    }
+}
+
+fn json_line(level: &tracing::Level, target: &str, fields: &Fields, ts: &str) -> String {
+    let q = |v: &str| serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into());
+    let mut line = format!(
+        "{{\"ts\":{},\"level\":{},\"target\":{}",
+        q(ts),
+        q(&level.as_str().to_ascii_lowercase()),
+        q(target)
+    );
+    if let Some(msg) = &fields.message {
+        let _ = write!(line, ",\"msg\":{}", q(msg));
+    }
+    for (k, v) in &fields.pairs {
+        let key = if matches!(*k, "ts" | "level" | "target" | "msg") {
+            format!("field_{k}")
+        } else {
+            (*k).to_string()
+        };
+        let _ = write!(line, ",{}:{}", q(&key), q(v));
+    }
+    line.push('}');
+    line
 }
 
 /// The event's message and its other fields, as strings.
@@ -184,6 +226,22 @@ mod tests {
             push_value(&mut s, v);
             assert_eq!(s, want, "for {v:?}");
         }
+    }
+
+    #[test]
+    fn json_lines_are_flat_with_prometheus_keys() {
+        let fields = Fields {
+            message: Some("listening \"here\"".into()),
+            pairs: vec![("address", "127.0.0.1:9947".into()), ("level", "shadowed".into())],
+        };
+        let line = json_line(&tracing::Level::INFO, "gpumemd", &fields, "2026-12-03T16:00:00.000Z");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("one JSON object");
+        assert_eq!(v["ts"], "2026-12-03T16:00:00.000Z");
+        assert_eq!(v["level"], "info");
+        assert_eq!(v["msg"], "listening \"here\"");
+        assert_eq!(v["address"], "127.0.0.1:9947", "fields at the top level: {line}");
+        assert_eq!(v["field_level"], "shadowed", "no key repeats");
+        assert!(v.get("fields").is_none() && !line.contains('\n'));
     }
 
     #[test]

@@ -27,7 +27,14 @@ fn main() -> ExitCode {
         Command::CheckConfig { file, demo } => check_config(&file, demo),
         Command::Snapshot { source, opts } => snapshot(&source, &opts),
         Command::Check(args) => return check(&args),
-        Command::Generate { what } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
+        Command::Generate {
+            what: gpumemd::cli::Generate::Man,
+            dir: Some(dir),
+        } => gpumemd::cli::generate_man_pages(&dir)
+            .map(|pages| pages.iter().for_each(|p| println!("{}", p.display())))
+            .map_err(|e| format!("cannot write the man pages to {}: {e}", dir.display())),
+        Command::Generate { what, dir: Some(_) } => Err(format!("--dir is for `generate man`, not {what:?}")),
+        Command::Generate { what, dir: None } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
             // `gpumemd generate man | head` is not a failure.
             Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write: {e}")),
             _ => Ok(()),
@@ -73,6 +80,7 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, Strin
         cuda_lib: src.cuda_lib.clone(),
         listen,
         web_config_file: run.and_then(|r| r.web_config.clone()),
+        tls: false,
         telemetry_path: match run {
             Some(r) if r.telemetry_path != DEFAULT_TELEMETRY_PATH => {
                 gpumemd::http::check_telemetry_path(&r.telemetry_path)
@@ -113,11 +121,14 @@ fn run(args: RunArgs) -> Result<(), String> {
         gpumemd::shutdown::install_early()
     };
     gpumemd::logging::init(args.log_format, args.log_level, "info");
-    let cfg = load_config(&args.source, &overrides(&args.source, Some(&args))?)?;
+    let mut cfg = load_config(&args.source, &overrides(&args.source, Some(&args))?)?;
     // Checked before binding, so a bad file is one line and exit 1, not a
     // server that starts and then fails.
     if let Some(f) = &cfg.server.web_config_file {
-        gpumemd::http::webconfig::load(f).map_err(|e| e.to_string())?;
+        let web = gpumemd::http::webconfig::load(f).map_err(|e| e.to_string())?;
+        let mut o = cfg.overrides.clone();
+        o.tls = web.tls.is_some();
+        o.apply(&mut cfg);
     }
     let source = make_source(&cfg, args.source.demo.as_deref())?;
     if let Some(name) = source.demo_name() {

@@ -186,6 +186,7 @@ mod tests {
             listen: Some("127.0.0.1:0".into()),
             web_config_file: None,
             telemetry_path: None,
+            tls: false,
         }
         .apply(&mut cfg);
         std::fs::write(&path, "[nvml]\nlibrary = \"from-file.so\"\n[processes]\ntop_n = 7\n").expect("write");

@@ -184,10 +184,15 @@ fn sigterm_exits_0() {
         .find(|l| l.contains("\"listening\""))
         .expect("a listening log line");
     let v: serde_json::Value = serde_json::from_str(&listening).expect("JSON log line");
+    // Flat, as Prometheus' exporters log: ts, level (lower case), msg, fields.
+    assert_eq!(
+        (v["level"].as_str(), v["msg"].as_str()),
+        (Some("info"), Some("listening")),
+        "{v}"
+    );
+    assert!(v["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{v}");
     assert!(
-        v["fields"]["address"]
-            .as_str()
-            .is_some_and(|a| a.starts_with("127.0.0.1:")),
+        v["address"].as_str().is_some_and(|a| a.starts_with("127.0.0.1:")),
         "{v}"
     );
     let status = Command::new("kill")
@@ -339,6 +344,27 @@ fn man_page_and_completions_come_from_the_cli_definition() {
         );
     }
     assert!(gpumemd(&["generate", "powershell"]).status.code() == Some(2));
+    // One page per subcommand, as the top page's SUBCOMMANDS section names.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = gpumemd(&["generate", "man", "--dir", dir.path().to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+    for sub in ["check", "snapshot", "suspend", "resume", "check-config", "run"] {
+        let text = page(&format!("gpumemd-{sub}.1"));
+        assert!(
+            text.contains(&format!(".TH gpumemd-{sub} 1")),
+            "no gpumemd-{sub}.1: {text}"
+        );
+    }
+    assert!(
+        page("gpumemd-check.1").contains("allow\\-user"),
+        "check's flags are documented"
+    );
+    assert!(page("gpumemd.1").contains("gpumemd\\-check(1)"));
+    assert!(
+        !dir.path().join("gpumemd-generate.1").exists(),
+        "the hidden one stays hidden"
+    );
 }
 
 /// Where a daemon started with `--log-format json` on 127.0.0.1:0 listens,
@@ -361,7 +387,7 @@ fn start_daemon(args: &[&str]) -> (std::process::Child, String) {
     // Keep draining the log so the daemon never blocks on a full pipe.
     std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
     let v: serde_json::Value = serde_json::from_str(&listening).expect("JSON log line");
-    let addr = v["fields"]["address"].as_str().expect("address").to_string();
+    let addr = v["address"].as_str().expect("address").to_string();
     (child, format!("http://{addr}"))
 }
 
@@ -400,6 +426,16 @@ fn demo_before_snapshot_is_the_same_command() {
     };
     assert_eq!(gpus(&a), gpus(&b));
     assert_eq!(gpus(&a).len(), 2, "{a}");
+    // With a scenario, spelled both ways.
+    for args in [
+        &["--demo", "mig", "snapshot", "--json"][..],
+        &["--demo=mig", "snapshot", "--json"],
+    ] {
+        let out = gpumemd(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(v["demo"], "mig", "{args:?}");
+    }
 }
 
 #[test]

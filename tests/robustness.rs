@@ -113,14 +113,14 @@ async fn an_unwritable_state_dir_is_logged_and_exported_and_alerts_still_work() 
     let mut log = Lines::new(child.0.stderr.take().expect("stderr"));
     let listening: serde_json::Value =
         serde_json::from_str(&log.wait_for("\"listening\"", WAIT)).expect("a JSON log line");
-    let addr: SocketAddr = listening["fields"]["address"]
+    let addr: SocketAddr = listening["address"]
         .as_str()
         .and_then(|a| a.parse().ok())
         .unwrap_or_else(|| panic!("no address in {listening}"));
 
     // The log says what is wrong, and where.
     let line = log.wait_for("outbox unusable", WAIT);
-    assert!(line.contains("\"level\":\"ERROR\""), "{line}");
+    assert!(line.contains("\"level\":\"error\""), "{line}");
     assert!(
         line.contains(&file.display().to_string()),
         "the error names the path: {line}"

@@ -20,7 +20,7 @@ use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::source::GpuSource;
 use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
-use gpumemd::statuspage::{self, config::StatusPageConfig};
+use gpumemd::statuspage::{self, config::PageLinks};
 use serde_json::Value;
 
 /// What the issue allows one refresh of the page to download.
@@ -99,8 +99,8 @@ fn one_refresh_at_the_large_scale_stays_under_200_kb() {
         s.timestamp = 1.7e9 + seq as f64;
         history.record(&s);
     }
-    let cfg = StatusPageConfig::default();
-    let summary = statuspage::summarize(&snap, &alerts, &cfg, statuspage::default_top(64), None);
+    let links = PageLinks::default();
+    let summary = statuspage::summarize(&snap, &alerts, &links, statuspage::default_top(64), None);
     let summary = serde_json::to_vec(&summary).unwrap();
     let full = ViewOptions {
         points: Some(PAGE_POINTS),
@@ -154,6 +154,8 @@ async fn the_page_reads_summary_history_and_runbook_from_the_daemon() {
     assert_eq!(summary["totals"]["devices"], 2);
     assert!(devices[0]["holders"]["live"].as_u64().unwrap() > 0, "{summary}");
     assert_eq!(summary["grafana_url"], "");
+    assert_eq!(summary["metrics_path"], "/metrics", "the page's metrics link");
+    assert_eq!(summary["runbook_url"], "/runbook", "the runbook this daemon serves");
 
     let top1: Value = serde_json::from_str(&app.get("/api/v1/summary?top=1").await.body).unwrap();
     for d in top1["devices"].as_array().unwrap() {
@@ -186,4 +188,29 @@ async fn the_page_reads_summary_history_and_runbook_from_the_daemon() {
         &runbook.body[..200]
     );
     app.stop().await.unwrap();
+}
+
+/// The page is served by the daemon alone: no script, style, font or image
+/// from anywhere else (air-gapped nodes, and no third party sees who looks).
+#[test]
+fn the_page_loads_no_external_assets() {
+    let page = include_str!("../src/http/status_page.html");
+    assert!(page.len() > 1000 && page.contains("<script"), "the page itself");
+    // The SVG namespace is an identifier, never fetched.
+    let without_ns = page.replace("\"http://www.w3.org/2000/svg\"", "");
+    for needle in [
+        "http://",
+        "https://",
+        "//cdn",
+        "@import",
+        "url(",
+        "src=",
+        "<link rel=\"stylesheet",
+    ] {
+        assert!(!without_ns.contains(needle), "the page references `{needle}`");
+    }
+    assert!(
+        page.contains("<link rel=\"icon\" href=\"data:,\">"),
+        "no favicon fetch either"
+    );
 }

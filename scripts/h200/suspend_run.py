@@ -101,8 +101,9 @@ def log_event(message):
             e = json.loads(l)
         except ValueError:
             continue
-        if e.get("fields", {}).get("message") == message:
-            return e["fields"]
+        # The JSON log is flat (msg and the fields at the top level).
+        if e.get("msg") == message:
+            return e
     return None
 
 

@@ -322,11 +322,13 @@ impl Config {
         };
         // Built-in rules link to their runbook section (absolute, for
         // receivers that know nothing of gpumemd's docs).
+        let host = crate::links::hostname();
+        let port = parse_listen(&self.server.listen).map_or(0, |a| a.port);
         let mut out: Vec<crate::rules::RuleConfig> = base
             .into_iter()
             .filter(|b| !self.rules.iter().any(|r| r.name == b.name))
             .map(|mut b| {
-                let url = self.links.runbook_url(&b.name);
+                let url = self.links.runbook_url(&b.name, &host, port);
                 b.annotations.entry("runbook_url".into()).or_insert(url);
                 b
             })
@@ -378,6 +380,7 @@ impl Config {
             return Err(invalid(&["server", "listen"], message));
         }
         self.check_rules(origin, &doc)?;
+        self.status_page.alias_runbook_into(&mut self.links);
         self.links.check().map_err(|m| invalid(&["links"], m))?;
         if let Err(message) = self.notify.validate() {
             return Err(keyed_error(origin, &doc, &message));

@@ -18,6 +18,9 @@ pub struct Overrides {
     pub web_config_file: Option<PathBuf>,
     /// `--web.telemetry-path`; only on the command line, like the exporters'.
     pub telemetry_path: Option<String>,
+    /// The web config turns TLS on (found at start, not a flag): default
+    /// links (`generatorURL`, the runbook) then say `https`.
+    pub tls: bool,
 }
 
 impl Overrides {
@@ -36,6 +39,7 @@ impl Overrides {
         if let Some(f) = &self.web_config_file {
             cfg.server.web_config_file = Some(f.clone());
         }
+        cfg.links.tls = self.tls;
         cfg.overrides = self.clone();
     }
 }
@@ -54,11 +58,34 @@ mod tests {
             listen: Some("127.0.0.1:2".into()),
             web_config_file: None,
             telemetry_path: None,
+            tls: false,
         };
         o.apply(&mut cfg);
         assert_eq!(cfg.nvml.library, "/cli/libnvml.so");
         assert_eq!(cfg.server.listen, "127.0.0.1:2");
         assert_eq!(cfg.server.web_config_file, None, "not overridden: the file's value");
         assert_eq!(cfg.overrides, o);
+        assert_eq!(cfg.links.generator_url("node1", 2), "http://node1:2/#alerts");
+    }
+
+    #[test]
+    fn a_tls_listener_makes_the_default_links_https_across_reloads() {
+        let o = Overrides {
+            tls: true,
+            ..Overrides::default()
+        };
+        let mut cfg = Config::defaults(false);
+        o.apply(&mut cfg);
+        assert_eq!(cfg.links.generator_url("node1", 9947), "https://node1:9947/#alerts");
+        // A reload re-reads the file and applies the same overrides.
+        let mut next = Config::defaults(false);
+        cfg.overrides.clone().apply(&mut next);
+        assert!(next.links.tls);
+        let rules = next.effective_rules();
+        assert!(
+            rules
+                .iter()
+                .all(|r| r.cfg.annotations["runbook_url"].starts_with("https://"))
+        );
     }
 }

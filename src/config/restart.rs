@@ -174,6 +174,7 @@ mod tests {
             listen: Some("127.0.0.1:0".into()),
             web_config_file: None,
             telemetry_path: None,
+            tls: false,
         };
         let (mut a, mut b) = (cfg(""), cfg("[processes]\ntop_n = 5"));
         o.apply(&mut a);

@@ -213,11 +213,20 @@ fn built_in_rules_link_to_their_runbook_section_and_user_rules_keep_theirs() {
     );
     assert_eq!(url("GpuLost").as_deref(), Some("https://wiki.example/gpu#gpulost"));
     assert_eq!(url("Mine"), None, "a site's own rule has no section in our runbook");
+    // By default: this daemon's own /runbook, absolute for receivers.
     let default = Config::defaults(false).effective_rules();
-    assert!(
-        default
-            .iter()
-            .all(|r| r.cfg.annotations["runbook_url"].starts_with("https://"))
-    );
-    assert!(err("[links]\nrunbook_base_url = \"docs/runbook.md\"\n").contains("not an http(s) URL"));
+    for r in &default {
+        let url = &r.cfg.annotations["runbook_url"];
+        let want = format!("/runbook#{}", r.cfg.name.to_lowercase());
+        assert!(url.starts_with("http://") && url.ends_with(&want), "{url}");
+    }
+    assert!(err("[links]\nrunbook_base_url = \"docs/runbook.md\"\n").contains("nor a path on this daemon"));
+    // The deprecated [status_page] runbook_url is the same knob.
+    let old =
+        Config::from_toml("[status_page]\nrunbook_url = \"https://wiki.example/rb\"\n", "t", false).expect("valid");
+    assert_eq!(old.links.runbook_base_url, "https://wiki.example/rb");
+    assert!(old.status_page.runbook_url.is_empty());
+    let both = "[links]\nrunbook_base_url = \"https://new.example/rb\"\n[status_page]\nrunbook_url = \"/old\"\n";
+    let both = Config::from_toml(both, "t", false).expect("valid");
+    assert_eq!(both.links.runbook_base_url, "https://new.example/rb", "[links] wins");
 }

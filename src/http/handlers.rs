@@ -123,7 +123,8 @@ pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, 
         .top
         .unwrap_or_else(|| statuspage::default_top(snap.devices.len()))
         .min(statuspage::MAX_TOP);
-    let summary = statuspage::summarize(&snap, &alerts, &cfg.status_page, top, q.gpu.as_deref());
+    let links = statuspage::config::PageLinks::new(&cfg.status_page, &cfg.links, &st.telemetry_path);
+    let summary = statuspage::summarize(&snap, &alerts, &links, top, q.gpu.as_deref());
     with_suspended(&st, &summary)
 }
 

@@ -12,10 +12,27 @@ pub struct StatusPageConfig {
     /// (`/d/gpumemd-fleet`, `/d/gpumemd-gpu?var-uuid=...`). Empty: no links.
     #[serde(skip_serializing_if = "LinkBase::is_empty")]
     pub grafana_url: LinkBase,
-    /// Base of each alert's runbook link (the page appends `#rulename` in
-    /// lower case). Empty: the runbook this daemon serves at `/runbook`.
+    /// Deprecated alias of `[links] runbook_base_url` (one knob for every
+    /// runbook link): when set and that is not, it becomes that.
     #[serde(skip_serializing_if = "LinkBase::is_empty")]
     pub runbook_url: LinkBase,
+}
+
+impl StatusPageConfig {
+    /// Moves the deprecated `runbook_url` into `[links]` unless that is set
+    /// too (then `[links]` wins); warns either way, so the old key is seen.
+    pub fn alias_runbook_into(&mut self, links: &mut crate::links::LinksConfig) {
+        if self.runbook_url.is_empty() {
+            return;
+        }
+        tracing::warn!(
+            "[status_page] runbook_url is deprecated: set [links] runbook_base_url (the one runbook knob) instead"
+        );
+        if links.runbook_base_url == crate::links::DEFAULT_RUNBOOK_BASE {
+            links.runbook_base_url = self.runbook_url.as_str().to_string();
+        }
+        self.runbook_url = LinkBase::default();
+    }
 }
 
 /// A URL the page turns into a link: empty, or `http(s)://...` or a path
@@ -56,5 +73,45 @@ impl TryFrom<String> for LinkBase {
 impl From<LinkBase> for String {
     fn from(l: LinkBase) -> String {
         l.0
+    }
+}
+
+/// The links the page draws, resolved from the live config at each
+/// summary: Grafana's base, the runbook's (a path on this daemon stays
+/// relative, so it works through any proxy or tunnel) and the metrics path
+/// (`--web.telemetry-path`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageLinks {
+    pub grafana_url: String,
+    pub runbook_url: String,
+    pub metrics_path: String,
+}
+
+impl PageLinks {
+    pub fn new(page: &StatusPageConfig, links: &crate::links::LinksConfig, metrics_path: &str) -> Self {
+        PageLinks {
+            grafana_url: page.grafana_url.as_str().to_string(),
+            runbook_url: links.runbook_base_url.split('#').next().unwrap_or_default().to_string(),
+            metrics_path: metrics_path.to_string(),
+        }
+    }
+
+    /// An alert's `runbook_url` annotation that points at a daemon's own
+    /// runbook path (`http://node:9947/runbook#rule`, as the built-in rules
+    /// get by default) is dropped for the page: the relative base serves
+    /// the same page from wherever the page itself was loaded.
+    pub fn page_runbook(&self, annotation: Option<String>) -> Option<String> {
+        let local = self.runbook_url.starts_with('/');
+        annotation.filter(|u| !(local && u.split('#').next().unwrap_or_default().ends_with(&self.runbook_url)))
+    }
+}
+
+impl Default for PageLinks {
+    fn default() -> Self {
+        PageLinks {
+            grafana_url: String::new(),
+            runbook_url: crate::links::DEFAULT_RUNBOOK_BASE.into(),
+            metrics_path: "/metrics".into(),
+        }
     }
 }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::config::StatusPageConfig;
+use super::config::PageLinks;
 use crate::alerts::AlertsView;
 use crate::rules::eval::{Alert, State};
 use crate::snapshot::{
@@ -46,9 +46,12 @@ pub struct Summary {
     pub stale: bool,
     pub driver: Option<DriverInfo>,
     pub poll: PollBrief,
-    /// Link bases from `[status_page]` (empty: none / the built-in runbook).
+    /// Link bases: Grafana (`[status_page]`, empty: no links), the
+    /// runbook (`[links] runbook_base_url`; a path is on this daemon) and
+    /// the metrics path (`--web.telemetry-path`).
     pub grafana_url: String,
     pub runbook_url: String,
+    pub metrics_path: String,
     pub totals: Totals,
     pub devices: Vec<SummaryDevice>,
     pub alerts: AlertsBrief,
@@ -175,13 +178,7 @@ pub struct TransitionBrief {
 
 /// The summary of `snap` and `alerts`: every device (or only `gpu`, by
 /// UUID) with its `top` largest processes.
-pub fn summarize(
-    snap: &Snapshot,
-    alerts: &AlertsView,
-    cfg: &StatusPageConfig,
-    top: usize,
-    gpu: Option<&str>,
-) -> Summary {
+pub fn summarize(snap: &Snapshot, alerts: &AlertsView, links: &PageLinks, top: usize, gpu: Option<&str>) -> Summary {
     let p = &snap.poll;
     Summary {
         seq: snap.seq,
@@ -198,8 +195,9 @@ pub fn summarize(
             errors_total: p.errors_total.values().sum(),
             overruns_total: p.overruns_total,
         },
-        grafana_url: cfg.grafana_url.as_str().to_string(),
-        runbook_url: cfg.runbook_url.as_str().to_string(),
+        grafana_url: links.grafana_url.clone(),
+        runbook_url: links.runbook_url.clone(),
+        metrics_path: links.metrics_path.clone(),
         totals: totals(&snap.devices),
         devices: snap
             .devices
@@ -207,7 +205,7 @@ pub fn summarize(
             .filter(|d| gpu.is_none_or(|g| g == d.uuid))
             .map(|d| device(d, top))
             .collect(),
-        alerts: alerts_brief(alerts),
+        alerts: alerts_brief(alerts, links),
     }
 }
 
@@ -284,12 +282,15 @@ fn proc_brief(p: &Process) -> ProcBrief {
     }
 }
 
-fn alerts_brief(v: &AlertsView) -> AlertsBrief {
+fn alerts_brief(v: &AlertsView, links: &PageLinks) -> AlertsBrief {
     let mut by_rule: BTreeMap<&str, Vec<&Alert>> = BTreeMap::new();
     for a in &v.alerts {
         by_rule.entry(&a.rule).or_default().push(a);
     }
-    let mut groups: Vec<AlertGroup> = by_rule.into_iter().map(|(rule, list)| group(rule, list)).collect();
+    let mut groups: Vec<AlertGroup> = by_rule
+        .into_iter()
+        .map(|(rule, list)| group(rule, list, links))
+        .collect();
     let sev = |s: &str| match s {
         "critical" => 0,
         "warning" => 1,
@@ -323,7 +324,7 @@ fn alerts_brief(v: &AlertsView) -> AlertsBrief {
     }
 }
 
-fn group(rule: &str, mut list: Vec<&Alert>) -> AlertGroup {
+fn group(rule: &str, mut list: Vec<&Alert>, links: &PageLinks) -> AlertGroup {
     let since = |a: &Alert| match a.state {
         State::Firing => a.fired_at.unwrap_or(a.active_at),
         _ => a.active_at,
@@ -341,7 +342,7 @@ fn group(rule: &str, mut list: Vec<&Alert>) -> AlertGroup {
             .unwrap_or_default(),
         firing: list.iter().filter(|a| a.state == State::Firing).count(),
         pending: list.iter().filter(|a| a.state == State::Pending).count(),
-        runbook_url: first.and_then(|a| a.annotation("runbook_url")),
+        runbook_url: links.page_runbook(first.and_then(|a| a.annotation("runbook_url"))),
         since: list.iter().map(|a| a.active_at).fold(f64::INFINITY, f64::min),
         examples: list
             .iter()

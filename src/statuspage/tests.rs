@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::config::{LinkBase, StatusPageConfig};
+use super::config::{LinkBase, PageLinks};
 use super::*;
 use crate::alerts::AlertsView;
 use crate::rules::annotations::Annotations;
@@ -67,13 +67,7 @@ fn fleet(gpus: u32, procs: u32) -> Snapshot {
 
 #[test]
 fn devices_keep_their_top_processes_and_totals_count_everything() {
-    let s = summarize(
-        &fleet(4, 20),
-        &AlertsView::default(),
-        &StatusPageConfig::default(),
-        3,
-        None,
-    );
+    let s = summarize(&fleet(4, 20), &AlertsView::default(), &PageLinks::default(), 3, None);
     assert_eq!(s.devices.len(), 4);
     for d in &s.devices {
         assert_eq!(d.process_count, 20);
@@ -93,7 +87,7 @@ fn devices_keep_their_top_processes_and_totals_count_everything() {
     let one = summarize(
         &fleet(4, 20),
         &AlertsView::default(),
-        &StatusPageConfig::default(),
+        &PageLinks::default(),
         50,
         Some("GPU-2"),
     );
@@ -116,7 +110,7 @@ fn alerts_are_grouped_by_rule_with_counts_firing_and_severe_first() {
         transitions: Vec::new(),
         rules: vec!["Leak".into(), "Noisy".into(), "Quiet".into()],
     };
-    let s = summarize(&fleet(1, 0), &view, &StatusPageConfig::default(), 5, None);
+    let s = summarize(&fleet(1, 0), &view, &PageLinks::default(), 5, None);
     let a = &s.alerts;
     assert_eq!((a.rules, a.firing, a.pending), (3, 42, 2));
     let order: Vec<(&str, usize, usize)> = a
@@ -157,13 +151,40 @@ fn link_bases_must_be_web_links() {
 }
 
 #[test]
-fn the_runbook_has_an_anchor_per_default_rule() {
+fn the_runbook_has_a_section_per_built_in_and_demo_rule() {
     let html = runbook::html();
-    for rule in ["GpuMemoryLeakSuspected", "GpuLost", "GpuMemoryHeldByExitedProcess"] {
+    let mut names: Vec<String> = Vec::new();
+    for set in [crate::rules::DEFAULT_RULES, crate::rules::DEMO_RULES] {
+        let rules = crate::rules::parse_rule_set(set).unwrap_or_default();
+        assert!(rules.len() > 5, "the rule set parses");
+        names.extend(rules.into_iter().map(|r| r.name));
+    }
+    for rule in &names {
         assert!(
             html.contains(&format!("<h2 id=\"{}\">{rule}</h2>", rule.to_lowercase())),
-            "{rule}"
+            "docs/runbook.md has no `## {rule}` section"
         );
     }
     assert!(!html.contains("<script"), "escaped text only");
+}
+
+#[test]
+fn the_page_links_its_own_runbook_relatively_and_others_as_given() {
+    let local = PageLinks::default();
+    let own = Some("http://node1:9947/runbook#gpulost".to_string());
+    assert_eq!(
+        local.page_runbook(own.clone()),
+        None,
+        "the page's /runbook#rule instead"
+    );
+    let wiki = Some("https://wiki.example/gpu#mine".to_string());
+    assert_eq!(local.page_runbook(wiki.clone()), wiki, "a rule's own link stays");
+    let links = crate::links::LinksConfig {
+        runbook_base_url: "https://wiki.example/gpu".into(),
+        ..crate::links::LinksConfig::default()
+    };
+    let remote = PageLinks::new(&Default::default(), &links, "/m2");
+    assert_eq!(remote.runbook_url, "https://wiki.example/gpu");
+    assert_eq!(remote.metrics_path, "/m2");
+    assert_eq!(remote.page_runbook(own.clone()), own, "only a local base replaces it");
 }

@@ -240,11 +240,10 @@ async fn sigterm_removes_the_socket_file() {
 /// The Python package itself, with a fake torch, against the real daemon.
 #[tokio::test]
 async fn the_python_package_reports_to_the_daemon() {
-    let python = Path::new("/usr/bin/python3");
-    if !python.exists() {
-        eprintln!("SKIPPED: no /usr/bin/python3");
+    let found = Some(Path::new("/usr/bin/python3")).filter(|p| p.exists());
+    let Some(python) = crate::common::peer_or_skip("python3", found, "apt-get install python3") else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("a.sock");
     let fake = dir.path().join("fake");

@@ -165,7 +165,7 @@ impl Daemon {
             .recv_timeout(WAIT)
             .unwrap_or_else(|_| panic!("no \"listening\" log line; logs: {:#?}", daemon.logs()));
         let v: Value = serde_json::from_str(&line).expect("JSON log line");
-        daemon.addr = v["fields"]["address"]
+        daemon.addr = v["address"]
             .as_str()
             .and_then(|a| a.parse().ok())
             .unwrap_or_else(|| panic!("no address in {line}"));
