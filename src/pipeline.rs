@@ -176,8 +176,11 @@ impl Pipeline {
                 health: rd.health,
                 ..Device::default()
             };
-            if let Some(h) = dev.health.as_mut() {
-                self.xids.record(&dev.uuid, &rd.xid_events, now, h);
+            // A down GPU has no health this poll, but its events (often
+            // the reason it is down) are counted and its book is kept.
+            match dev.health.as_mut() {
+                Some(h) => self.xids.record(&dev.uuid, &rd.xid_events, now, h),
+                None => self.xids.note(&dev.uuid, &rd.xid_events, now),
             }
             // Sorted before attribution (which keeps pid and bytes): moving
             // references is cheaper than moving whole `Process` values.

@@ -18,7 +18,9 @@ pub struct HealthConfig {
     pub interval: Option<PositiveDuration>,
     /// Register for NVML's critical Xid and ECC events and count them.
     pub xid_events: bool,
-    /// Recent Xid events kept per device for the JSON API and snapshot.
+    /// Recent Xid events kept per device for the JSON API and snapshot
+    /// (0: none listed). The memory-Xid rule keeps its own 15-minute window
+    /// of memory-related events, whatever this is.
     pub recent_events: usize,
 }
 
