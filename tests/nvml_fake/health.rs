@@ -95,7 +95,11 @@ async fn every_health_family_with_the_drivers_values() {
             format!("gpumem_device_retired_pages{{uuid=\"{OLD}\",cause=\"double_bit_ecc\"}} 0"),
             format!("gpumem_device_retired_pages_pending{{uuid=\"{OLD}\"}} 1"),
             format!("gpumem_device_row_remap_failed{{uuid=\"{ECC_OFF}\"}} 1"),
-            format!("gpumem_device_remapped_rows{{uuid=\"{ECC_OFF}\",severity=\"correctable\"}} 2"),
+            // Re-read every poll: the row remapped at poll 3 shows...
+            format!("gpumem_device_remapped_rows{{uuid=\"{ECC_OFF}\",severity=\"correctable\"}} 3"),
+            // ...while the ECC mode, turned pending-on at poll 3, is the
+            // reading of poll 1 for 5 minutes (ECC_MODE_EVERY).
+            format!("gpumem_device_ecc_enabled{{uuid=\"{ECC_OFF}\",mode=\"pending\"}} 0"),
         ],
     );
     let snap = d.snapshot().await;
