@@ -229,6 +229,8 @@ def check_scenario(bin_, name, out_dir, results):
             fail.append("no out-of-memory note naming the other holders on the page")
         if "DEMO: simulated fleet" not in dom:
             fail.append("the page does not say it is a demo")
+        if name == "default" and "Memory health: " not in dom:
+            fail.append("no 'Memory health' line (the demo has GPUs with ECC errors and a remap pending)")
         if name == "gpu-lost" and "DOWN: " not in dom:
             fail.append("the lost GPU is not shown as DOWN")
         if name == "mig" and ">MIG " not in dom and "MIG " not in dom:

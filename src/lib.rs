@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod cuda;
 pub mod diagnosis;
+pub mod events;
 pub mod health;
 pub mod history;
 pub mod http;
@@ -109,6 +110,9 @@ pub async fn run(
     let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
         .with_peak_window(cfg.poll.peak_window.get().as_secs_f64())
         .with_recent_xids(cfg.health.recent_events);
+    // `GET /api/v1/events`; kept whether or not the allocator view is on.
+    let events = events::EventLog::shared();
+    pipeline = pipeline.with_events(events.clone());
     let demo = source.demo_name().is_some();
     // `_socket` removes the allocator socket when `run` ends.
     let (allocator, _socket) = start_allocator(&cfg, demo, stop_rx.clone());
@@ -147,6 +151,7 @@ pub async fn run(
         counters: metrics::Counters::following(Some(reclaimer.clone()), notifiers.clone(), state_dir_writable)
             .with_allocator(allocator.clone()),
         allocator,
+        events,
         build: build_info(),
         history: recent,
         telemetry_path: telemetry_path.unwrap_or_else(|| cli::DEFAULT_TELEMETRY_PATH.to_string()),

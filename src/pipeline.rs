@@ -59,6 +59,8 @@ pub struct Pipeline {
     tensor_leaks: TensorLeaks,
     /// Xid event counts and recent events per device.
     xids: crate::health::XidBook,
+    /// Where each Xid event is also listed (`GET /api/v1/events`).
+    events: Option<std::sync::Arc<crate::events::EventLog>>,
 }
 
 /// Small ids for the UUIDs of the devices present, so a `ProcKey` is `Copy`
@@ -116,6 +118,7 @@ impl Pipeline {
             allocator: None,
             tensor_leaks: TensorLeaks::new(leak),
             xids: crate::health::XidBook::new(crate::health::HealthConfig::default().recent_events),
+            events: None,
         }
     }
 
@@ -135,6 +138,12 @@ impl Pipeline {
     /// Keeps the last `keep` Xid events per device (`[health] recent_events`).
     pub fn with_recent_xids(mut self, keep: usize) -> Self {
         self.xids = crate::health::XidBook::new(keep);
+        self
+    }
+
+    /// Lists every Xid event in `log` too (the daemon's shared event list).
+    pub fn with_events(mut self, log: std::sync::Arc<crate::events::EventLog>) -> Self {
+        self.events = Some(log);
         self
     }
 
@@ -176,9 +185,13 @@ impl Pipeline {
                 health: rd.health,
                 ..Device::default()
             };
-            if let Some(h) = dev.health.as_mut() {
-                self.xids.record(&dev.uuid, &rd.xid_events, now, h);
+            // A down GPU has no health this poll, but its events (often
+            // the reason it is down) are counted and its book is kept.
+            match dev.health.as_mut() {
+                Some(h) => self.xids.record(&dev.uuid, &rd.xid_events, now, h),
+                None => self.xids.note(&dev.uuid, &rd.xid_events, now),
             }
+            self.list_xids(&dev.uuid, &rd.xid_events, now);
             // Sorted before attribution (which keeps pid and bytes): moving
             // references is cheaper than moving whole `Process` values.
             let mut order: Vec<&RawProcess> = rd.processes.iter().collect();
@@ -194,6 +207,18 @@ impl Pipeline {
         }
         self.forget_gone(&devices);
         (raw.driver, devices)
+    }
+
+    fn list_xids(&self, uuid: &str, xids: &[u64], now: f64) {
+        let Some(log) = &self.events else { return };
+        for &xid in xids {
+            let memory = crate::snapshot::health::memory_related(xid);
+            log.push(
+                crate::events::Event::new("xid", now, uuid)
+                    .with("xid", xid)
+                    .with("memory_related", memory),
+            );
+        }
     }
 
     fn diagnose(&mut self, dev: &mut Device, now: f64, util: Option<&Utilization>) {

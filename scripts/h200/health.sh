@@ -11,7 +11,9 @@
 #    and gpumem_poll_duration_seconds of every poll at 250 ms, two rounds of
 #    each, alternated.
 # Writes OUT_DIR/summary.txt (PASS / FAIL / INFO lines with the numbers),
-# OUT_DIR/benchmarks.md (the table for BENCHMARKS.md) and the raw logs.
+# OUT_DIR/benchmarks.md (the table for BENCHMARKS.md), OUT_DIR/health-lines.prom
+# (the raw health samples of /metrics with health on, to keep as evidence),
+# OUT_DIR/events-on.json (GET /api/v1/events) and the raw logs.
 # Usage: scripts/h200/health.sh GPUMEMD OUT_DIR
 # Dry run without a GPU (what .ci/run does, shorter with SECS=4 ROUNDS=100):
 #   NVML_LIB=target/debug/deps/libfake_nvml.so \
@@ -100,6 +102,7 @@ with open(path, "a") as f:
 PY
     curl -s -m 5 "http://127.0.0.1:$port/metrics" >"$out/metrics-$name.prom"
     curl -s -m 5 "http://127.0.0.1:$port/api/v1/snapshot" >"$out/snapshot-$name.json"
+    curl -s -m 5 "http://127.0.0.1:$port/api/v1/events" >"$out/events-$name.json"
   fi
   kill "$gpid" 2>/dev/null; wait "$gpid" 2>/dev/null; gpid=
 }
@@ -112,5 +115,10 @@ for round in 1 2; do
   echo "== gpumemd with health off (round $round)"
   run_daemon off $'[health]\nenabled = false\nxid_events = false'
 done
+
+# The raw health samples (and their HELP/TYPE), small enough to keep in
+# docs/verification beside the summary.
+grep -E '^(# (HELP|TYPE) )?gpumem_(device_(ecc_|remapped_rows|row_remap_|retired_pages|memory_temperature|xid_errors)|poll_(source_)?duration_seconds)' \
+  "$out/metrics-on.prom" >"$out/health-lines.prom" 2>/dev/null
 
 timeout 60 python3 "$here/health_check.py" "$out" | tee "$out/report.txt"

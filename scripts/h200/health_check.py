@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Judges a scripts/h200/health.sh run: reads OUT_DIR's calls.jsonl,
-nvidia-smi-fields.tsv, metrics-{on,off}.prom, snapshot-on.json and
-poll-{on,off}.jsonl; writes OUT_DIR/summary.txt (PASS / FAIL / INFO / SKIP
+nvidia-smi-fields.tsv, metrics-{on,off}.prom, health-lines.prom,
+snapshot-on.json, events-{on,off}.json and poll-{on,off}.jsonl; writes OUT_DIR/summary.txt (PASS / FAIL / INFO / SKIP
 lines) and OUT_DIR/benchmarks.md (the table for BENCHMARKS.md), and prints
 the summary. Exit 1 when any line is FAIL.
 
@@ -31,7 +31,8 @@ FAMILIES = {
     "gpumem_device_retired_pages": "nvmlDeviceGetRetiredPages(multiple single-bit)",
     "gpumem_device_retired_pages_pending": "nvmlDeviceGetRetiredPagesPendingStatus",
     "gpumem_device_memory_temperature_celsius": "nvmlDeviceGetFieldValues(MEMORY_TEMP)",
-    "gpumem_device_xid_errors_total": "nvmlDeviceRegisterEvents(Xid critical + ECC)",
+    # gpumemd registers critical Xids only (no ECC event types, docs/design.md).
+    "gpumem_device_xid_errors_total": "nvmlDeviceRegisterEvents(Xid critical)",
 }
 # Per-GPU poll cost of the health reads above which something is wrong.
 MAX_POLL_DELTA_US = 500.0
@@ -189,6 +190,30 @@ def check_snapshot(snap):
     return max(len(gpus), 1)
 
 
+def check_events(out):
+    """GET /api/v1/events answers a list (health on and off, allocator off)
+    whose entries each have a kind; Xid entries name a GPU and a code."""
+    for name in ("on", "off"):
+        try:
+            ev = json.loads(read(os.path.join(out, f"events-{name}.json")))["events"]
+        except (ValueError, KeyError, TypeError):
+            say("FAIL", f"GET /api/v1/events (health {name}): no JSON event list")
+            continue
+        if not isinstance(ev, list) or not all(isinstance(e, dict) for e in ev):
+            say("FAIL", f"GET /api/v1/events (health {name}): not a list of objects")
+            continue
+        bad = [e for e in ev if not e.get("kind") or (e["kind"] == "xid" and not (e.get("uuid") and "xid" in e))]
+        kinds = sorted({e.get("kind") for e in ev})
+        say("FAIL" if bad else "PASS",
+            f"GET /api/v1/events (health {name}): {len(ev)} events, kinds {kinds}, malformed {bad[:3]}")
+
+
+def check_raw(out):
+    raw = read(os.path.join(out, "health-lines.prom"))
+    n = sum(1 for l in raw.splitlines() if l and not l.startswith("#"))
+    say("PASS" if n else "FAIL", f"raw health samples kept in health-lines.prom: {n} lines")
+
+
 def check_cost(out, gpus):
     res = {}
     for name in ("on", "off"):
@@ -238,6 +263,8 @@ def main():
     check_families(by, prom_on, read(os.path.join(out, "metrics-off.prom")))
     check_values(prom_on, smi, by)
     gpus = check_snapshot(read(os.path.join(out, "snapshot-on.json")))
+    check_events(out)
+    check_raw(out)
     for e in read(os.path.join(out, "daemon-errors.txt")).splitlines():
         say("FAIL", e)
     cost = check_cost(out, gpus)

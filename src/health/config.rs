@@ -13,12 +13,15 @@ pub struct HealthConfig {
     /// Read ECC, row remapping, retired pages and memory temperature.
     pub enabled: bool,
     /// At most one health read per device per `interval`; unset: every
-    /// poll (the reads cost about 3 us each on an H200, see BENCHMARKS.md).
+    /// poll (about 40 us a poll on an H200, BENCHMARKS.md). The ECC mode
+    /// is re-read every 5 minutes whatever this is.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interval: Option<PositiveDuration>,
-    /// Register for NVML's critical Xid and ECC events and count them.
+    /// Register for NVML's critical Xid events and count them.
     pub xid_events: bool,
-    /// Recent Xid events kept per device for the JSON API and snapshot.
+    /// Recent Xid events kept per device for the JSON API and snapshot
+    /// (0: none listed). The memory-Xid rule keeps its own 15-minute window
+    /// of memory-related events, whatever this is.
     pub recent_events: usize,
 }
 

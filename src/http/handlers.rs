@@ -172,10 +172,12 @@ pub async fn reload(State(st): State<AppState>) -> Response {
     }
 }
 
-/// `GET /api/v1/events`: recent out-of-memory events, oldest first (an
-/// empty list when the allocator view is off).
+/// `GET /api/v1/events`: the shared event list (Xid, ...) and the
+/// allocator view's out-of-memory events (when it is on), as one list by
+/// time, oldest first; each event has a `kind`.
 pub async fn events(State(st): State<AppState>) -> Response {
-    let events = st.allocator.as_ref().map(|a| a.events()).unwrap_or_default();
+    let ooms = st.allocator.as_ref().map(|a| a.events()).unwrap_or_default();
+    let events = crate::events::merge(st.events.list(), &ooms);
     json(&serde_json::json!({ "events": events }))
 }
 

@@ -44,6 +44,8 @@ pub struct AppState {
     pub history: SharedHistory,
     /// The allocator view (out-of-memory events), when enabled.
     pub allocator: Option<Arc<crate::allocator::AllocatorState>>,
+    /// Xid (and later suspend/resume) events for `GET /api/v1/events`.
+    pub events: Arc<crate::events::EventLog>,
     /// For the suspend/resume lifecycle endpoints.
     pub reclaimer: Option<Arc<crate::reclaim::Reclaimer>>,
     /// Where the exposition is served (`--web.telemetry-path`).

@@ -2,7 +2,8 @@
 //! it has stayed there `stuck_after`, then holder `zombie` with state
 //! `stuck`, and live again once it leaves D; Z is zombie at once. Checked
 //! on a fixture `/proc` directory (the real reader) and on the simulated
-//! fleet's tree (the demo's path), which must agree.
+//! fleet's tree (the demo's path), which must agree. Also: a GPU down for a
+//! poll keeps its Xid counts and its events reach the shared event list.
 
 use std::time::Duration;
 
@@ -144,4 +145,41 @@ fn a_spike_between_scrapes_stays_in_the_peaks_for_the_window() {
     }
     assert_eq!(seen[29], (Some(5 * GIB), Some(5 * GIB), Some(4 * GIB)));
     assert!(pipe.retained().peak_series == 2, "{:?}", pipe.retained());
+}
+
+/// One GPU, up with an empty health reading or down without one, and the
+/// Xid codes NVML gave for it this poll.
+fn health_poll(up: bool, xids: &[u64]) -> RawPoll {
+    RawPoll {
+        devices: vec![RawDevice {
+            uuid: "GPU-0".into(),
+            up,
+            health: up.then(crate::snapshot::health::Health::default),
+            xid_events: xids.to_vec(),
+            ..RawDevice::default()
+        }],
+        ..RawPoll::default()
+    }
+}
+
+#[test]
+fn a_gpu_down_for_a_poll_keeps_its_xids_and_lists_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = Config::defaults(false).processes;
+    cfg.proc_root = dir.path().to_path_buf();
+    let log = crate::events::EventLog::shared();
+    let mut pipe = Pipeline::new(&cfg).with_events(log.clone());
+    pipe.build(health_poll(true, &[13]), 1.0);
+    // The Xid that took it down arrives in the poll where it is down.
+    let (_, down) = pipe.build(health_poll(false, &[79]), 2.0);
+    assert!(down[0].health.is_none());
+    let (_, back) = pipe.build(health_poll(true, &[]), 3.0);
+    let h = back[0].health.as_ref().expect("health again");
+    assert_eq!(h.xid_counts, [(13, 1), (79, 1)].into_iter().collect());
+    let listed: Vec<(String, f64)> = log
+        .list()
+        .iter()
+        .map(|e| (format!("{}:{}", e.kind, e.detail["xid"]), e.time))
+        .collect();
+    assert_eq!(listed, [("xid:13".to_string(), 1.0), ("xid:79".to_string(), 2.0)]);
 }

@@ -7,12 +7,8 @@
 
 use super::instances::{Instance, device_labels, device_matches};
 use super::{Rule, RuleKind};
-use crate::snapshot::health::memory_related;
+pub use crate::snapshot::health::MEMORY_XID_WINDOW;
 use crate::snapshot::{Device, Snapshot};
-
-/// How far back `device_memory_xid` counts events; the shipped Prometheus
-/// rule uses the same window (`increase(...[15m])`).
-pub const MEMORY_XID_WINDOW: f64 = 15.0 * 60.0;
 
 /// The instances of a health rule: one per matching GPU that reports the
 /// part the rule is about.
@@ -42,10 +38,13 @@ fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance<'_>> {
             if !h.xid_watched {
                 return None;
             }
+            // `memory_xids`, not `xid_recent`: the recent list is bounded
+            // by `recent_events` over every code, so other Xids would push
+            // a memory Xid out of it before the window ends.
             let recent: Vec<u64> = h
-                .xid_recent
+                .memory_xids
                 .iter()
-                .filter(|e| memory_related(e.xid) && now - e.time <= MEMORY_XID_WINDOW)
+                .filter(|e| now - e.time <= MEMORY_XID_WINDOW)
                 .map(|e| e.xid)
                 .collect();
             if let Some(last) = recent.last() {

@@ -73,11 +73,14 @@ fn remap(pending: bool, failed: bool) -> Option<Health> {
     })
 }
 
+/// Health whose memory-Xid window holds the memory-related `events`, as
+/// `XidBook` fills it.
 fn xids(events: &[(u64, f64)]) -> Option<Health> {
     Some(Health {
         xid_watched: true,
-        xid_recent: events
+        memory_xids: events
             .iter()
+            .filter(|(xid, _)| crate::snapshot::health::memory_related(*xid))
             .map(|&(xid, t)| XidEvent {
                 xid,
                 time: 1_000_000.0 + t,
@@ -146,6 +149,32 @@ fn memory_xids_fire_within_the_window_only() {
         "{:?}",
         alert.annotations()
     );
+}
+
+#[test]
+fn other_xids_do_not_push_a_memory_xid_out_of_the_window() {
+    // `recent_events = 1` (and 0): the Xid 48 leaves the recent list at
+    // once, the alert must keep firing for the whole window all the same.
+    for keep in [1, 0] {
+        let r = builtin("GpuMemoryXid");
+        let mut book = crate::health::XidBook::new(keep);
+        let mut st = EvalState::new();
+        let mut states = Vec::new();
+        for (t, events) in [(1.0, vec![48]), (2.0, vec![13]), (3.0, vec![13]), (600.0, vec![])] {
+            let mut h = Health {
+                xid_watched: true,
+                ..Health::default()
+            };
+            book.record("GPU-a", &events, 1_000_000.0 + t, &mut h);
+            if t >= 2.0 {
+                assert!(!h.xid_recent.iter().any(|e| e.xid == 48), "48 left the recent list");
+            }
+            let (next, _) = evaluate(std::slice::from_ref(&r), &st, &snap(t, Some(h)), "host");
+            st = next;
+            states.push(st.values().next().map_or("-".into(), |a| a.state.as_str().to_string()));
+        }
+        assert_eq!(states, ["firing"; 4], "recent_events = {keep}");
+    }
 }
 
 #[test]

@@ -65,8 +65,15 @@ pub struct Health {
     pub memory_temperature_celsius: Option<u32>,
     /// Xid events per code since the daemon started (or the device appeared).
     pub xid_counts: BTreeMap<u64, u64>,
-    /// The most recent Xid events, oldest first.
+    /// The most recent Xid events, oldest first (`[health] recent_events`
+    /// of them, of any code).
     pub xid_recent: Vec<XidEvent>,
+    /// The memory-related Xid events of the last `MEMORY_XID_WINDOW`,
+    /// oldest first, kept apart from `xid_recent` so that other codes or a
+    /// small `recent_events` cannot push them out: what the `memory_xid`
+    /// rule kind counts. Daemon-side only (not in the JSON).
+    #[serde(skip)]
+    pub memory_xids: Vec<XidEvent>,
     /// Whether Xid events are being received for this device at all;
     /// without it `xid_counts` is unknown, not zero.
     pub xid_watched: bool,
@@ -132,6 +139,11 @@ pub struct XidEvent {
     pub xid: u64,
     pub time: f64,
 }
+
+/// How far back the `memory_xid` rule kind counts memory-related Xid
+/// events; the shipped Prometheus rule uses the same window
+/// (`increase(...[15m])`).
+pub const MEMORY_XID_WINDOW: f64 = 15.0 * 60.0;
 
 /// The memory-related Xid codes: (code, meaning, what to do). The same text
 /// is in docs/runbook.md; `memory_related` is what the `memory_xid` rule kind

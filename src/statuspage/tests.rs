@@ -188,3 +188,31 @@ fn the_page_links_its_own_runbook_relatively_and_others_as_given() {
     assert_eq!(remote.metrics_path, "/m2");
     assert_eq!(remote.page_runbook(own.clone()), own, "only a local base replaces it");
 }
+
+#[test]
+fn health_problems_reach_the_summary_only_where_something_is_wrong() {
+    use crate::snapshot::health::{Health, Remap};
+    let mut snap = fleet(3, 1);
+    let sick = Health {
+        remap: Some(Remap {
+            pending: true,
+            ..Remap::default()
+        }),
+        ..Health::default()
+    };
+    let problems = sick.find_problems();
+    snap.devices[0].health = Some(Health { problems, ..sick });
+    snap.devices[2].health = Some(Health::default());
+    let s = summarize(&snap, &AlertsView::default(), &PageLinks::default(), 3, None);
+    assert_eq!(s.devices[0].health_problems, ["row remap pending (reset GPU)"]);
+    assert!(
+        s.devices[1].health_problems.is_empty(),
+        "no health read: nothing to say"
+    );
+    assert!(s.devices[2].health_problems.is_empty(), "healthy");
+    let json = serde_json::to_value(&s).expect("json");
+    assert_eq!(
+        json["devices"][0]["health_problems"][0],
+        "row remap pending (reset GPU)"
+    );
+}

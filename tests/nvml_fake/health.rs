@@ -1,7 +1,9 @@
 //! Memory health through the real NVML code path (`health.toml`): every
 //! health family with the stand-in's values, parts a GPU does not support
-//! absent (not 0), and an Xid event that arrives between polls counted
-//! once and listed in the snapshot.
+//! absent (not 0), ECC off and a single unsupported counter, a failed
+//! remap, an Xid event that arrives between polls counted once and listed
+//! in the snapshot and `/api/v1/events`, and a poll that never waits on
+//! the event set.
 
 use crate::common::wait_until;
 use crate::harness::*;
@@ -9,6 +11,7 @@ use crate::harness::*;
 const HOPPER: &str = "GPU-11e0a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";
 const SILENT: &str = "GPU-22e0a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";
 const OLD: &str = "GPU-33e0a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";
+const ECC_OFF: &str = "GPU-44e0a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";
 
 const HEALTH_FAMILIES: &[&str] = &[
     "gpumem_device_ecc_enabled",
@@ -91,6 +94,12 @@ async fn every_health_family_with_the_drivers_values() {
             format!("gpumem_device_retired_pages{{uuid=\"{OLD}\",cause=\"single_bit_ecc\"}} 2"),
             format!("gpumem_device_retired_pages{{uuid=\"{OLD}\",cause=\"double_bit_ecc\"}} 0"),
             format!("gpumem_device_retired_pages_pending{{uuid=\"{OLD}\"}} 1"),
+            format!("gpumem_device_row_remap_failed{{uuid=\"{ECC_OFF}\"}} 1"),
+            // Re-read every poll: the row remapped at poll 3 shows...
+            format!("gpumem_device_remapped_rows{{uuid=\"{ECC_OFF}\",severity=\"correctable\"}} 3"),
+            // ...while the ECC mode, turned pending-on at poll 3, is the
+            // reading of poll 1 for 5 minutes (ECC_MODE_EVERY).
+            format!("gpumem_device_ecc_enabled{{uuid=\"{ECC_OFF}\",mode=\"pending\"}} 0"),
         ],
     );
     let snap = d.snapshot().await;
@@ -128,6 +137,28 @@ async fn unsupported_parts_are_absent_not_zero() {
     ] {
         assert!(!old.iter().any(|l| l.starts_with(absent)), "{absent} on {old:#?}");
     }
+    // One ECC counter NOT_SUPPORTED: that series is absent, the others are not.
+    let ecc = |uuid: &str, sev: &str, counter: &str| {
+        format!("gpumem_device_ecc_errors_total{{uuid=\"{uuid}\",severity=\"{sev}\",counter=\"{counter}\"}}")
+    };
+    assert!(
+        old.iter().any(|l| l.starts_with(&ecc(OLD, "corrected", "volatile"))),
+        "{old:#?}"
+    );
+    assert!(
+        !old.iter().any(|l| l.starts_with(&ecc(OLD, "corrected", "aggregate"))),
+        "{old:#?}"
+    );
+    // ECC off: the mode says 0 and no counter is exported, not even as 0.
+    let off = health_series(&body, ECC_OFF);
+    assert!(
+        off.contains(&format!("gpumem_device_ecc_enabled{{uuid=\"{ECC_OFF}\",mode=\"current\"}} 0").as_str()),
+        "{off:#?}"
+    );
+    assert!(
+        !off.iter().any(|l| l.starts_with("gpumem_device_ecc_errors_total")),
+        "{off:#?}"
+    );
     let snap = d.snapshot().await;
     let old = device(&snap, OLD).expect("GPU 2");
     assert_eq!(old["health"]["remap"], serde_json::Value::Null);
@@ -160,6 +191,43 @@ async fn an_xid_between_polls_is_counted_once_and_listed() {
         value(&body, "gpumem_device_xid_errors_total", &[SILENT, "xid=\"48\""]),
         0.0
     );
+    // The shared event list has it once, with its kind and the poll's time.
+    let v: serde_json::Value = serde_json::from_str(&d.get("/api/v1/events").await.body).expect("events JSON");
+    let xids: Vec<&serde_json::Value> = v["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["kind"] == "xid")
+        .collect();
+    assert_eq!(xids.len(), 1, "{v}");
+    assert_eq!(
+        (
+            xids[0]["uuid"].as_str(),
+            xids[0]["xid"].as_u64(),
+            xids[0]["memory_related"].as_bool()
+        ),
+        (Some(HOPPER), Some(48), Some(true))
+    );
+    assert_eq!(xids[0]["time"], recent[0]["time"], "one time for one event");
+}
+
+#[tokio::test]
+async fn a_poll_never_waits_on_the_event_set() {
+    // The stand-in's wait sleeps for its timeout (up to 2 s) when nothing is
+    // due, as NVML does: a daemon that waited would show slow polls here.
+    let d = Daemon::scenario("health.toml", "interval = \"100ms\"");
+    // A wait of T would make every poll at least T long (or time out at
+    // 80 ms), so the fastest poll seen tells; one slow poll on a loaded
+    // machine does not. (A poll given up on reports no source time: the
+    // whole poll's duration is what is measured.)
+    let mut fastest = f64::INFINITY;
+    let mut seen = 0.0;
+    while seen < 6.0 {
+        let body = metrics_from(&d, seen as u64 + 1).await;
+        seen = value(&body, "gpumem_polls_total", &[]);
+        fastest = fastest.min(value(&body, "gpumem_poll_duration_seconds", &[]));
+    }
+    assert!(fastest < 0.05, "the fastest poll took {fastest} s");
 }
 
 #[tokio::test]

@@ -4,6 +4,9 @@
 //! at a poll. Parsing and the "state at poll N" lookup; no FFI and no
 //! globals (exports/health.rs answers the calls from this).
 //!
+//! `ecc.unsupported` names one counter that answers NOT_SUPPORTED while
+//! the others answer (e.g. `"corrected_aggregate"`).
+//!
 //! A GPU without any `[[health]]` entry answers NOT_SUPPORTED to every
 //! health read (as the fake did before it knew them) but does support Xid
 //! events; a part left out of an entry (e.g. no `retired`) is NOT_SUPPORTED.
@@ -40,6 +43,18 @@ pub struct Ecc {
     pub corrected_aggregate: u64,
     pub uncorrected_volatile: u64,
     pub uncorrected_aggregate: u64,
+    /// One counter that answers NOT_SUPPORTED while the others answer.
+    pub unsupported: Option<EccCounter>,
+}
+
+/// One of NVML's four ECC counters.
+#[derive(Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum EccCounter {
+    CorrectedVolatile,
+    CorrectedAggregate,
+    UncorrectedVolatile,
+    UncorrectedAggregate,
 }
 
 #[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]

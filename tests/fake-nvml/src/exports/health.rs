@@ -2,8 +2,9 @@
 //! pages, the memory-temperature field value, and the event set that
 //! delivers a scenario's `[[xid]]` events. Answers come from
 //! `health::Plan` at the current poll; MIG instance handles answer
-//! NOT_SUPPORTED (memory health belongs to the GPU). Waiting never sleeps:
-//! with no event due it answers TIMEOUT at once, whatever the timeout.
+//! NOT_SUPPORTED (memory health belongs to the GPU). Waiting with no event
+//! due sleeps for the timeout (at most `MAX_WAIT`) before TIMEOUT, as NVML
+//! does, so a caller that passed a long timeout shows it as a slow poll.
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, c_uint, c_ulonglong};
@@ -18,7 +19,7 @@ use nvml_wrapper_sys::bindings::{
 use super::{by_handle, encode, put};
 use crate::codes::{INSUFFICIENT_SIZE, INVALID_ARGUMENT, NOT_SUPPORTED, SUCCESS};
 use crate::funcs::Func;
-use crate::health::State;
+use crate::health::{EccCounter, State};
 use crate::model::DevRef;
 use crate::runtime::{Global, call};
 
@@ -28,6 +29,9 @@ const XID_EVENT: u64 = 0x8;
 /// `NVML_FI_DEV_MEMORY_TEMP`.
 const FIELD_MEMORY_TEMP: u32 = 82;
 const SET_TAG: usize = 0x5e70_0000_0000;
+/// The longest a wait with nothing due sleeps: long enough that a poll
+/// which waits shows it, short enough not to hang a test.
+const MAX_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[derive(Default)]
 struct Set {
@@ -101,13 +105,16 @@ pub unsafe extern "C" fn nvmlDeviceGetTotalEccErrors(
         let Some(e) = s.ecc.filter(|e| e.enabled) else {
             return NOT_SUPPORTED;
         };
-        let n = match (error_type, counter_type) {
-            (0, 0) => e.corrected_volatile,
-            (0, 1) => e.corrected_aggregate,
-            (1, 0) => e.uncorrected_volatile,
-            (1, 1) => e.uncorrected_aggregate,
+        let (n, which) = match (error_type, counter_type) {
+            (0, 0) => (e.corrected_volatile, EccCounter::CorrectedVolatile),
+            (0, 1) => (e.corrected_aggregate, EccCounter::CorrectedAggregate),
+            (1, 0) => (e.uncorrected_volatile, EccCounter::UncorrectedVolatile),
+            (1, 1) => (e.uncorrected_aggregate, EccCounter::UncorrectedAggregate),
             _ => return INVALID_ARGUMENT,
         };
+        if e.unsupported == Some(which) {
+            return NOT_SUPPORTED;
+        }
         // SAFETY: NVML's contract: a valid out-pointer or null.
         unsafe { put(counts, n) }
     })
@@ -301,8 +308,18 @@ pub unsafe extern "C" fn nvmlDeviceRegisterEvents(
 pub unsafe extern "C" fn nvmlEventSetWait_v2(
     set: nvmlEventSet_t,
     data: *mut nvmlEventData_t,
-    _timeout_ms: c_uint,
+    timeout_ms: c_uint,
 ) -> nvmlReturn_t {
+    let rc = wait_once(set, data);
+    if rc == nvmlReturn_enum_NVML_ERROR_TIMEOUT {
+        // Outside the library's lock, so other calls go on meanwhile.
+        std::thread::sleep(MAX_WAIT.min(std::time::Duration::from_millis(timeout_ms.into())));
+    }
+    rc
+}
+
+/// The due event, or TIMEOUT at once.
+fn wait_once(set: nvmlEventSet_t, data: *mut nvmlEventData_t) -> nvmlReturn_t {
     call(Func::EventSetWait, &|_| Ok(None), |global, _| {
         let poll = global.poll;
         let xids = global.scenario().map(|s| s.health.xids.clone()).unwrap_or_default();
