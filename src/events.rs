@@ -18,7 +18,8 @@
 //! Kinds in use: `"xid"` (the pipeline: `xid`, `memory_related`),
 //! `"oom"` (kept by the allocator view in its own store, which also feeds
 //! the snapshot and the OOM alert; the handler merges it in by time).
-//! Reserved for the reclaimer: `"suspend"` and `"resume"`.
+//! `"suspend"` and `"resume"` (the reclaimer, for those done or failed:
+//! `pid`, `comm`, `user`, `rule`, `result`, `bytes`, `reason`).
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, PoisonError};

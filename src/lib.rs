@@ -98,8 +98,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
     let (stop_tx, stop_rx) = shutdown::channel();
+    // `GET /api/v1/events`; kept whether or not the allocator view is on.
+    let events = events::EventLog::shared();
     let reclaimer = Arc::new(demo_reclaim(
-        reclaim::Reclaimer::new(cfg.reclaim.clone(), cfg.processes.proc_root.clone(), &cfg.state.dir)?,
+        reclaim::Reclaimer::new(cfg.reclaim.clone(), cfg.processes.proc_root.clone(), &cfg.state.dir)?
+            .with_events(events.clone()),
         source.as_ref(),
     ));
     let notifiers = start_notifiers(&cfg, stop_rx.clone());
@@ -110,8 +113,6 @@ pub async fn run(
     let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
         .with_peak_window(cfg.poll.peak_window.get().as_secs_f64())
         .with_recent_xids(cfg.health.recent_events);
-    // `GET /api/v1/events`; kept whether or not the allocator view is on.
-    let events = events::EventLog::shared();
     pipeline = pipeline.with_events(events.clone());
     let demo = source.demo_name().is_some();
     // `_socket` removes the allocator socket when `run` ends.

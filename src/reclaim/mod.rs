@@ -72,6 +72,8 @@ struct Shared {
     suspend: suspend::SuspendState,
     /// A `/proc` other than `proc_root` (the demo's simulated tree).
     tree: std::sync::OnceLock<Arc<dyn crate::attribution::ProcTree>>,
+    /// `GET /api/v1/events`: suspends and resumes done or failed go there.
+    events: std::sync::OnceLock<Arc<crate::events::EventLog>>,
 }
 
 #[derive(Debug, Default)]
@@ -108,6 +110,7 @@ impl Shared {
         if matches!(outcome, Outcome::Disabled | Outcome::InProgress) {
             return;
         }
+        self.list_event(action, t, outcome);
         let entry = audit::Entry {
             action,
             outcome,
@@ -120,6 +123,33 @@ impl Shared {
             tracing::error!(path = %self.audit.path().display(), error = %e, pid = t.pid,
                 "reclaim: cannot append to the audit log");
         }
+    }
+
+    /// A suspend or resume that happened, or was tried and failed, as an
+    /// event; what was refused or only dry-run changed nothing on the GPU.
+    fn list_event(&self, action: Action, t: &Target, outcome: &Outcome) {
+        let kind = match action {
+            Action::Suspend => "suspend",
+            Action::Resume => "resume",
+            Action::Term | Action::Kill => return,
+        };
+        let (Some(log), Outcome::Done | Outcome::Failed(_)) = (self.events.get(), outcome) else {
+            return;
+        };
+        let (result, reason) = outcome.result_and_reason();
+        let mut e = crate::events::Event::new(kind, crate::clock::unix_now(), t.gpu_uuid.as_str())
+            .with("pid", t.pid)
+            .with("comm", t.comm.as_str())
+            .with("user", t.user.as_str())
+            .with("rule", t.rule.as_str())
+            .with("result", result);
+        if let Some(b) = t.used_bytes {
+            e = e.with("bytes", b);
+        }
+        if let Some(r) = reason {
+            e = e.with("reason", r);
+        }
+        log.push(e);
     }
 
     /// Records the SIGKILL step and releases the target.
@@ -174,6 +204,7 @@ impl Reclaimer {
             state: Mutex::new(State::default()),
             suspend,
             tree: std::sync::OnceLock::new(),
+            events: std::sync::OnceLock::new(),
         };
         Ok(Reclaimer {
             shared: Arc::new(shared),
@@ -199,6 +230,14 @@ impl Reclaimer {
     #[must_use]
     pub fn with_proc_tree(self, tree: Arc<dyn crate::attribution::ProcTree>) -> Self {
         let _ = self.shared.tree.set(tree);
+        self
+    }
+
+    /// Lists every suspend and resume that was done or failed in `log`
+    /// (`GET /api/v1/events`); refusals and dry runs stay in the audit log.
+    #[must_use]
+    pub fn with_events(self, log: Arc<crate::events::EventLog>) -> Self {
+        let _ = self.shared.events.set(log);
         self
     }
 

@@ -198,6 +198,24 @@ async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
         listed(&r.d.snapshot().await, pid).then_some(())
     })
     .await;
+    // GET /api/v1/events lists the suspend and the resume, in that order.
+    let events: Value = serde_json::from_str(&r.d.get("/api/v1/events").await.body).expect("events JSON");
+    let mine: Vec<(String, String)> = events["events"]
+        .as_array()
+        .expect("an events list")
+        .iter()
+        .filter(|e| e["pid"] == pid)
+        .map(|e| {
+            (
+                e["kind"].as_str().unwrap_or("").to_string(),
+                e["result"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    // The holder is still idle after the resume, so the rule may suspend
+    // it again at once: the list starts with the two, and may go on.
+    let want = [("suspend", "done"), ("resume", "done")].map(|(k, r)| (k.to_string(), r.to_string()));
+    assert!(mine.starts_with(&want), "{events}");
 }
 
 #[tokio::test]
