@@ -32,18 +32,30 @@ impl Default for LinksConfig {
     }
 }
 
+/// A `[links]` value that cannot be an absolute link: its key and value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key} `{url}` is not an http(s) URL")]
+pub struct NotAbsolute {
+    pub key: &'static str,
+    pub url: String,
+}
+
 impl LinksConfig {
     /// Refuses what cannot be an absolute link.
-    pub fn check(&self) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// The first key whose value is not an http(s) URL.
+    pub fn check(&self) -> Result<(), NotAbsolute> {
         let absolute = |u: &str| u.starts_with("http://") || u.starts_with("https://");
+        let bad = |key, url: &str| NotAbsolute {
+            key,
+            url: url.to_owned(),
+        };
         if !absolute(&self.runbook_base_url) {
-            return Err(format!(
-                "runbook_base_url `{}` is not an http(s) URL",
-                self.runbook_base_url
-            ));
+            return Err(bad("runbook_base_url", &self.runbook_base_url));
         }
         match &self.external_url {
-            Some(u) if !absolute(u) => Err(format!("external_url `{u}` is not an http(s) URL")),
+            Some(u) if !absolute(u) => Err(bad("external_url", u)),
             _ => Ok(()),
         }
     }

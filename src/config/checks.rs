@@ -22,19 +22,32 @@ pub struct ListenAddr {
     pub port: u16,
 }
 
+/// Why a listen address was refused; each text ends with the accepted forms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ListenError {
+    #[error("`{0}` has no port; {LISTEN_HINT}")]
+    NoPort(String),
+    #[error("`{port}` in `{addr}` is not a port number; {LISTEN_HINT}")]
+    BadPort { port: String, addr: String },
+    #[error("`{0}` has a space in the host; {LISTEN_HINT}")]
+    SpaceInHost(String),
+}
+
+const LISTEN_HINT: &str = "use \":9947\", \"127.0.0.1:9947\" or \"[::1]:9947\"";
+
 /// Parses ":9947", "127.0.0.1:9947", "[::1]:9947" or "localhost:9947".
 ///
 /// # Errors
-/// A message saying what form is expected.
-pub fn parse_listen(s: &str) -> Result<ListenAddr, String> {
-    let hint = "use \":9947\", \"127.0.0.1:9947\" or \"[::1]:9947\"";
-    let (host, port) = s.rsplit_once(':').ok_or_else(|| format!("`{s}` has no port; {hint}"))?;
-    let port: u16 = port
-        .parse()
-        .map_err(|_| format!("`{port}` in `{s}` is not a port number; {hint}"))?;
+/// What is wrong, with the forms expected.
+pub fn parse_listen(s: &str) -> Result<ListenAddr, ListenError> {
+    let (host, port) = s.rsplit_once(':').ok_or_else(|| ListenError::NoPort(s.to_owned()))?;
+    let port: u16 = port.parse().map_err(|_| ListenError::BadPort {
+        port: port.to_owned(),
+        addr: s.to_owned(),
+    })?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     if host.contains(char::is_whitespace) {
-        return Err(format!("`{s}` has a space in the host; {hint}"));
+        return Err(ListenError::SpaceInHost(s.to_owned()));
     }
     Ok(ListenAddr {
         host: (!host.is_empty()).then(|| host.to_string()),
@@ -73,18 +86,17 @@ impl Config {
                     ),
                 ));
             }
-            crate::rules::Rule::new(r.clone()).map_err(|m| fail(at.clone().key("name"), m))?;
+            crate::rules::Rule::new(r.clone()).map_err(|e| fail(at.clone().key("name"), e.to_string()))?;
         }
         Ok(())
     }
 }
 
-/// An error from `[notify]`'s own `validate()`, whose message starts with
-/// the dotted key it is about ("notify.alertmanager.urls[1]: ...").
-pub(super) fn keyed_error(origin: &str, doc: &Located<'_>, message: &str) -> ConfigError {
-    let (key, rest) = message.split_once(": ").unwrap_or(("notify", message));
+/// An error from `[notify]`'s own `validate()`, located by its dotted key
+/// ("notify.alertmanager.urls[1]").
+pub(super) fn keyed_error(origin: &str, doc: &Located<'_>, e: crate::notify::NotifyConfigError) -> ConfigError {
     let mut path = KeyPath::default();
-    for part in key.split('.') {
+    for part in e.key.split('.') {
         match part.split_once('[') {
             Some((k, i)) => {
                 path = path.key(k);
@@ -98,7 +110,7 @@ pub(super) fn keyed_error(origin: &str, doc: &Located<'_>, message: &str) -> Con
     ConfigError::Invalid {
         origin: origin.to_string(),
         line: doc.line_of(&path),
-        key: key.to_string(),
-        message: rest.to_string(),
+        key: e.key,
+        message: e.problem.to_string(),
     }
 }

@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::snapshot::GroupBy;
 use checks::keyed_error;
-pub use checks::{ListenAddr, MAX_POLL_INTERVAL, parse_listen};
+pub use checks::{ListenAddr, ListenError, MAX_POLL_INTERVAL, parse_listen};
 pub use error::ConfigError;
 pub(crate) use error::one_line;
 use locate::{KeyPath, Located};
@@ -374,13 +374,13 @@ impl Config {
         if self.processes.label_max_bytes < 8 {
             return Err(invalid(&["processes", "label_max_bytes"], "must be at least 8".into()));
         }
-        if let Err(message) = parse_listen(&self.server.listen) {
-            return Err(invalid(&["server", "listen"], message));
+        if let Err(e) = parse_listen(&self.server.listen) {
+            return Err(invalid(&["server", "listen"], e.to_string()));
         }
         self.check_rules(origin, &doc)?;
-        self.links.check().map_err(|m| invalid(&["links"], m))?;
+        self.links.check().map_err(|e| invalid(&["links"], e.to_string()))?;
         if let Err(message) = self.notify.validate() {
-            return Err(keyed_error(origin, &doc, &message));
+            return Err(keyed_error(origin, &doc, message));
         }
         if let Err(e) = self
             .reclaim

@@ -137,9 +137,9 @@ impl ReclaimConfig {
     /// can never allow anything. The message names the key and what is valid.
     ///
     /// # Errors
-    /// The first invalid setting, as one line.
-    pub fn validate(&self) -> Result<(), String> {
-        self.check().map_err(|e| e.to_string())
+    /// The first invalid setting; it prints as one line.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        self.check()
     }
 
     /// [`ReclaimConfig::validate`] as a typed error naming the key, for the
@@ -298,7 +298,7 @@ mod tests {
             let err = ReclaimConfig { grace, ..enabled() }
                 .validate()
                 .expect_err("out of range");
-            assert!(err.contains("reclaim.grace"), "{err}");
+            assert!(err.to_string().contains("reclaim.grace"), "{err}");
         }
         assert_eq!(
             ReclaimConfig {
@@ -316,7 +316,12 @@ mod tests {
             allow_users: vec![],
             ..enabled()
         };
-        assert!(c.validate().expect_err("useless").contains("allow_users is empty"));
+        assert!(
+            c.validate()
+                .expect_err("useless")
+                .to_string()
+                .contains("allow_users is empty")
+        );
         let dry = ReclaimConfig {
             enabled: false,
             ..c.clone()
@@ -343,19 +348,19 @@ mod tests {
             deny_users: vec!["alice".into()],
             ..enabled()
         };
-        assert!(overlap.validate().expect_err("overlap").contains("alice"));
+        assert!(overlap.validate().expect_err("overlap").to_string().contains("alice"));
         for bad in ["", "two words", "tab\t"] {
             let c = ReclaimConfig {
                 deny_users: vec![bad.into()],
                 ..enabled()
             };
-            assert!(c.validate().expect_err(bad).contains("reclaim.deny_users"));
+            assert!(c.validate().expect_err(bad).to_string().contains("reclaim.deny_users"));
         }
         let path = ReclaimConfig {
             deny_commands: vec!["/usr/bin/python3".into()],
             ..enabled()
         };
-        assert!(path.validate().expect_err("path").contains("'/'"));
+        assert!(path.validate().expect_err("path").to_string().contains("'/'"));
     }
 
     #[test]

@@ -31,7 +31,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
-pub use config::{PROTECTED_COMMANDS, ReclaimConfig};
+pub use config::{InvalidSetting, PROTECTED_COMMANDS, ReclaimConfig};
 pub use hostmem::{FixedHostMemory, HostMemory, Meminfo};
 pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
@@ -46,7 +46,7 @@ use signal::SignalError;
 #[derive(Debug, Error)]
 pub enum ReclaimError {
     #[error("invalid [reclaim] section: {0}")]
-    Config(String),
+    Config(#[from] config::InvalidSetting),
     #[error("cannot open the reclaim audit log {path}: {source}")]
     Audit { path: PathBuf, source: std::io::Error },
     #[error(
