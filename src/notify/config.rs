@@ -28,9 +28,9 @@ pub struct AlertmanagerConfig {
     /// Each is its own target with its own queue.
     pub urls: Vec<String>,
     /// Firing alerts are sent again this often; their `endsAt` is 4x this.
-    #[serde(default = "default_resend", with = "human_duration")]
+    #[serde(default = "default_resend", with = "humantime_serde")]
     pub resend: Duration,
-    #[serde(default = "default_timeout", with = "human_duration")]
+    #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basic_auth: Option<BasicAuth>,
@@ -77,12 +77,12 @@ pub struct WebhookConfig {
     /// Key of the `X-Gpumemd-Signature` HMAC-SHA256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<Secret>,
-    #[serde(default = "default_timeout", with = "human_duration")]
+    #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
     /// First retry delay; it doubles per failed attempt up to `retry_max`.
-    #[serde(default = "default_retry_initial", with = "human_duration")]
+    #[serde(default = "default_retry_initial", with = "humantime_serde")]
     pub retry_initial: Duration,
-    #[serde(default = "default_retry_max", with = "human_duration")]
+    #[serde(default = "default_retry_max", with = "humantime_serde")]
     pub retry_max: Duration,
     /// Attempts per message before it is dropped; unset = until delivered
     /// (the outbox bound still applies).
@@ -328,22 +328,4 @@ fn check_max_queue(key: &str, n: usize) -> Result<(), NotifyConfigError> {
         return Err(Problem::EmptyQueue.at(key));
     }
     Ok(())
-}
-
-/// Durations as humantime strings ("30s", "1m30s"), like the rest of the
-/// config.
-mod human_duration {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text)
-            .map_err(|e| D::Error::custom(format!("`{text}` is not a duration like \"30s\" or \"1m\": {e}")))
-    }
 }
