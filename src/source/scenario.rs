@@ -255,28 +255,7 @@ fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, Sce
 /// `worker-{i % 16}` of `user{i % 8}` in job `9000 + i % 32`: 32 identities,
 /// shared by every process that has one (see `SimProcess`).
 pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
-    let who: Vec<Arc<SimIdentity>> = (0..per_gpu.min(32))
-        .map(|i| {
-            Arc::new(SimIdentity {
-                comm: format!("worker-{}", i % 16),
-                user: format!("user{}", i % 8),
-                uid: 2000 + (i % 8) as u32,
-                kinds: crate::source::ProcessKinds {
-                    compute: true,
-                    ..Default::default()
-                },
-                state: ProcState::Sleeping,
-                container: String::new(),
-                container_runtime: String::new(),
-                pod_uid: String::new(),
-                qos_class: String::new(),
-                unit: String::new(),
-                slice: String::new(),
-                job: format!("{}", 9000 + i % 32),
-                cmdline: String::new(),
-            })
-        })
-        .collect();
+    let who: Vec<Arc<SimIdentity>> = (0..per_gpu.min(32)).map(|i| Arc::new(large_identity(i))).collect();
     let mut processes = Vec::with_capacity(gpus * per_gpu);
     for g in 0..gpus {
         for i in 0..per_gpu {
@@ -294,19 +273,6 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
             });
         }
     }
-    let gpus = (0..gpus)
-        .map(|_| SimGpu {
-            name: "NVIDIA H200".into(),
-            uuid: None,
-            pci_bus_id: None,
-            memory: ByteSize(141 << 30),
-            reserved: ByteSize(600 << 20),
-            lost_from_poll: None,
-            lost_until_poll: None,
-            mig: Vec::new(),
-            health: None,
-        })
-        .collect();
     Scenario {
         name: "large".into(),
         description: "64 GPUs x 1000 processes, for scale".into(),
@@ -314,8 +280,45 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
         loop_after: None,
         overhead_per_process: ByteSize(0),
         driver: SimDriver::default(),
-        gpus,
+        gpus: (0..gpus).map(|_| large_gpu()).collect(),
         processes,
+    }
+}
+
+/// Identity `i` of the large fleet (see [`large`]).
+fn large_identity(i: usize) -> SimIdentity {
+    SimIdentity {
+        comm: format!("worker-{}", i % 16),
+        user: format!("user{}", i % 8),
+        uid: 2000 + (i % 8) as u32,
+        kinds: crate::source::ProcessKinds {
+            compute: true,
+            ..Default::default()
+        },
+        state: ProcState::Sleeping,
+        container: String::new(),
+        container_runtime: String::new(),
+        pod_uid: String::new(),
+        qos_class: String::new(),
+        unit: String::new(),
+        slice: String::new(),
+        job: format!("{}", 9000 + i % 32),
+        cmdline: String::new(),
+    }
+}
+
+/// One GPU of the large fleet: an H200 without MIG.
+fn large_gpu() -> SimGpu {
+    SimGpu {
+        name: "NVIDIA H200".into(),
+        uuid: None,
+        pci_bus_id: None,
+        memory: ByteSize(141 << 30),
+        reserved: ByteSize(600 << 20),
+        lost_from_poll: None,
+        lost_until_poll: None,
+        mig: Vec::new(),
+        health: None,
     }
 }
 
