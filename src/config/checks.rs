@@ -1,12 +1,13 @@
-//! Config checks that span more than one field's parser: the listen
-//! address form, `[[rule]]` checks (reserved label names included) and the
-//! mapping of `[notify]`'s keyed messages to located errors. Called from
-//! `Config::validate`; it must not read files or change the config.
+//! Config checks that span more than one field's parser: `Config::validate`
+//! (poll bounds, process limits, and each section's own checks, located by
+//! toml's spans), the listen address form, `[[rule]]` checks (reserved label
+//! names included) and the mapping of `[notify]`'s keyed errors to located
+//! ones. It must not read files; it only normalises the config it checks.
 
 use std::time::Duration;
 
 use super::locate::{KeyPath, Located};
-use super::{Config, ConfigError};
+use super::{Config, ConfigError, PositiveDuration, ProcessMode};
 
 /// A poll interval above this is a typo (the daemon would look dead).
 pub const MAX_POLL_INTERVAL: Duration = Duration::from_secs(3600);
@@ -56,6 +57,66 @@ pub fn parse_listen(s: &str) -> Result<ListenAddr, ListenError> {
 }
 
 impl Config {
+    /// Cross-field checks that a single field's parser cannot make; errors
+    /// are located in `text` by toml's spans.
+    pub(super) fn validate(mut self, origin: &str, text: &str) -> Result<Config, ConfigError> {
+        let doc = Located::parse(text);
+        let invalid = |keys: &[&str], message: String| ConfigError::at(origin, &doc, &KeyPath::keys(keys), message);
+        let interval = self.poll.interval.get();
+        let timeout = self.poll.effective_timeout();
+        if interval > MAX_POLL_INTERVAL {
+            return Err(invalid(
+                &["poll", "interval"],
+                format!(
+                    "{} is more than the maximum of 1h; a monitor must poll at least hourly",
+                    humantime::format_duration(interval)
+                ),
+            ));
+        }
+        if timeout >= interval {
+            return Err(invalid(
+                &["poll", "timeout"],
+                format!(
+                    "{} is not below poll.interval ({}); a poll must end before the next one is due",
+                    humantime::format_duration(timeout),
+                    humantime::format_duration(interval)
+                ),
+            ));
+        }
+        if self.processes.top_n == 0 && self.processes.mode == ProcessMode::PerProcess {
+            return Err(invalid(
+                &["processes", "top_n"],
+                "0 exports no process at all; use mode = \"off\" for that, or a positive number".into(),
+            ));
+        }
+        if self.processes.label_max_bytes < 8 {
+            return Err(invalid(&["processes", "label_max_bytes"], "must be at least 8".into()));
+        }
+        if let Err(e) = parse_listen(&self.server.listen) {
+            return Err(invalid(&["server", "listen"], e.to_string()));
+        }
+        self.check_rules(origin, &doc)?;
+        self.links.check().map_err(|e| invalid(&["links"], e.to_string()))?;
+        if let Err(message) = self.notify.validate() {
+            return Err(keyed_error(origin, &doc, message));
+        }
+        if let Err(e) = self
+            .reclaim
+            .check()
+            .and_then(|()| self.reclaim.check_rules(&self.rules))
+        {
+            return Err(invalid(&["reclaim", e.key], e.message));
+        }
+        if let Err((key, message)) = self.allocator.check() {
+            return Err(invalid(&["allocator", key], message));
+        }
+        self.processes.group_by.sort();
+        self.processes.group_by.dedup();
+        // Fill in the derived timeout so `check-config` prints what is used.
+        self.poll.timeout = PositiveDuration::new(timeout);
+        Ok(self)
+    }
+
     /// Validates every `[[rule]]`; errors name the rule and its line.
     pub(super) fn check_rules(&self, origin: &str, doc: &Located<'_>) -> Result<(), ConfigError> {
         let mut seen = std::collections::HashSet::new();
