@@ -48,18 +48,37 @@ impl Default for LinksConfig {
     }
 }
 
+/// A `[links]` value that cannot be an absolute link: its key and value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key} `{url}` is {what}")]
+pub struct NotAbsolute {
+    pub key: &'static str,
+    pub url: String,
+    pub what: &'static str,
+}
+
 impl LinksConfig {
     /// Refuses what cannot become an absolute link.
-    pub fn check(&self) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// The first key whose value cannot be made absolute.
+    pub fn check(&self) -> Result<(), NotAbsolute> {
         let absolute = |u: &str| u.starts_with("http://") || u.starts_with("https://");
+        let bad = |key, url: &str, what| NotAbsolute {
+            key,
+            url: url.to_owned(),
+            what,
+        };
         let base = &self.runbook_base_url;
         if !(absolute(base) || (base.starts_with('/') && !base.starts_with("//"))) {
-            return Err(format!(
-                "runbook_base_url `{base}` is neither an http(s) URL nor a path on this daemon (starting with /)"
+            return Err(bad(
+                "runbook_base_url",
+                base,
+                "neither an http(s) URL nor a path on this daemon (starting with /)",
             ));
         }
         match &self.external_url {
-            Some(u) if !absolute(u) => Err(format!("external_url `{u}` is not an http(s) URL")),
+            Some(u) if !absolute(u) => Err(bad("external_url", u, "not an http(s) URL")),
             _ => Ok(()),
         }
     }

@@ -3,7 +3,7 @@
 //! one-line message and a non-zero exit code. All behaviour lives in the
 //! library; nothing here polls or serves by itself.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use gpumemd::check::{Criteria, Scope, Verdict, fetch_snapshot};
@@ -20,6 +20,62 @@ use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
 use gpumemd::source::{GpuSource, SourceError};
 
+/// Every way a command fails, printed as one line after "gpumemd: ".
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    #[error(transparent)]
+    WebConfig(#[from] gpumemd::http::webconfig::WebConfigError),
+    #[error(transparent)]
+    Scenario(#[from] gpumemd::source::scenario::ScenarioError),
+    #[error(transparent)]
+    Daemon(#[from] gpumemd::RunError),
+    #[error(transparent)]
+    Snapshot(#[from] gpumemd::snapshot_cmd::SnapshotError),
+    #[error(transparent)]
+    Remote(#[from] gpumemd::remote::LifecycleError),
+    #[error("--web.listen-address: {0}")]
+    ListenFlag(config::ListenError),
+    #[error("--web.telemetry-path: {0}")]
+    TelemetryPath(gpumemd::http::TelemetryPathError),
+    #[error("listen address: {0}")]
+    Listen(config::ListenError),
+    #[error("cannot listen on {listen}: {source}")]
+    Bind { listen: String, source: std::io::Error },
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(std::io::Error),
+    #[error("cannot write: {0}")]
+    Write(std::io::Error),
+    #[error("cannot write the man pages to {}: {source}", dir.display())]
+    ManPages {
+        dir: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--dir is for `generate man`, not {0}")]
+    DirNotForMan(String),
+    #[error("cannot print the config: {0}")]
+    PrintConfig(toml::ser::Error),
+    #[error("--url reads the daemon's data; --demo and --nvml-lib do not apply to it")]
+    UrlWithLocalSource,
+    #[error("NVML not available: {0}; use --demo to try without a GPU")]
+    NoNvml(String),
+    #[error(transparent)]
+    Source(SourceError),
+    #[error("--max-unattributed: {0}")]
+    MaxUnattributed(gpumemd::units::UnitError),
+    #[error("--timeout: {0}")]
+    Timeout(gpumemd::units::UnitError),
+    #[error("cannot encode the snapshot: {0}")]
+    Encode(serde_json::Error),
+    #[error("cannot tell: {0}")]
+    CannotTell(gpumemd::check::FetchError),
+    #[error("--password-file {}: {source}", path.display())]
+    PasswordFile { path: PathBuf, source: std::io::Error },
+    #[error("--user needs --password-file or GPUMEMD_PASSWORD")]
+    NoPassword,
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse_args();
     let result = match cli.into_command() {
@@ -32,11 +88,11 @@ fn main() -> ExitCode {
             dir: Some(dir),
         } => gpumemd::cli::generate_man_pages(&dir)
             .map(|pages| pages.iter().for_each(|p| println!("{}", p.display())))
-            .map_err(|e| format!("cannot write the man pages to {}: {e}", dir.display())),
-        Command::Generate { what, dir: Some(_) } => Err(format!("--dir is for `generate man`, not {what:?}")),
+            .map_err(|source| CliError::ManPages { dir, source }),
+        Command::Generate { what, dir: Some(_) } => Err(CliError::DirNotForMan(format!("{what:?}"))),
         Command::Generate { what, dir: None } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
             // `gpumemd generate man | head` is not a failure.
-            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("cannot write: {e}")),
+            Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::Write(e)),
             _ => Ok(()),
         },
         Command::Suspend(r) => remote(&r, "suspend"),
@@ -55,13 +111,13 @@ fn main() -> ExitCode {
 /// else built-in defaults; then command-line overrides (kept on the config,
 /// so reloads apply them too). The read has a deadline: a FIFO nobody writes
 /// must not hold the start forever.
-fn load_config(src: &SourceArgs, overrides: &Overrides) -> Result<Config, String> {
+fn load_config(src: &SourceArgs, overrides: &Overrides) -> Result<Config, CliError> {
     let demo = src.demo.is_some();
     let deadline = Some(gpumemd::reload::RELOAD_DEADLINE);
     let mut cfg = match &src.config {
-        Some(p) => Config::load_within(p, demo, deadline).map_err(|e| e.to_string())?,
+        Some(p) => Config::load_within(p, demo, deadline)?,
         None if Path::new(DEFAULT_CONFIG_PATH).exists() => {
-            Config::load_within(Path::new(DEFAULT_CONFIG_PATH), demo, deadline).map_err(|e| e.to_string())?
+            Config::load_within(Path::new(DEFAULT_CONFIG_PATH), demo, deadline)?
         }
         None => Config::defaults(demo),
     };
@@ -70,10 +126,10 @@ fn load_config(src: &SourceArgs, overrides: &Overrides) -> Result<Config, String
 }
 
 /// The command-line settings that win over the file.
-fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, String> {
+fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, CliError> {
     let listen = run.and_then(|r| r.listen.clone());
     if let Some(l) = &listen {
-        config::parse_listen(l).map_err(|e| format!("--web.listen-address: {e}"))?;
+        config::parse_listen(l).map_err(CliError::ListenFlag)?;
     }
     Ok(Overrides {
         nvml_lib: src.nvml_lib.clone(),
@@ -83,8 +139,7 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, Strin
         tls: false,
         telemetry_path: match run {
             Some(r) if r.telemetry_path != DEFAULT_TELEMETRY_PATH => {
-                gpumemd::http::check_telemetry_path(&r.telemetry_path)
-                    .map_err(|e| format!("--web.telemetry-path: {e}"))?;
+                gpumemd::http::check_telemetry_path(&r.telemetry_path).map_err(CliError::TelemetryPath)?;
                 Some(r.telemetry_path.clone())
             }
             _ => None,
@@ -92,10 +147,10 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, Strin
     })
 }
 
-fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, String> {
+fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, CliError> {
     match demo {
         Some(name) => {
-            let sc = Scenario::resolve(name).map_err(|e| e.to_string())?;
+            let sc = Scenario::resolve(name)?;
             let fleet = SimulatedSource::new(sc, cfg.poll.interval.get(), unix_now());
             // What a suspend (simulated CUDA checkpoint) hides, as on a GPU.
             Ok(Box::new(ParkedSource::new(Box::new(fleet), Default::default())))
@@ -106,7 +161,7 @@ fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, S
     }
 }
 
-fn run(args: RunArgs) -> Result<(), String> {
+fn run(args: RunArgs) -> Result<(), CliError> {
     // First of all: signal handlers. Until they are installed a SIGHUP (a
     // reload sent right after start) or SIGTERM takes the default action and
     // kills the daemon.
@@ -115,7 +170,7 @@ fn run(args: RunArgs) -> Result<(), String> {
         .thread_name("gpumemd-http")
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .map_err(CliError::Runtime)?;
     let shutdown = {
         let _in_runtime = rt.enter();
         gpumemd::shutdown::install_early()
@@ -125,7 +180,7 @@ fn run(args: RunArgs) -> Result<(), String> {
     // Checked before binding, so a bad file is one line and exit 1, not a
     // server that starts and then fails.
     if let Some(f) = &cfg.server.web_config_file {
-        let web = gpumemd::http::webconfig::load(f).map_err(|e| e.to_string())?;
+        let web = gpumemd::http::webconfig::load(f)?;
         let mut o = cfg.overrides.clone();
         o.tls = web.tls.is_some();
         o.apply(&mut cfg);
@@ -138,9 +193,8 @@ fn run(args: RunArgs) -> Result<(), String> {
         let listener = bind(&cfg.server.listen).await?;
         let addr = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!(address = %addr, version = gpumemd::cli::VERSION, "listening");
-        gpumemd::run(cfg, source, listener, shutdown)
-            .await
-            .map_err(|e| e.to_string())
+        gpumemd::run(cfg, source, listener, shutdown).await?;
+        Ok::<(), CliError>(())
     })?;
     tracing::info!("stopped");
     // A reload thread stuck on a FIFO or a hung mount must not keep the
@@ -151,8 +205,8 @@ fn run(args: RunArgs) -> Result<(), String> {
 
 /// Binds `[host]:port`; an empty host binds all interfaces, IPv6 and IPv4
 /// where the kernel allows a dual-stack socket, IPv4 alone otherwise.
-async fn bind(listen: &str) -> Result<tokio::net::TcpListener, String> {
-    let a = config::parse_listen(listen).map_err(|e| format!("listen address: {e}"))?;
+async fn bind(listen: &str) -> Result<tokio::net::TcpListener, CliError> {
+    let a = config::parse_listen(listen).map_err(CliError::Listen)?;
     let r = match &a.host {
         Some(h) => tokio::net::TcpListener::bind((h.as_str(), a.port)).await,
         None => match tokio::net::TcpListener::bind(("::", a.port)).await {
@@ -160,35 +214,38 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener, String> {
             Err(_) => tokio::net::TcpListener::bind(("0.0.0.0", a.port)).await,
         },
     };
-    r.map_err(|e| format!("cannot listen on {listen}: {e}"))
+    r.map_err(|source| CliError::Bind {
+        listen: listen.to_owned(),
+        source,
+    })
 }
 
-fn check_config(file: &Path, demo: bool) -> Result<(), String> {
-    let cfg = Config::load(file, demo).map_err(|e| e.to_string())?;
+fn check_config(file: &Path, demo: bool) -> Result<(), CliError> {
+    let cfg = Config::load(file, demo)?;
     if let Some(f) = &cfg.server.web_config_file {
-        gpumemd::http::webconfig::load(f).map_err(|e| e.to_string())?;
+        gpumemd::http::webconfig::load(f)?;
     }
     // Printed without URL credentials or tokens: this output ends up in
     // terminals, CI logs and bug reports.
-    let text = config::redact::printable(&cfg).map_err(|e| format!("cannot print the config: {e}"))?;
+    let text = config::redact::printable(&cfg).map_err(CliError::PrintConfig)?;
     println!("# effective configuration of {}\n{text}", file.display());
     Ok(())
 }
 
 /// `snapshot`: from a running daemon (`--url`), or polls here, keeping the
 /// pipeline between `--watch` refreshes so growth appears as history builds.
-fn snapshot(src: &SourceArgs, opts: &SnapshotOpts) -> Result<(), String> {
+fn snapshot(src: &SourceArgs, opts: &SnapshotOpts) -> Result<(), CliError> {
     use gpumemd::snapshot_cmd::{self, Feed, SnapshotError};
     gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
     if let Some(url) = &opts.url {
         if src.demo.is_some() || src.nvml_lib.is_some() {
-            return Err("--url reads the daemon's data; --demo and --nvml-lib do not apply to it".into());
+            return Err(CliError::UrlWithLocalSource);
         }
         let feed = Feed {
             fetch: Box::new(|| snapshot_cmd::remote::fetch(url).map_err(SnapshotError::from)),
             has_history: true,
         };
-        return snapshot_cmd::run(opts, feed).map_err(|e| e.to_string());
+        return Ok(snapshot_cmd::run(opts, feed)?);
     }
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
@@ -197,15 +254,15 @@ fn snapshot(src: &SourceArgs, opts: &SnapshotOpts) -> Result<(), String> {
     let feed = Feed {
         fetch: Box::new(move || {
             seq += 1;
-            poll_with(source.as_mut(), &mut pipeline, seq).map_err(SnapshotError::Source)
+            poll_with(source.as_mut(), &mut pipeline, seq).map_err(|e| SnapshotError::Source(e.to_string()))
         }),
         has_history: false,
     };
-    snapshot_cmd::run(opts, feed).map_err(|e| e.to_string())
+    Ok(snapshot_cmd::run(opts, feed)?)
 }
 
 /// One poll through the production pipeline, for `check`.
-fn poll_once(src: &SourceArgs) -> Result<Snapshot, String> {
+fn poll_once(src: &SourceArgs) -> Result<Snapshot, CliError> {
     gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
@@ -214,12 +271,12 @@ fn poll_once(src: &SourceArgs) -> Result<Snapshot, String> {
 }
 
 /// Poll number `seq` of `source` through `pipeline`, as a snapshot.
-fn poll_with(source: &mut dyn GpuSource, pipeline: &mut Pipeline, seq: u64) -> Result<Snapshot, String> {
+fn poll_with(source: &mut dyn GpuSource, pipeline: &mut Pipeline, seq: u64) -> Result<Snapshot, CliError> {
     let now = unix_now();
     let started = std::time::Instant::now();
     let raw = source.poll(true).map_err(|e| match e {
-        SourceError::Unavailable(m) => format!("NVML not available: {m}; use --demo to try without a GPU"),
-        other => other.to_string(),
+        SourceError::Unavailable(m) => CliError::NoNvml(m),
+        other => CliError::Source(other),
     })?;
     let source_seconds = started.elapsed().as_secs_f64();
     let outcome = PollOutcome {
@@ -253,8 +310,8 @@ fn check(args: &CheckArgs) -> ExitCode {
     ExitCode::from(verdict.code)
 }
 
-fn check_criteria(a: &CheckArgs) -> Result<Criteria, String> {
-    let max = gpumemd::units::parse_size(&a.max_unattributed).map_err(|e| format!("--max-unattributed: {e}"))?;
+fn check_criteria(a: &CheckArgs) -> Result<Criteria, CliError> {
+    let max = gpumemd::units::parse_size(&a.max_unattributed).map_err(CliError::MaxUnattributed)?;
     Ok(Criteria {
         scope: Scope {
             jobs: a.job.clone(),
@@ -271,37 +328,39 @@ fn check_criteria(a: &CheckArgs) -> Result<Criteria, String> {
     })
 }
 
-fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, String> {
+fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
     let Some(url) = &a.url else {
         let snap = poll_once(&a.source)?;
-        let body = serde_json::to_string(&snap).map_err(|e| format!("cannot encode the snapshot: {e}"))?;
+        let body = serde_json::to_string(&snap).map_err(CliError::Encode)?;
         return Ok(gpumemd::check::judge_json(&body, c));
     };
-    let timeout = gpumemd::units::parse_duration(&a.timeout).map_err(|e| format!("--timeout: {e}"))?;
+    let timeout = gpumemd::units::parse_duration(&a.timeout).map_err(CliError::Timeout)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .map_err(CliError::Runtime)?;
     let body = rt
         .block_on(fetch_snapshot(url, timeout.get()))
-        .map_err(|e| format!("cannot tell: {e}"))?;
+        .map_err(CliError::CannotTell)?;
     Ok(gpumemd::check::judge_json(&body, c))
 }
 
 /// `gpumemd suspend|resume PID`: asks the running daemon; prints its answer.
-fn remote(args: &RemoteArgs, action: &str) -> Result<(), String> {
+fn remote(args: &RemoteArgs, action: &str) -> Result<(), CliError> {
     let auth = match &args.user {
         None => None,
         Some(user) => {
             let password = match &args.password_file {
                 Some(f) => std::fs::read_to_string(f)
-                    .map_err(|e| format!("--password-file {}: {e}", f.display()))?
+                    .map_err(|source| CliError::PasswordFile {
+                        path: f.clone(),
+                        source,
+                    })?
                     .lines()
                     .next()
                     .unwrap_or("")
                     .to_string(),
-                None => std::env::var("GPUMEMD_PASSWORD")
-                    .map_err(|_| "--user needs --password-file or GPUMEMD_PASSWORD".to_string())?,
+                None => std::env::var("GPUMEMD_PASSWORD").map_err(|_| CliError::NoPassword)?,
             };
             Some(gpumemd::remote::Credentials {
                 user: user.clone(),
@@ -312,7 +371,7 @@ fn remote(args: &RemoteArgs, action: &str) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+        .map_err(CliError::Runtime)?;
     let tls = gpumemd::remote::TlsFiles {
         ca_file: args.ca_file.clone(),
         cert_file: args.cert_file.clone(),

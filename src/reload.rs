@@ -31,7 +31,7 @@ pub struct ReloadStatus {
 }
 
 /// A reload request from HTTP; the reply says what happened, as one line.
-pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
+pub type ReloadRequest = oneshot::Sender<Result<(), ReloadError>>;
 
 /// Why a reload failed; the running config stays in every case.
 #[derive(Debug, Error)]
@@ -98,7 +98,7 @@ pub async fn run(
             _ = shutdown.wait_for(|s| *s) => return,
             r = reader.load(current.clone(), RELOAD_DEADLINE) => r,
         };
-        let result = publish(&cfg_tx, &status_tx, &current, loaded).map_err(|e| e.to_string());
+        let result = publish(&cfg_tx, &status_tx, &current, loaded);
         if let Some(tx) = reply {
             let _ = tx.send(result);
         }

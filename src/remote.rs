@@ -28,8 +28,16 @@ pub struct TlsFiles {
     pub key_file: Option<PathBuf>,
 }
 
-fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()))
+fn read(flag: &'static str, path: &Path) -> Result<Vec<u8>, LifecycleError> {
+    std::fs::read(path).map_err(|e| tls_file(flag, path, e))
+}
+
+fn tls_file(flag: &'static str, path: &Path, e: impl std::fmt::Display) -> LifecycleError {
+    LifecycleError::TlsFile {
+        flag,
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    }
 }
 
 /// An HTTP client with the TLS files applied.
@@ -37,11 +45,11 @@ fn read(flag: &str, path: &Path) -> Result<Vec<u8>, String> {
 /// # Errors
 /// An unreadable or invalid file (naming its flag), or a certificate
 /// without its key.
-pub fn client(tls: &TlsFiles) -> Result<reqwest::Client, String> {
+pub fn client(tls: &TlsFiles) -> Result<reqwest::Client, LifecycleError> {
     let mut b = reqwest::Client::builder().timeout(REQUEST_TIMEOUT);
     if let Some(ca) = &tls.ca_file {
         let pem = read("--ca-file", ca)?;
-        let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| format!("--ca-file {}: {e}", ca.display()))?;
+        let cert = reqwest::Certificate::from_pem(&pem).map_err(|e| tls_file("--ca-file", ca, e))?;
         b = b.add_root_certificate(cert);
     }
     match (&tls.cert_file, &tls.key_file) {
@@ -50,13 +58,36 @@ pub fn client(tls: &TlsFiles) -> Result<reqwest::Client, String> {
             pem.push(b'\n');
             pem.extend(read("--key-file", k)?);
             let id = reqwest::Identity::from_pem(&pem)
-                .map_err(|e| format!("--cert-file {} / --key-file {}: {e}", c.display(), k.display()))?;
+                .map_err(|e| tls_file("--cert-file", c, format!("with --key-file {}: {e}", k.display())))?;
             b = b.identity(id);
         }
         (None, None) => {}
-        _ => return Err("--cert-file and --key-file go together".into()),
+        _ => return Err(LifecycleError::HalfIdentity),
     }
-    b.build().map_err(|e| format!("cannot build an HTTP client: {e}"))
+    b.build().map_err(LifecycleError::Client)
+}
+
+/// Why a lifecycle request did not succeed.
+#[derive(Debug, thiserror::Error)]
+pub enum LifecycleError {
+    #[error("cannot build an HTTP client: {0}")]
+    Client(reqwest::Error),
+    #[error("{flag} {}: {detail}", path.display())]
+    TlsFile {
+        flag: &'static str,
+        path: PathBuf,
+        detail: String,
+    },
+    #[error("--cert-file and --key-file go together")]
+    HalfIdentity,
+    #[error("{endpoint}: {source}")]
+    Unreachable { endpoint: String, source: reqwest::Error },
+    #[error("{endpoint}: {status}: {}", body.trim())]
+    Refused {
+        endpoint: String,
+        status: reqwest::StatusCode,
+        body: String,
+    },
 }
 
 /// POSTs `{url}/api/v1/processes/{pid}/{action}`; Ok(body) on 2xx.
@@ -69,20 +100,23 @@ pub async fn lifecycle(
     action: &str,
     auth: Option<Credentials>,
     tls: &TlsFiles,
-) -> Result<String, String> {
+) -> Result<String, LifecycleError> {
     let client = client(tls)?;
     let endpoint = format!("{}/api/v1/processes/{pid}/{action}", url.trim_end_matches('/'));
     let mut req = client.post(&endpoint);
     if let Some(c) = auth {
         req = req.basic_auth(c.user, Some(c.password));
     }
-    let resp = req.send().await.map_err(|e| format!("{endpoint}: {e}"))?;
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(source) => return Err(LifecycleError::Unreachable { endpoint, source }),
+    };
     let status = resp.status();
     let body = resp.text().await.unwrap_or_default();
     if status.is_success() {
         Ok(body)
     } else {
-        Err(format!("{endpoint}: {status}: {}", body.trim()))
+        Err(LifecycleError::Refused { endpoint, status, body })
     }
 }
 
@@ -99,14 +133,14 @@ mod tests {
         assert!(
             client(&missing)
                 .err()
-                .is_some_and(|e| e.starts_with("--ca-file /nonexistent/ca.pem"))
+                .is_some_and(|e| e.to_string().starts_with("--ca-file /nonexistent/ca.pem"))
         );
         let half = TlsFiles {
             cert_file: Some("/nonexistent/c.pem".into()),
             ..TlsFiles::default()
         };
         assert_eq!(
-            client(&half).err().as_deref(),
+            client(&half).err().map(|e| e.to_string()).as_deref(),
             Some("--cert-file and --key-file go together")
         );
         assert!(client(&TlsFiles::default()).is_ok());

@@ -10,6 +10,30 @@ use std::time::Duration;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+/// Why a duration, size or ratio was refused; the texts show the accepted
+/// form, and callers prefix them with the setting or flag they came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnitError {
+    #[error("`{0}` is negative; use a positive duration such as \"1s\" or \"500ms\"")]
+    NegativeDuration(String),
+    #[error("`{text}` is not a duration ({reason}); use e.g. \"1s\", \"250ms\", \"10m\"")]
+    NotADuration { text: String, reason: String },
+    #[error("`{0}` is zero; use a positive duration such as \"1s\"")]
+    ZeroDuration(String),
+    #[error("`{0}` is more than the maximum of 30 days")]
+    TooLong(String),
+    #[error("`{0}` is not a size; {SIZE_HINT}")]
+    NotASize(String),
+    #[error("`{text}` has an unknown unit `{unit}`; {SIZE_HINT}")]
+    UnknownUnit { text: String, unit: String },
+    #[error("`{0}` is too large")]
+    TooLarge(String),
+    #[error("`{0}` is outside 0..1; write a ratio as 0.9 or \"90%\"")]
+    RatioOutOfRange(String),
+}
+
+const SIZE_HINT: &str = "use e.g. \"512MiB\", \"20GiB\" or a number of bytes";
+
 /// A strictly positive duration of at most [`MAX_DURATION`], written as a
 /// humantime string ("1s", "10m", "250ms").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -42,19 +66,19 @@ impl PositiveDuration {
 
 /// Parses "30s", "1m30s", "250ms". Negative or zero values are refused with
 /// a message that shows the accepted form.
-pub fn parse_duration(text: &str) -> Result<PositiveDuration, String> {
+pub fn parse_duration(text: &str) -> Result<PositiveDuration, UnitError> {
     let t = text.trim();
     if t.starts_with('-') {
-        return Err(format!(
-            "`{t}` is negative; use a positive duration such as \"1s\" or \"500ms\""
-        ));
+        return Err(UnitError::NegativeDuration(t.to_owned()));
     }
-    let d = humantime::parse_duration(t)
-        .map_err(|e| format!("`{t}` is not a duration ({e}); use e.g. \"1s\", \"250ms\", \"10m\""))?;
+    let d = humantime::parse_duration(t).map_err(|e| UnitError::NotADuration {
+        text: t.to_owned(),
+        reason: e.to_string(),
+    })?;
     if d.is_zero() {
-        return Err(format!("`{t}` is zero; use a positive duration such as \"1s\""));
+        return Err(UnitError::ZeroDuration(t.to_owned()));
     }
-    PositiveDuration::new(d).ok_or_else(|| format!("`{t}` is more than the maximum of 30 days"))
+    PositiveDuration::new(d).ok_or_else(|| UnitError::TooLong(t.to_owned()))
 }
 
 impl<'de> Deserialize<'de> for PositiveDuration {
@@ -101,13 +125,12 @@ const UNITS: &[(&str, f64)] = &[
 ];
 
 /// Parses a size; the unit is case-insensitive and may be separated by a space.
-pub fn parse_size(text: &str) -> Result<ByteSize, String> {
+pub fn parse_size(text: &str) -> Result<ByteSize, UnitError> {
     let t = text.trim();
     let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let unit = unit.trim().to_ascii_lowercase();
-    let hint = "use e.g. \"512MiB\", \"20GiB\" or a number of bytes";
-    let value: f64 = num.parse().map_err(|_| format!("`{t}` is not a size; {hint}"))?;
+    let value: f64 = num.parse().map_err(|_| UnitError::NotASize(t.to_owned()))?;
     let mult = if unit.is_empty() {
         1.0
     } else {
@@ -115,11 +138,14 @@ pub fn parse_size(text: &str) -> Result<ByteSize, String> {
             .iter()
             .find(|(u, _)| *u == unit)
             .map(|(_, m)| *m)
-            .ok_or_else(|| format!("`{t}` has an unknown unit `{unit}`; {hint}"))?
+            .ok_or_else(|| UnitError::UnknownUnit {
+                text: t.to_owned(),
+                unit: unit.clone(),
+            })?
     };
     let bytes = value * mult;
     if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("`{t}` is too large"));
+        return Err(UnitError::TooLarge(t.to_owned()));
     }
     Ok(ByteSize(bytes.round() as u64))
 }
@@ -190,11 +216,11 @@ pub fn human(b: u64) -> String {
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd, Serialize)]
 pub struct Ratio(pub f64);
 
-pub fn parse_ratio(v: f64, text: &str) -> Result<Ratio, String> {
+pub fn parse_ratio(v: f64, text: &str) -> Result<Ratio, UnitError> {
     if (0.0..=1.0).contains(&v) {
         Ok(Ratio(v))
     } else {
-        Err(format!("`{text}` is outside 0..1; write a ratio as 0.9 or \"90%\""))
+        Err(UnitError::RatioOutOfRange(text.to_owned()))
     }
 }
 
@@ -263,11 +289,12 @@ mod tests {
     fn durations() {
         assert_eq!(parse_duration("250ms").map(|d| d.get()), Ok(Duration::from_millis(250)));
         assert_eq!(parse_duration("1m30s").map(|d| d.get()), Ok(Duration::from_secs(90)));
-        assert!(parse_duration("0s").unwrap_err().contains("zero"));
-        assert!(parse_duration("-1s").unwrap_err().contains("negative"));
-        assert!(parse_duration("soon").unwrap_err().contains("not a duration"));
+        let err = |t: &str| parse_duration(t).map(|_| ()).unwrap_err().to_string();
+        assert!(err("0s").contains("zero"));
+        assert!(err("-1s").contains("negative"));
+        assert!(err("soon").contains("not a duration"));
         assert_eq!(parse_duration("30d").map(|d| d.get()), Ok(MAX_DURATION));
-        assert!(parse_duration("30d 1s").unwrap_err().contains("maximum of 30 days"));
+        assert!(err("30d 1s").contains("maximum of 30 days"));
         // The value that made the daemon never poll again.
         assert!(parse_duration("9999999999999h").is_err());
     }

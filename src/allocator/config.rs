@@ -54,19 +54,21 @@ impl Default for AllocatorConfig {
     }
 }
 
+/// A socket mode that is not octal permission bits.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a permission mode; use octal like \"0660\"")]
+pub struct BadMode(pub String);
+
 impl AllocatorConfig {
     /// The socket's permission bits.
     ///
     /// # Errors
-    /// A message naming the accepted form, for the config loader.
-    pub fn mode_bits(&self) -> Result<u32, String> {
+    /// The mode as written, when it is not octal permission bits.
+    pub fn mode_bits(&self) -> Result<u32, BadMode> {
         let t = self.mode.trim().trim_start_matches("0o");
         match u32::from_str_radix(t, 8) {
             Ok(m) if m <= 0o777 => Ok(m),
-            _ => Err(format!(
-                "`{}` is not a permission mode; use octal like \"0660\"",
-                self.mode
-            )),
+            _ => Err(BadMode(self.mode.clone())),
         }
     }
 
@@ -75,7 +77,7 @@ impl AllocatorConfig {
     /// # Errors
     /// The key and what would be valid.
     pub fn check(&self) -> Result<(), (&'static str, String)> {
-        self.mode_bits().map_err(|m| ("mode", m))?;
+        self.mode_bits().map_err(|m| ("mode", m.to_string()))?;
         if self.max_message_bytes.0 < 256 || self.max_message_bytes.0 > MAX_MESSAGE_LIMIT {
             return Err((
                 "max_message_bytes",

@@ -119,9 +119,9 @@ impl Receiver {
             stopped: Arc::new(AtomicBool::new(false)),
         };
         sockopt::set_socket_passcred(&rx.sock, true).map_err(|e| io("SO_PASSCRED", e.into()))?;
-        let mode = cfg.mode_bits().map_err(|message| ReceiverError::Config {
+        let mode = cfg.mode_bits().map_err(|e| ReceiverError::Config {
             path: rx.path.clone(),
-            message,
+            message: e.to_string(),
         })?;
         std::fs::set_permissions(&rx.path, std::fs::Permissions::from_mode(mode)).map_err(|e| io("chmod", e))?;
         if !cfg.group.is_empty() {

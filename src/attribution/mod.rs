@@ -26,6 +26,7 @@ mod nss;
 mod procfs;
 mod redact;
 mod stat;
+mod task;
 mod tree;
 mod users;
 
@@ -37,8 +38,9 @@ mod tests;
 pub use cgroup::parse_cgroup;
 pub use memtree::{MemIdentity, MemProcess, MemTree, MemWriter, cgroup_path};
 pub use nss::{Lookup, NssNames, system_lookup};
-pub use procfs::{ProcFs, Task, read_task};
+pub use procfs::ProcFs;
 pub use redact::{format_cmdline, redact_cmdline};
+pub use task::{Task, read_task};
 // Public for tests/fuzz.rs, which feeds them arbitrary bytes.
 pub use stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
 pub use tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};

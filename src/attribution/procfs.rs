@@ -1,7 +1,7 @@
 //! [`ProcFs`]: reads one PID's identity from a [`ProcTree`]: a directory
 //! (the host's `/proc`, `/host/proc` in a container, a test fixture) or the
-//! simulated fleet's in-memory tree. Also [`read_task`], reclaim's uncached
-//! view of one PID.
+//! simulated fleet's in-memory tree. Reclaim's uncached view of one PID is
+//! `task.rs`, on the same low-level readers.
 //!
 //! Owns: which files are read, how their errors map to [`ProcError`], and the
 //! caches (passwd, btime, and each process's status uid and cgroup). Must not: walk all of `/proc` (it runs for every
@@ -18,10 +18,10 @@ use std::time::{Duration, Instant};
 use super::cgroup::parse_cgroup;
 use super::nss::{Lookup, NssNames, system_lookup};
 use super::redact::format_cmdline;
-use super::stat::{StatError, StatFields, parse_btime, parse_stat, parse_stat_ref, parse_status_uid};
+use super::stat::{StatError, parse_btime, parse_stat_ref, parse_status_uid};
 use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{CgroupInfo, ProcError, ProcState, ProcessIdentity, ReadOptions, Text};
+use super::{CgroupInfo, ProcError, ProcessIdentity, ReadOptions, Text};
 
 /// ESRCH on Linux (asm-generic/errno-base.h): a reaped task's open proc
 /// file. std has no ErrorKind for it.
@@ -30,8 +30,6 @@ const ESRCH: i32 = 3;
 /// Caps on what is read, so a hostile or huge file cannot cost memory.
 const SMALL_FILE_MAX: u64 = 64 * 1024;
 const CMDLINE_READ_MAX: u64 = 256 * 1024;
-/// Enough of cmdline for argv[0] (PATH_MAX): all reclaim needs.
-const ARGV0_MAX: u64 = 4096;
 
 /// How long a process's uid and cgroup are reused before they are read
 /// again. Both are set when a job starts (setuid, the scheduler placing it
@@ -153,47 +151,22 @@ impl ProcFs {
     /// Reads stat, status and cgroup (and cmdline when `opts.cmdline`).
     /// `Err(Gone)` when the process does not exist (any more).
     pub fn read(&mut self, pid: u32, opts: &ReadOptions) -> Result<ProcessIdentity, ProcError> {
-        let tree = &*self.tree;
         // Taken, not borrowed: `self` is borrowed again below. An early
         // return drops it; the next read allocates anew.
         let mut buf = std::mem::take(&mut self.buf);
-        read_required(tree, pid, PidFile::Stat, &mut buf)?;
+        read_required(&*self.tree, pid, PidFile::Stat, &mut buf)?;
         let (stat, comm) = parse_stat_ref(&buf).map_err(|e| stat_error(pid, e))?;
         // A zombie may lack what a live process has; never call it gone.
         let exited = stat.state.is_exited();
         let now = Instant::now();
-        let cached = match self.identities.get_mut(&pid) {
-            Some(c) if c.start_ticks == stat.start_ticks && now.duration_since(c.read_at) < self.refresh => {
-                c.used_at = now;
-                if *c.comm != *comm {
-                    c.comm = Text::from(comm.as_ref());
-                }
-                Some((c.uid, c.cgroup.clone(), c.comm.clone()))
-            }
-            _ => None,
-        };
-        let (uid, cgroup, comm) = match cached {
+        let (uid, cgroup, comm) = match self.cached(pid, stat.start_ticks, &comm, now) {
             Some(c) => c,
             None => {
                 let comm = Text::from(comm.as_ref());
-                read_required(tree, pid, PidFile::Status, &mut buf)?;
-                let uid = parse_status_uid(&String::from_utf8_lossy(&buf));
-                let cgroup = match read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, &mut buf)? {
-                    Some(_) => parse_cgroup(&String::from_utf8_lossy(&buf)),
-                    None => CgroupInfo::default(),
-                };
-                let cached = Cached {
-                    start_ticks: stat.start_ticks,
-                    uid,
-                    cgroup: cgroup.clone(),
-                    comm: comm.clone(),
-                    read_at: now,
-                    used_at: now,
-                };
-                self.identities.insert(pid, cached);
-                (uid, cgroup, comm)
+                self.read_identity(pid, stat.start_ticks, comm, exited, now, &mut buf)?
             }
         };
+        let tree = &*self.tree;
         // The name is looked up every time: the passwd cache notices edits.
         let user = uid.map(|uid| self.users.name(uid, tree)).unwrap_or_default();
         let cmdline = if opts.cmdline {
@@ -220,6 +193,56 @@ impl ProcFs {
             cmdline,
             cgroup,
         })
+    }
+
+    /// The cached uid, cgroup and comm of `pid` when it is still the same
+    /// process (same start) and was read within the refresh period.
+    fn cached(
+        &mut self,
+        pid: u32,
+        start_ticks: u64,
+        comm: &str,
+        now: Instant,
+    ) -> Option<(Option<u32>, CgroupInfo, Text)> {
+        match self.identities.get_mut(&pid) {
+            Some(c) if c.start_ticks == start_ticks && now.duration_since(c.read_at) < self.refresh => {
+                c.used_at = now;
+                if *c.comm != *comm {
+                    c.comm = Text::from(comm);
+                }
+                Some((c.uid, c.cgroup.clone(), c.comm.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Reads status and cgroup of `pid` and caches what they say.
+    fn read_identity(
+        &mut self,
+        pid: u32,
+        start_ticks: u64,
+        comm: Text,
+        exited: bool,
+        now: Instant,
+        buf: &mut Vec<u8>,
+    ) -> Result<(Option<u32>, CgroupInfo, Text), ProcError> {
+        let tree = &*self.tree;
+        read_required(tree, pid, PidFile::Status, buf)?;
+        let uid = parse_status_uid(&String::from_utf8_lossy(buf));
+        let cgroup = match read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, buf)? {
+            Some(_) => parse_cgroup(&String::from_utf8_lossy(buf)),
+            None => CgroupInfo::default(),
+        };
+        let cached = Cached {
+            start_ticks,
+            uid,
+            cgroup: cgroup.clone(),
+            comm: comm.clone(),
+            read_at: now,
+            used_at: now,
+        };
+        self.identities.insert(pid, cached);
+        Ok((uid, cgroup, comm))
     }
 
     /// Forgets processes not asked about for a refresh period, so PID churn
@@ -269,62 +292,7 @@ impl Default for ProcFs {
     }
 }
 
-/// What `/proc` says about one PID right now, uncached: reclaim's view
-/// just before it signals (a stale view is what its re-check exists to avoid).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Task {
-    pub pid: u32,
-    pub ppid: u32,
-    pub state: ProcState,
-    /// stat field 9 (PF_* bits).
-    pub flags: u64,
-    /// stat field 22: with the pid, the exact identity.
-    pub start_ticks: u64,
-    /// Real uid; `None` when status has no parsable `Uid:` line.
-    pub uid: Option<u32>,
-    pub comm: String,
-    /// argv[0]; `None` when cmdline is empty (kernel threads, exiting tasks).
-    pub argv0: Option<String>,
-}
-
-/// Reads stat, status and the start of cmdline of `pid`, with no cache.
-///
-/// # Errors
-/// `Gone` when the process does not exist (any more); `Unreadable` or
-/// `Malformed` for stat or status.
-pub fn read_task(tree: &dyn ProcTree, pid: u32) -> Result<Task, ProcError> {
-    let mut buf = Vec::new();
-    let stat = read_stat(tree, pid, &mut buf)?;
-    read_required(tree, pid, PidFile::Status, &mut buf)?;
-    let uid = parse_status_uid(&String::from_utf8_lossy(&buf));
-    // An exiting task may already have lost its mm: no argv then.
-    let argv0 = match tree.read(TreeFile::Pid(pid, PidFile::Cmdline), ARGV0_MAX, &mut buf) {
-        Ok(_) => buf
-            .split(|&b| b == 0)
-            .next()
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned()),
-        Err(_) => None,
-    };
-    Ok(Task {
-        pid,
-        ppid: stat.ppid,
-        state: stat.state,
-        flags: stat.flags,
-        start_ticks: stat.start_ticks,
-        uid,
-        comm: stat.comm,
-        argv0,
-    })
-}
-
-/// stat, parsed; an empty one is a task being torn down: `Gone`.
-fn read_stat(tree: &dyn ProcTree, pid: u32, buf: &mut Vec<u8>) -> Result<StatFields, ProcError> {
-    read_required(tree, pid, PidFile::Stat, buf)?;
-    parse_stat(buf).map_err(|e| stat_error(pid, e))
-}
-
-fn stat_error(pid: u32, e: StatError) -> ProcError {
+pub(super) fn stat_error(pid: u32, e: StatError) -> ProcError {
     match e {
         StatError::Empty => ProcError::Gone { pid },
         StatError::Malformed(detail) => ProcError::Malformed {
@@ -341,7 +309,7 @@ fn is_gone(err: &io::Error) -> bool {
 }
 
 /// A file the identity cannot do without (stat, status), into `buf`.
-fn read_required(tree: &dyn ProcTree, pid: u32, file: PidFile, buf: &mut Vec<u8>) -> Result<(), ProcError> {
+pub(super) fn read_required(tree: &dyn ProcTree, pid: u32, file: PidFile, buf: &mut Vec<u8>) -> Result<(), ProcError> {
     match tree.read(TreeFile::Pid(pid, file), SMALL_FILE_MAX, buf) {
         Ok(_) => Ok(()),
         Err(e) if is_gone(&e) => Err(ProcError::Gone { pid }),

@@ -185,85 +185,74 @@ pub(crate) fn truncate(s: &str, max_bytes: usize) -> String {
 mod tests {
     use super::*;
 
+    /// Arguments and the line they must give; `<r>` stands for [`REDACTED`].
+    const REDACTION_CASES: &[(&[&str], &str)] = &[
+        (&["app", "--password=hunter2"], "app --password=<r>"),
+        (&["app", "--password", "hunter2", "-v"], "app --password <r> -v"),
+        (&["app", "--token", "abc"], "app --token <r>"),
+        (&["app", "--api-key", "abc"], "app --api-key <r>"),
+        (&["app", "--api_key=abc"], "app --api_key=<r>"),
+        (&["app", "--secret", "s"], "app --secret <r>"),
+        (&["app", "--access-key=AKIA"], "app --access-key=<r>"),
+        (&["app", "--hf-token", "hf_x"], "app --hf-token <r>"),
+        (
+            &["env", "AWS_SECRET_ACCESS_KEY=x", "ls"],
+            "env AWS_SECRET_ACCESS_KEY=<r> ls",
+        ),
+        (&["HF_TOKEN=x", "WANDB_API_KEY=y"], "HF_TOKEN=<r> WANDB_API_KEY=<r>"),
+        (&["CLIENT_SECRET=x"], "CLIENT_SECRET=<r>"),
+        (
+            &["DB_PASSWORD_FILE=/run/p", "MYPASSWORDX=1"],
+            "DB_PASSWORD_FILE=<r> MYPASSWORDX=<r>",
+        ),
+        (
+            &["java", "-Djavax.net.ssl.keyStorePassword=x"],
+            "java -Djavax.net.ssl.keyStorePassword=<r>",
+        ),
+        (&["train.py", "api_key=abc", "lr=0.1"], "train.py api_key=<r> lr=0.1"),
+        // Not secrets.
+        (&["ssh", "-p", "2222", "host"], "ssh -p 2222 host"),
+        (
+            &["vllm", "--max-num-batched-tokens", "8192"],
+            "vllm --max-num-batched-tokens 8192",
+        ),
+        (
+            &["x", "--tokenizer", "gpt2", "--key-file", "/k"],
+            "x --tokenizer gpt2 --key-file /k",
+        ),
+        (&["x", "PWD=/home/a", "PATH=/bin"], "x PWD=/home/a PATH=/bin"),
+        (&["x", "--token", "--verbose"], "x --token --verbose"),
+        (&["x", "--password"], "x --password"),
+        // URLs.
+        (
+            &["psql", "postgres://bob:s3cr3t@db:5432/x"],
+            "psql postgres://bob:<r>@db:5432/x",
+        ),
+        (&["--url=https://u:p@h/a?b=1"], "--url=https://u:<r>@h/a?b=1"),
+        (&["redis://:pw@h"], "redis://:<r>@h"),
+        (&["https://u@h/p"], "https://u@h/p"),
+        (&["https://h/p?token=x&b=1#f"], "https://h/p?token=<r>&b=1#f"),
+        (&["a://u:p@h,b://v:q@i"], "a://u:<r>@h,b://v:<r>@i"),
+        // Headers and whole command lines in one arg.
+        (
+            &["curl", "-H", "Authorization: Bearer abc"],
+            "curl -H Authorization: <r>",
+        ),
+        (&["curl", "-H", "X-Api-Key: abc"], "curl -H X-Api-Key: <r>"),
+        (&["Bearer", "abc"], "Bearer <r>"),
+        (
+            &["sh", "-c", "python x.py --token abc -p 1"],
+            "sh -c python x.py --token <r> -p 1",
+        ),
+        (&["python train.py --password=pw"], "python train.py --password=<r>"),
+        (&["x", "--password=two words"], "x --password=<r>"),
+        (&[], ""),
+    ];
+
     #[test]
     fn redaction_table() {
-        let r = REDACTED;
-        let cases: &[(&[&str], String)] = &[
-            (&["app", "--password=hunter2"], format!("app --password={r}")),
-            (
-                &["app", "--password", "hunter2", "-v"],
-                format!("app --password {r} -v"),
-            ),
-            (&["app", "--token", "abc"], format!("app --token {r}")),
-            (&["app", "--api-key", "abc"], format!("app --api-key {r}")),
-            (&["app", "--api_key=abc"], format!("app --api_key={r}")),
-            (&["app", "--secret", "s"], format!("app --secret {r}")),
-            (&["app", "--access-key=AKIA"], format!("app --access-key={r}")),
-            (&["app", "--hf-token", "hf_x"], format!("app --hf-token {r}")),
-            (
-                &["env", "AWS_SECRET_ACCESS_KEY=x", "ls"],
-                format!("env AWS_SECRET_ACCESS_KEY={r} ls"),
-            ),
-            (
-                &["HF_TOKEN=x", "WANDB_API_KEY=y"],
-                format!("HF_TOKEN={r} WANDB_API_KEY={r}"),
-            ),
-            (&["CLIENT_SECRET=x"], format!("CLIENT_SECRET={r}")),
-            (
-                &["DB_PASSWORD_FILE=/run/p", "MYPASSWORDX=1"],
-                format!("DB_PASSWORD_FILE={r} MYPASSWORDX={r}"),
-            ),
-            (
-                &["java", "-Djavax.net.ssl.keyStorePassword=x"],
-                format!("java -Djavax.net.ssl.keyStorePassword={r}"),
-            ),
-            (
-                &["train.py", "api_key=abc", "lr=0.1"],
-                format!("train.py api_key={r} lr=0.1"),
-            ),
-            // Not secrets.
-            (&["ssh", "-p", "2222", "host"], "ssh -p 2222 host".into()),
-            (
-                &["vllm", "--max-num-batched-tokens", "8192"],
-                "vllm --max-num-batched-tokens 8192".into(),
-            ),
-            (
-                &["x", "--tokenizer", "gpt2", "--key-file", "/k"],
-                "x --tokenizer gpt2 --key-file /k".into(),
-            ),
-            (&["x", "PWD=/home/a", "PATH=/bin"], "x PWD=/home/a PATH=/bin".into()),
-            (&["x", "--token", "--verbose"], "x --token --verbose".into()),
-            (&["x", "--password"], "x --password".into()),
-            // URLs.
-            (
-                &["psql", "postgres://bob:s3cr3t@db:5432/x"],
-                format!("psql postgres://bob:{r}@db:5432/x"),
-            ),
-            (&["--url=https://u:p@h/a?b=1"], format!("--url=https://u:{r}@h/a?b=1")),
-            (&["redis://:pw@h"], format!("redis://:{r}@h")),
-            (&["https://u@h/p"], "https://u@h/p".into()),
-            (&["https://h/p?token=x&b=1#f"], format!("https://h/p?token={r}&b=1#f")),
-            (&["a://u:p@h,b://v:q@i"], format!("a://u:{r}@h,b://v:{r}@i")),
-            // Headers and whole command lines in one arg.
-            (
-                &["curl", "-H", "Authorization: Bearer abc"],
-                format!("curl -H Authorization: {r}"),
-            ),
-            (&["curl", "-H", "X-Api-Key: abc"], format!("curl -H X-Api-Key: {r}")),
-            (&["Bearer", "abc"], format!("Bearer {r}")),
-            (
-                &["sh", "-c", "python x.py --token abc -p 1"],
-                format!("sh -c python x.py --token {r} -p 1"),
-            ),
-            (
-                &["python train.py --password=pw"],
-                format!("python train.py --password={r}"),
-            ),
-            (&["x", "--password=two words"], format!("x --password={r}")),
-            (&[], String::new()),
-        ];
-        for (args, want) in cases {
-            assert_eq!(&redact_cmdline(args), want, "{args:?}");
+        for (args, want) in REDACTION_CASES {
+            assert_eq!(redact_cmdline(args), want.replace("<r>", REDACTED), "{args:?}");
         }
     }
 

@@ -18,11 +18,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use crate::snapshot::GroupBy;
-use checks::keyed_error;
-pub use checks::{ListenAddr, MAX_POLL_INTERVAL, parse_listen};
+pub use checks::{ListenAddr, ListenError, MAX_POLL_INTERVAL, parse_listen};
 pub use error::ConfigError;
 pub(crate) use error::one_line;
-use locate::{KeyPath, Located};
 pub use overrides::Overrides;
 pub use restart::{RestartOnly, needs_restart};
 pub use units::{ByteSize, PositiveDuration, Ratio};
@@ -339,67 +337,6 @@ impl Config {
         out.into_iter()
             .filter_map(|r| crate::rules::Rule::new(r).ok())
             .collect()
-    }
-
-    /// Cross-field checks that a single field's parser cannot make; errors
-    /// are located in `text` by toml's spans.
-    fn validate(mut self, origin: &str, text: &str) -> Result<Config, ConfigError> {
-        let doc = Located::parse(text);
-        let invalid = |keys: &[&str], message: String| ConfigError::at(origin, &doc, &KeyPath::keys(keys), message);
-        let interval = self.poll.interval.get();
-        let timeout = self.poll.effective_timeout();
-        if interval > MAX_POLL_INTERVAL {
-            return Err(invalid(
-                &["poll", "interval"],
-                format!(
-                    "{} is more than the maximum of 1h; a monitor must poll at least hourly",
-                    humantime::format_duration(interval)
-                ),
-            ));
-        }
-        if timeout >= interval {
-            return Err(invalid(
-                &["poll", "timeout"],
-                format!(
-                    "{} is not below poll.interval ({}); a poll must end before the next one is due",
-                    humantime::format_duration(timeout),
-                    humantime::format_duration(interval)
-                ),
-            ));
-        }
-        if self.processes.top_n == 0 && self.processes.mode == ProcessMode::PerProcess {
-            return Err(invalid(
-                &["processes", "top_n"],
-                "0 exports no process at all; use mode = \"off\" for that, or a positive number".into(),
-            ));
-        }
-        if self.processes.label_max_bytes < 8 {
-            return Err(invalid(&["processes", "label_max_bytes"], "must be at least 8".into()));
-        }
-        if let Err(message) = parse_listen(&self.server.listen) {
-            return Err(invalid(&["server", "listen"], message));
-        }
-        self.check_rules(origin, &doc)?;
-        self.status_page.alias_runbook_into(&mut self.links);
-        self.links.check().map_err(|m| invalid(&["links"], m))?;
-        if let Err(message) = self.notify.validate() {
-            return Err(keyed_error(origin, &doc, &message));
-        }
-        if let Err(e) = self
-            .reclaim
-            .check()
-            .and_then(|()| self.reclaim.check_rules(&self.rules))
-        {
-            return Err(invalid(&["reclaim", e.key], e.message));
-        }
-        if let Err((key, message)) = self.allocator.check() {
-            return Err(invalid(&["allocator", key], message));
-        }
-        self.processes.group_by.sort();
-        self.processes.group_by.dedup();
-        // Fill in the derived timeout so `check-config` prints what is used.
-        self.poll.timeout = PositiveDuration::new(timeout);
-        Ok(self)
     }
 }
 

@@ -112,6 +112,83 @@ struct Seen {
     user: Text,
 }
 
+impl Listed {
+    /// Stamps this poll's processes with a new generation, adding those not
+    /// seen before; returns how many entries carry the new stamp. When that
+    /// is all of them, nobody left and the sweeps are skipped.
+    fn stamp(&mut self, processes: &[Process]) -> usize {
+        self.generation += 1;
+        let generation = self.generation;
+        let mut stamped = 0;
+        for (order, p) in processes.iter().enumerate() {
+            // A process is the same one when pid and start time match.
+            let key = (p.pid, p.start_time.map(f64::to_bits));
+            let bytes = p.used_bytes.unwrap_or(0);
+            match self.procs.get_mut(&key) {
+                Some(s) => {
+                    stamped += usize::from(s.generation != generation);
+                    s.generation = generation;
+                    s.order = order;
+                    s.bytes = bytes;
+                }
+                None => {
+                    let seen = Seen {
+                        generation,
+                        order,
+                        bytes,
+                        comm: p.comm.clone(),
+                        user: p.user.clone(),
+                    };
+                    self.procs.insert(key, seen);
+                    stamped += 1;
+                }
+            }
+        }
+        stamped
+    }
+
+    /// Adds to `pending`, in the poll list's order and up to
+    /// [`MAX_PENDING`], the processes with memory that this poll did not see.
+    fn record_departures(&self, pending: &mut Vec<Departure>, now: f64) {
+        let mut gone: Vec<((u32, Option<u64>), &Seen)> = self
+            .procs
+            .iter()
+            .filter(|(_, s)| s.generation != self.generation && s.bytes > 0)
+            .map(|(k, s)| (*k, s))
+            .collect();
+        gone.sort_unstable_by_key(|(_, s)| s.order);
+        for ((pid, _), s) in gone {
+            if pending.len() >= MAX_PENDING {
+                break;
+            }
+            pending.push(Departure {
+                pid,
+                comm: s.comm.clone(),
+                user: s.user.clone(),
+                bytes: s.bytes,
+                since: now,
+                unattributed_before: self.unattributed,
+            });
+        }
+    }
+}
+
+/// The departures pending for at least `after` seconds, each with the part
+/// of its bytes still unattributed.
+fn unreleased(pending: &[Departure], unattributed: u64, now: f64, after: f64) -> Vec<Unreleased> {
+    pending
+        .iter()
+        .filter(|d| now - d.since >= after)
+        .map(|d| Unreleased {
+            pid: d.pid,
+            comm: d.comm.clone(),
+            user: d.user.clone(),
+            bytes: d.bytes.min(unattributed.saturating_sub(d.unattributed_before)),
+            since: d.since,
+        })
+        .collect()
+}
+
 /// A device keeps at most this many pending departures: enough for any
 /// real job teardown, bounded under PID churn.
 const MAX_PENDING: usize = 64;
@@ -141,74 +218,18 @@ impl LateRelease {
         let (Some(pending), Some(listed)) = (self.pending.get_mut(uuid), self.last.get_mut(uuid)) else {
             return Vec::new();
         };
-        listed.generation += 1;
-        let generation = listed.generation;
-        // Entries stamped this poll: when they are all there are, nobody
-        // left and the two sweeps below are skipped.
-        let mut stamped = 0;
-        for (order, p) in processes.iter().enumerate() {
-            // A process is the same one when pid and start time match.
-            let key = (p.pid, p.start_time.map(f64::to_bits));
-            let bytes = p.used_bytes.unwrap_or(0);
-            match listed.procs.get_mut(&key) {
-                Some(s) => {
-                    stamped += usize::from(s.generation != generation);
-                    s.generation = generation;
-                    s.order = order;
-                    s.bytes = bytes;
-                }
-                None => {
-                    let seen = Seen {
-                        generation,
-                        order,
-                        bytes,
-                        comm: p.comm.clone(),
-                        user: p.user.clone(),
-                    };
-                    listed.procs.insert(key, seen);
-                    stamped += 1;
-                }
-            }
-        }
+        let stamped = listed.stamp(processes);
         let someone_left = stamped < listed.procs.len();
         if !first && someone_left {
-            let mut gone: Vec<((u32, Option<u64>), &Seen)> = listed
-                .procs
-                .iter()
-                .filter(|(_, s)| s.generation != generation && s.bytes > 0)
-                .map(|(k, s)| (*k, s))
-                .collect();
-            gone.sort_unstable_by_key(|(_, s)| s.order);
-            for ((pid, _), s) in gone {
-                if pending.len() >= MAX_PENDING {
-                    break;
-                }
-                pending.push(Departure {
-                    pid,
-                    comm: s.comm.clone(),
-                    user: s.user.clone(),
-                    bytes: s.bytes,
-                    since: now,
-                    unattributed_before: listed.unattributed,
-                });
-            }
+            listed.record_departures(pending, now);
         }
         if someone_left {
+            let generation = listed.generation;
             listed.procs.retain(|_, s| s.generation == generation);
         }
         listed.unattributed = holders.unattributed;
         pending.retain(|d| holders.unattributed.saturating_sub(d.unattributed_before) >= d.bytes / 2);
-        pending
-            .iter()
-            .filter(|d| now - d.since >= after)
-            .map(|d| Unreleased {
-                pid: d.pid,
-                comm: d.comm.clone(),
-                user: d.user.clone(),
-                bytes: d.bytes.min(holders.unattributed.saturating_sub(d.unattributed_before)),
-                since: d.since,
-            })
-            .collect()
+        unreleased(pending, holders.unattributed, now, after)
     }
 
     /// Forgets devices not seen this poll (lost or gone).

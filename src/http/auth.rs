@@ -81,17 +81,25 @@ impl Drop for Admitted {
     }
 }
 
+/// A `basic_auth_users` entry whose hash is not bcrypt (the hash is not
+/// repeated: it may be a password pasted by mistake).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("basic_auth_users.{user}: not a bcrypt hash (make one with `htpasswd -nBC 10 \"\"`)")]
+pub struct NotBcrypt {
+    pub user: String,
+}
+
 impl BasicAuth {
     /// Checks that every hash is a bcrypt hash.
     ///
     /// # Errors
     /// The first user whose hash is not bcrypt, without the hash.
-    pub fn new(users: BTreeMap<String, String>) -> Result<Self, String> {
+    pub fn new(users: BTreeMap<String, String>) -> Result<Self, NotBcrypt> {
         let mut costliest: Option<(u32, String)> = None;
         for (user, hash) in &users {
-            let parts = hash.parse::<bcrypt::HashParts>().map_err(|_| {
-                format!("basic_auth_users.{user}: not a bcrypt hash (make one with `htpasswd -nBC 10 \"\"`)")
-            })?;
+            let parts = hash
+                .parse::<bcrypt::HashParts>()
+                .map_err(|_| NotBcrypt { user: user.clone() })?;
             if costliest.as_ref().is_none_or(|(c, _)| parts.get_cost() > *c) {
                 costliest = Some((parts.get_cost(), hash.clone()));
             }

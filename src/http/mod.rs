@@ -64,17 +64,31 @@ const FIXED_ROUTES: [&str; 8] = [
     "/api/v1/events",
 ];
 
+/// Why a telemetry path was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TelemetryPathError {
+    #[error("`{0}` does not start with /")]
+    NotAbsolute(String),
+    #[error("`{0}` is already a route of gpumemd")]
+    Taken(String),
+    #[error("`{0}` is not a plain path")]
+    NotPlain(String),
+}
+
 /// A telemetry path is an absolute literal path that no other route uses
 /// (the router would refuse it at start otherwise).
-pub fn check_telemetry_path(p: &str) -> Result<(), String> {
+///
+/// # Errors
+/// Which of these it is not.
+pub fn check_telemetry_path(p: &str) -> Result<(), TelemetryPathError> {
     if !p.starts_with('/') {
-        return Err(format!("`{p}` does not start with /"));
+        return Err(TelemetryPathError::NotAbsolute(p.to_owned()));
     }
     if FIXED_ROUTES.contains(&p) {
-        return Err(format!("`{p}` is already a route of gpumemd"));
+        return Err(TelemetryPathError::Taken(p.to_owned()));
     }
     if p.contains(['{', '}', '*', '?', '#']) || p.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("`{p}` is not a plain path"));
+        return Err(TelemetryPathError::NotPlain(p.to_owned()));
     }
     Ok(())
 }

@@ -35,6 +35,57 @@ pub(super) struct TlsFile {
     pub curve_preferences: Vec<String>,
 }
 
+/// Why `tls_server_config` cannot be used; the texts follow exporter-toolkit's
+/// keys so an operator finds the line to change.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("client_allowed_sans is not supported by gpumemd; use a client CA of its own instead")]
+    AllowedSans,
+    #[error("{from}: no PEM private key (PKCS#8, PKCS#1 or SEC1) found")]
+    NoKey { from: String },
+    #[error("min_version/max_version/cipher_suites: {0}")]
+    Versions(rustls::Error),
+    #[error("the certificate and key do not make a pair: {0}")]
+    NotAPair(rustls::Error),
+    #[error("set {0} or {0}_file, not both")]
+    InlineAndFile(&'static str),
+    #[error("missing one of {0} or {0}_file")]
+    Missing(&'static str),
+    #[error("{key}_file {}: cannot read: {source}", path.display())]
+    Read {
+        key: &'static str,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{from}: bad PEM: {source}")]
+    BadPem {
+        from: String,
+        source: rustls::pki_types::pem::Error,
+    },
+    #[error("{from}: no PEM certificate found")]
+    NoCertificate { from: String },
+    #[error("client_auth_type {0} needs client_ca_file or client_ca")]
+    NoClientCa(String),
+    #[error("{from}: {source}")]
+    BadClientCa { from: String, source: rustls::Error },
+    #[error("client CAs are configured without a client_auth_type that asks for client certificates")]
+    CaWithoutClientAuth,
+    #[error(transparent)]
+    Verifier(#[from] rustls::server::VerifierBuilderError),
+    #[error("client_auth_type {0:?} is not one of {CLIENT_AUTH_TYPES}")]
+    UnknownClientAuth(String),
+    #[error("{0}: TLS 1.0 and 1.1 are not supported; use TLS12 or TLS13")]
+    OldVersion(&'static str),
+    #[error("{key}: {value:?} is not one of TLS12, TLS13")]
+    UnknownVersion { key: &'static str, value: String },
+    #[error("min_version is above max_version")]
+    MinAboveMax,
+    #[error("cipher_suites: {name:?} is not supported; supported: {known}")]
+    UnknownSuite { name: String, known: String },
+    #[error("curve_preferences: {0:?} is not one of X25519, CurveP256, CurveP384")]
+    UnknownCurve(String),
+}
+
 /// The client certificate policies, by the names exporter-toolkit uses.
 const CLIENT_AUTH_TYPES: &str =
     "NoClientCert, RequestClientCert, RequireAnyClientCert, VerifyClientCertIfGiven, RequireAndVerifyClientCert";
@@ -67,27 +118,26 @@ pub(super) fn server_config(
     t: &TlsFile,
     dir: &Path,
     watched: &mut Vec<PathBuf>,
-) -> Result<Option<Arc<ServerConfig>>, String> {
+) -> Result<Option<Arc<ServerConfig>>, TlsError> {
     if !enabled(t) {
         return Ok(None);
     }
     if t.client_allowed_sans.is_some() {
-        return Err("client_allowed_sans is not supported by gpumemd; use a client CA of its own instead".into());
+        return Err(TlsError::AllowedSans);
     }
     let provider = Arc::new(crypto_provider(t)?);
     let versions = versions(t)?;
     let (cert_pem, cert_from) = pem(&t.cert, &t.cert_file, "cert", dir, watched)?;
     let certs = certificates(&cert_pem, &cert_from)?;
     let (key_pem, key_from) = pem(&t.key, &t.key_file, "key", dir, watched)?;
-    let key = PrivateKeyDer::from_pem_slice(&key_pem)
-        .map_err(|_| format!("{key_from}: no PEM private key (PKCS#8, PKCS#1 or SEC1) found"))?;
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| TlsError::NoKey { from: key_from })?;
     let verifier = client_verifier(t, dir, watched, &provider)?;
     let mut cfg = ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&versions)
-        .map_err(|e| format!("min_version/max_version/cipher_suites: {e}"))?
+        .map_err(TlsError::Versions)?
         .with_client_cert_verifier(verifier)
         .with_single_cert(certs, key)
-        .map_err(|e| format!("the certificate and key do not make a pair: {e}"))?;
+        .map_err(TlsError::NotAPair)?;
     // HTTP/1.1 only: the server has no HTTP/2 (see docs/web-security.md).
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     cfg.ignore_client_order = t.prefer_server_cipher_suites.unwrap_or(true);
@@ -99,17 +149,20 @@ pub(super) fn server_config(
 fn pem(
     inline: &str,
     file: &str,
-    key: &str,
+    key: &'static str,
     dir: &Path,
     watched: &mut Vec<PathBuf>,
-) -> Result<(Vec<u8>, String), String> {
+) -> Result<(Vec<u8>, String), TlsError> {
     match (inline.is_empty(), file.is_empty()) {
-        (false, false) => Err(format!("set {key} or {key}_file, not both")),
-        (true, true) => Err(format!("missing one of {key} or {key}_file")),
+        (false, false) => Err(TlsError::InlineAndFile(key)),
+        (true, true) => Err(TlsError::Missing(key)),
         (false, true) => Ok((inline.as_bytes().to_vec(), key.to_string())),
         (true, false) => {
             let p = dir.join(file);
-            let bytes = std::fs::read(&p).map_err(|e| format!("{key}_file {}: cannot read: {e}", p.display()))?;
+            let bytes = match std::fs::read(&p) {
+                Ok(b) => b,
+                Err(source) => return Err(TlsError::Read { key, path: p, source }),
+            };
             let from = format!("{key}_file {}", p.display());
             watched.push(p);
             Ok((bytes, from))
@@ -117,12 +170,15 @@ fn pem(
     }
 }
 
-fn certificates(pem: &[u8], from: &str) -> Result<Vec<CertificateDer<'static>>, String> {
+fn certificates(pem: &[u8], from: &str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| format!("{from}: bad PEM: {e}"))?;
+        .map_err(|source| TlsError::BadPem {
+            from: from.to_owned(),
+            source,
+        })?;
     if certs.is_empty() {
-        return Err(format!("{from}: no PEM certificate found"));
+        return Err(TlsError::NoCertificate { from: from.to_owned() });
     }
     Ok(certs)
 }
@@ -132,19 +188,19 @@ fn client_verifier(
     dir: &Path,
     watched: &mut Vec<PathBuf>,
     provider: &Arc<CryptoProvider>,
-) -> Result<Arc<dyn ClientCertVerifier>, String> {
+) -> Result<Arc<dyn ClientCertVerifier>, TlsError> {
     let has_ca = !t.client_ca.is_empty() || !t.client_ca_file.is_empty();
-    let mut roots = || -> Result<Arc<RootCertStore>, String> {
+    let mut roots = || -> Result<Arc<RootCertStore>, TlsError> {
         if !has_ca {
-            return Err(format!(
-                "client_auth_type {} needs client_ca_file or client_ca",
-                t.client_auth_type
-            ));
+            return Err(TlsError::NoClientCa(t.client_auth_type.clone()));
         }
         let (pem, from) = pem(&t.client_ca, &t.client_ca_file, "client_ca", dir, watched)?;
         let mut store = RootCertStore::empty();
         for c in certificates(&pem, &from)? {
-            store.add(c).map_err(|e| format!("{from}: {e}"))?;
+            store.add(c).map_err(|source| TlsError::BadClientCa {
+                from: from.clone(),
+                source,
+            })?;
         }
         Ok(Arc::new(store))
     };
@@ -156,37 +212,35 @@ fn client_verifier(
     };
     let webpki = |roots| WebPkiClientVerifier::builder_with_provider(roots, provider.clone());
     match t.client_auth_type.as_str() {
-        "" | "NoClientCert" if has_ca => {
-            Err("client CAs are configured without a client_auth_type that asks for client certificates".into())
-        }
+        "" | "NoClientCert" if has_ca => Err(TlsError::CaWithoutClientAuth),
         "" | "NoClientCert" => Ok(WebPkiClientVerifier::no_client_auth()),
         "RequestClientCert" => Ok(any(false)),
         // "RequireClientCert" is exporter-toolkit's old spelling.
         "RequireAnyClientCert" | "RequireClientCert" => Ok(any(true)),
-        "VerifyClientCertIfGiven" => webpki(roots()?)
-            .allow_unauthenticated()
-            .build()
-            .map_err(|e| e.to_string()),
-        "RequireAndVerifyClientCert" => webpki(roots()?).build().map_err(|e| e.to_string()),
-        other => Err(format!("client_auth_type {other:?} is not one of {CLIENT_AUTH_TYPES}")),
+        "VerifyClientCertIfGiven" => Ok(webpki(roots()?).allow_unauthenticated().build()?),
+        "RequireAndVerifyClientCert" => Ok(webpki(roots()?).build()?),
+        other => Err(TlsError::UnknownClientAuth(other.to_owned())),
     }
 }
 
-fn version(v: Option<&str>, key: &str, default: u8) -> Result<u8, String> {
+fn version(v: Option<&str>, key: &'static str, default: u8) -> Result<u8, TlsError> {
     match v.unwrap_or("") {
         "" => Ok(default),
         "TLS12" => Ok(12),
         "TLS13" => Ok(13),
-        "TLS10" | "TLS11" => Err(format!("{key}: TLS 1.0 and 1.1 are not supported; use TLS12 or TLS13")),
-        other => Err(format!("{key}: {other:?} is not one of TLS12, TLS13")),
+        "TLS10" | "TLS11" => Err(TlsError::OldVersion(key)),
+        other => Err(TlsError::UnknownVersion {
+            key,
+            value: other.to_owned(),
+        }),
     }
 }
 
-fn versions(t: &TlsFile) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, String> {
+fn versions(t: &TlsFile) -> Result<Vec<&'static rustls::SupportedProtocolVersion>, TlsError> {
     let min = version(t.min_version.as_deref(), "min_version", 12)?;
     let max = version(t.max_version.as_deref(), "max_version", 13)?;
     if min > max {
-        return Err("min_version is above max_version".into());
+        return Err(TlsError::MinAboveMax);
     }
     let mut v = Vec::new();
     if min <= 12 {
@@ -200,7 +254,7 @@ fn versions(t: &TlsFile) -> Result<Vec<&'static rustls::SupportedProtocolVersion
 
 /// ring's provider, narrowed to the configured TLS 1.2 suites and curves
 /// (in the configured order, which is the server's preference).
-fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, String> {
+fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, TlsError> {
     let mut p = provider::default_provider();
     if !t.cipher_suites.is_empty() {
         let is12 = |s: &rustls::SupportedCipherSuite| s.version() == &rustls::version::TLS12;
@@ -222,10 +276,10 @@ fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, String> {
                         .filter(|s| is12(s))
                         .filter_map(|s| s.suite().as_str())
                         .collect();
-                    return Err(format!(
-                        "cipher_suites: {name:?} is not supported; supported: {}",
-                        known.join(", ")
-                    ));
+                    return Err(TlsError::UnknownSuite {
+                        name: name.clone(),
+                        known: known.join(", "),
+                    });
                 }
             }
         }
@@ -239,11 +293,7 @@ fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, String> {
                 "X25519" => provider::kx_group::X25519,
                 "CurveP256" => provider::kx_group::SECP256R1,
                 "CurveP384" => provider::kx_group::SECP384R1,
-                other => {
-                    return Err(format!(
-                        "curve_preferences: {other:?} is not one of X25519, CurveP256, CurveP384"
-                    ));
-                }
+                other => return Err(TlsError::UnknownCurve(other.to_owned())),
             });
         }
         p.kx_groups = groups;

@@ -26,6 +26,43 @@ pub struct WebConfigError {
     msg: String,
 }
 
+/// What is wrong inside a web config file, by the key it is about.
+#[derive(Debug, thiserror::Error)]
+pub enum WebConfigProblem {
+    #[error("tls_server_config: {0}")]
+    Tls(#[from] tls::TlsError),
+    #[error(transparent)]
+    Auth(#[from] super::auth::NotBcrypt),
+    #[error("http_server_config.headers: HTTP header {0:?} can not be configured")]
+    HeaderNotAllowed(String),
+    #[error("http_server_config.headers: invalid value for {name}: expected one of {allowed:?}, got {value:?}")]
+    HeaderValueNotAllowed {
+        name: &'static str,
+        allowed: &'static [&'static str],
+        value: String,
+    },
+    #[error("http_server_config.headers.{0}: not a valid header value")]
+    BadHeaderValue(&'static str),
+    #[error("rate_limit.burst must be at least 1 when rate_limit.interval is set")]
+    NoBurst,
+    #[error("{key}: {text:?} is not a duration like \"10s\": {source}")]
+    NotADuration {
+        key: &'static str,
+        text: String,
+        source: humantime::DurationError,
+    },
+    #[error("{0} must be above 0")]
+    ZeroTimeout(&'static str),
+    #[error("{key}: {text:?} is more than the maximum of 1h")]
+    TimeoutTooLong { key: &'static str, text: String },
+    #[error("limits.max_connections: {0} is not between 1 and 2^31")]
+    MaxConnections(usize),
+    #[error("limits.max_header_bytes must be at least {MIN_HEADER_BYTES} and at most {MAX_HEADER_BYTES}, not {0}")]
+    MaxHeaderBytes(usize),
+    #[error("limits.max_headers: {0} is not between 1 and {MAX_HEADERS}")]
+    MaxHeaders(usize),
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
@@ -139,7 +176,7 @@ pub fn parse(text: &str, path: &Path) -> Result<WebConfig, WebConfigError> {
         .map_err(|e| error(path, e.to_string()))?
         .unwrap_or_default();
     let dir = path.parent().unwrap_or(Path::new("."));
-    build(file, dir, path).map_err(|msg| error(path, msg))
+    build(file, dir, path).map_err(|e| error(path, e.to_string()))
 }
 
 /// One line: a library's multi-line message is joined with spaces, and
@@ -159,10 +196,10 @@ pub(super) fn error(path: &Path, msg: String) -> WebConfigError {
     }
 }
 
-fn build(file: FileConfig, dir: &Path, path: &Path) -> Result<WebConfig, String> {
+fn build(file: FileConfig, dir: &Path, path: &Path) -> Result<WebConfig, WebConfigProblem> {
     let mut watched = vec![path.to_path_buf()];
     let tls = match &file.tls_server_config {
-        Some(t) => tls::server_config(t, dir, &mut watched).map_err(|e| format!("tls_server_config: {e}"))?,
+        Some(t) => tls::server_config(t, dir, &mut watched)?,
         None => None,
     };
     let auth = match file.basic_auth_users {
@@ -192,24 +229,23 @@ const ALLOWED_HEADERS: &[(&str, &[&str])] = &[
     ("Content-Security-Policy", &[]),
 ];
 
-fn headers(h: &HttpFile) -> Result<Vec<(HeaderName, HeaderValue)>, String> {
+fn headers(h: &HttpFile) -> Result<Vec<(HeaderName, HeaderValue)>, WebConfigProblem> {
     let mut out = Vec::new();
     for (name, value) in &h.headers {
-        let Some((canonical, allowed)) = ALLOWED_HEADERS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else {
-            return Err(format!(
-                "http_server_config.headers: HTTP header {name:?} can not be configured"
-            ));
+        let Some(&(canonical, allowed)) = ALLOWED_HEADERS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else {
+            return Err(WebConfigProblem::HeaderNotAllowed(name.clone()));
         };
         if !allowed.is_empty() && !allowed.contains(&value.as_str()) {
-            return Err(format!(
-                "http_server_config.headers: invalid value for {canonical}: expected one of {allowed:?}, got {value:?}"
-            ));
+            return Err(WebConfigProblem::HeaderValueNotAllowed {
+                name: canonical,
+                allowed,
+                value: value.clone(),
+            });
         }
         if value.is_empty() {
             continue; // "Unset if blank."
         }
-        let v = HeaderValue::from_str(value)
-            .map_err(|_| format!("http_server_config.headers.{canonical}: not a valid header value"))?;
+        let v = HeaderValue::from_str(value).map_err(|_| WebConfigProblem::BadHeaderValue(canonical))?;
         out.push((HeaderName::from_static(canonical_lower(canonical)), v));
     }
     Ok(out)
@@ -226,7 +262,7 @@ fn canonical_lower(name: &str) -> &'static str {
     }
 }
 
-fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, String> {
+fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, WebConfigProblem> {
     let interval = match &r.interval {
         Some(s) => duration(s, "rate_limit.interval")?,
         None => Duration::ZERO,
@@ -236,18 +272,18 @@ fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, String> {
     }
     match r.burst {
         Some(b) if b > 0 => Ok(Some(Arc::new(RateLimiter::new(interval, b)))),
-        _ => Err("rate_limit.burst must be at least 1 when rate_limit.interval is set".into()),
+        _ => Err(WebConfigProblem::NoBurst),
     }
 }
 
-fn limits(l: &LimitsFile) -> Result<Limits, String> {
+fn limits(l: &LimitsFile) -> Result<Limits, WebConfigProblem> {
     let d = Limits::default();
-    let dur = |v: &Option<String>, key: &str, default: Duration| -> Result<Duration, String> {
+    let dur = |v: &Option<String>, key: &'static str, default: Duration| -> Result<Duration, WebConfigProblem> {
         match v {
             None => Ok(default),
             Some(s) => match duration(s, key)? {
-                z if z.is_zero() => Err(format!("{key} must be above 0")),
-                long if long > MAX_TIMEOUT => Err(format!("{key}: {s:?} is more than the maximum of 1h")),
+                z if z.is_zero() => Err(WebConfigProblem::ZeroTimeout(key)),
+                long if long > MAX_TIMEOUT => Err(WebConfigProblem::TimeoutTooLong { key, text: s.clone() }),
                 ok => Ok(ok),
             },
         }
@@ -269,27 +305,22 @@ fn limits(l: &LimitsFile) -> Result<Limits, String> {
         )?,
     };
     if out.max_connections == 0 || out.max_connections > u32::MAX as usize / 2 {
-        return Err(format!(
-            "limits.max_connections: {} is not between 1 and 2^31",
-            out.max_connections
-        ));
+        return Err(WebConfigProblem::MaxConnections(out.max_connections));
     }
     if !(MIN_HEADER_BYTES..=MAX_HEADER_BYTES).contains(&out.max_header_bytes) {
-        return Err(format!(
-            "limits.max_header_bytes must be at least {MIN_HEADER_BYTES} and at most {MAX_HEADER_BYTES}, not {}",
-            out.max_header_bytes
-        ));
+        return Err(WebConfigProblem::MaxHeaderBytes(out.max_header_bytes));
     }
     if !(1..=MAX_HEADERS).contains(&out.max_headers) {
-        return Err(format!(
-            "limits.max_headers: {} is not between 1 and {MAX_HEADERS}",
-            out.max_headers
-        ));
+        return Err(WebConfigProblem::MaxHeaders(out.max_headers));
     }
     Ok(out)
 }
 
 /// Go-style durations ("10s", "1m30s", "500ms").
-fn duration(s: &str, key: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s.trim()).map_err(|e| format!("{key}: {s:?} is not a duration like \"10s\": {e}"))
+fn duration(s: &str, key: &'static str) -> Result<Duration, WebConfigProblem> {
+    humantime::parse_duration(s.trim()).map_err(|source| WebConfigProblem::NotADuration {
+        key,
+        text: s.to_owned(),
+        source,
+    })
 }

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::family::{Emit, Family, write_table};
+use super::family::{Family, write_table};
 use super::selfproc::{PROCESS, SelfStats};
 use super::text::{Kind, Writer};
 use crate::alerts::AlertsView;
@@ -115,32 +115,15 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     }
 }
 
-const fn family<T>(
-    name: &'static str,
-    kind: Kind,
-    unit: &'static str,
-    help: &'static str,
-    samples: fn(&T, &mut Emit<'_>),
-) -> Family<T> {
-    Family {
-        name,
-        kind,
-        help,
-        unit,
-        optional: false,
-        samples,
-    }
-}
-
 pub(super) const RELOAD: &[Family<ReloadStatus>] = &[
-    family(
+    Family::new(
         "gpumem_config_last_reload_successful",
         Kind::Gauge,
         "",
         "1 if the latest config (re)load succeeded.",
         |r, e| e(&[], r.successful.into()),
     ),
-    family(
+    Family::new(
         "gpumem_config_last_reload_success_timestamp_seconds",
         Kind::Gauge,
         "seconds",
@@ -150,7 +133,7 @@ pub(super) const RELOAD: &[Family<ReloadStatus>] = &[
 ];
 
 pub(super) const NOTIFIER: &[Family<NotifierStats>] = &[
-    family(
+    Family::new(
         "gpumem_notifications_total",
         Kind::Counter,
         "",
@@ -161,14 +144,14 @@ pub(super) const NOTIFIER: &[Family<NotifierStats>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_notification_queue_length",
         Kind::Gauge,
         "",
         "Notifications waiting in the outbox, by notifier.",
         |s, e| e(&[("notifier", s.notifier)], s.queue_length.into()),
     ),
-    family(
+    Family::new(
         "gpumem_notification_outbox_write_errors_total",
         Kind::Counter,
         "",
@@ -177,7 +160,7 @@ pub(super) const NOTIFIER: &[Family<NotifierStats>] = &[
     ),
 ];
 
-pub(super) const STATE_DIR: Family<bool> = family(
+pub(super) const STATE_DIR: Family<bool> = Family::new(
     "gpumem_state_dir_writable",
     Kind::Gauge,
     "",
@@ -185,7 +168,7 @@ pub(super) const STATE_DIR: Family<bool> = family(
     |ok, e| e(&[], (*ok).into()),
 );
 
-pub(super) const RECLAIM: Family<ReclaimStats> = family(
+pub(super) const RECLAIM: Family<ReclaimStats> = Family::new(
     "gpumem_reclaim_actions_total",
     Kind::Counter,
     "",
@@ -197,7 +180,7 @@ pub(super) const RECLAIM: Family<ReclaimStats> = family(
     },
 );
 
-pub(super) const ALLOCATOR: Family<Vec<(&'static str, u64)>> = family(
+pub(super) const ALLOCATOR: Family<Vec<(&'static str, u64)>> = Family::new(
     "gpumem_allocator_messages_total",
     Kind::Counter,
     "",
@@ -212,7 +195,7 @@ pub(super) const ALLOCATOR: Family<Vec<(&'static str, u64)>> = family(
 /// Processes parked in host memory by `action = "suspend"`: not in NVML's
 /// list any more, so not in the per-process families either.
 pub(super) const SUSPENDED: &[Family<Vec<Suspended>>] = &[
-    family(
+    Family::new(
         "gpumem_process_suspended",
         Kind::Gauge,
         "",
@@ -224,7 +207,7 @@ pub(super) const SUSPENDED: &[Family<Vec<Suspended>>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_memory_suspended_bytes",
         Kind::Gauge,
         "bytes",

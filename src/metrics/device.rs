@@ -27,14 +27,7 @@ const fn gauge(
     help: &'static str,
     samples: fn(&Device, &mut Emit<'_>),
 ) -> Family<Device> {
-    Family {
-        name,
-        kind: Kind::Gauge,
-        help,
-        unit,
-        optional: false,
-        samples,
-    }
+    Family::new(name, Kind::Gauge, unit, help, samples)
 }
 
 pub(super) const DEVICE: &[Family<Device>] = &[
@@ -135,26 +128,8 @@ pub(super) const DEVICE: &[Family<Device>] = &[
     ),
 ];
 
-/// A family of the poller's own state: one sample, no labels.
-const fn poll(
-    name: &'static str,
-    kind: Kind,
-    unit: &'static str,
-    help: &'static str,
-    samples: fn(&Snapshot, &mut Emit<'_>),
-) -> Family<Snapshot> {
-    Family {
-        name,
-        kind,
-        help,
-        unit,
-        optional: false,
-        samples,
-    }
-}
-
 pub(super) const POLL: &[Family<Snapshot>] = &[
-    poll(
+    Family::new(
         "gpumem_nvml_up",
         Kind::Gauge,
         "",
@@ -163,25 +138,23 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
             e(&[], s.nvml_up.into());
         },
     ),
-    Family {
-        optional: true,
-        ..poll(
-            "gpumem_driver_info",
-            Kind::Gauge,
-            "",
-            "Driver, NVML and CUDA versions; value is always 1.",
-            |s, e| {
-                let Some(d) = &s.driver else { return };
-                let labels = [
-                    ("driver_version", d.driver_version.as_str()),
-                    ("nvml_version", &d.nvml_version),
-                    ("cuda_version", &d.cuda_version),
-                ];
-                e(&labels, 1u64.into());
-            },
-        )
-    },
-    poll(
+    Family::<Snapshot>::new(
+        "gpumem_driver_info",
+        Kind::Gauge,
+        "",
+        "Driver, NVML and CUDA versions; value is always 1.",
+        |s, e| {
+            let Some(d) = &s.driver else { return };
+            let labels = [
+                ("driver_version", d.driver_version.as_str()),
+                ("nvml_version", &d.nvml_version),
+                ("cuda_version", &d.cuda_version),
+            ];
+            e(&labels, 1u64.into());
+        },
+    )
+    .optional(),
+    Family::new(
         "gpumem_poll_duration_seconds",
         Kind::Gauge,
         "seconds",
@@ -190,28 +163,26 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
             e(&[], s.poll.duration_seconds.into());
         },
     ),
-    poll(
+    Family::new(
         "gpumem_poll_source_duration_seconds",
         Kind::Gauge,
         "seconds",
         "Part of the latest poll spent reading the GPU source (NVML calls); the rest is gpumemd's own work.",
         |s, e| e(&[], s.poll.source_seconds.into()),
     ),
-    Family {
-        optional: true,
-        ..poll(
-            "gpumem_last_poll_timestamp_seconds",
-            Kind::Gauge,
-            "seconds",
-            "Unix time of the latest successful poll.",
-            |s, e| {
-                if let Some(t) = s.poll.last_success_timestamp {
-                    e(&[], t.into());
-                }
-            },
-        )
-    },
-    poll(
+    Family::<Snapshot>::new(
+        "gpumem_last_poll_timestamp_seconds",
+        Kind::Gauge,
+        "seconds",
+        "Unix time of the latest successful poll.",
+        |s, e| {
+            if let Some(t) = s.poll.last_success_timestamp {
+                e(&[], t.into());
+            }
+        },
+    )
+    .optional(),
+    Family::new(
         "gpumem_poll_success",
         Kind::Gauge,
         "",
@@ -220,10 +191,10 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
             e(&[], s.poll.success.into());
         },
     ),
-    poll("gpumem_polls_total", Kind::Counter, "", "Polls started.", |s, e| {
+    Family::new("gpumem_polls_total", Kind::Counter, "", "Polls started.", |s, e| {
         e(&[], s.poll.polls_total.into());
     }),
-    poll(
+    Family::new(
         "gpumem_poll_errors_total",
         Kind::Counter,
         "",
@@ -235,7 +206,7 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
             }
         },
     ),
-    poll(
+    Family::new(
         "gpumem_poll_overruns_total",
         Kind::Counter,
         "",
@@ -244,11 +215,10 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
     ),
 ];
 
-pub(super) const BUILD: Family<BuildInfo> = Family {
-    name: "gpumem_build_info",
-    kind: Kind::Gauge,
-    help: "gpumemd version and revision; value is always 1.",
-    unit: "",
-    optional: false,
-    samples: |b, e| e(&[("version", b.version), ("revision", b.revision)], 1u64.into()),
-};
+pub(super) const BUILD: Family<BuildInfo> = Family::new(
+    "gpumem_build_info",
+    Kind::Gauge,
+    "",
+    "gpumemd version and revision; value is always 1.",
+    |b, e| e(&[("version", b.version), ("revision", b.revision)], 1u64.into()),
+);

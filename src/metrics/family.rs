@@ -63,6 +63,30 @@ pub(super) struct Family<T> {
 }
 
 impl<T> Family<T> {
+    /// A family that is announced even when no item gives a sample; the
+    /// tables build every family with it.
+    pub const fn new(
+        name: &'static str,
+        kind: Kind,
+        unit: &'static str,
+        help: &'static str,
+        samples: fn(&T, &mut Emit<'_>),
+    ) -> Self {
+        Family {
+            name,
+            kind,
+            help,
+            unit,
+            optional: false,
+            samples,
+        }
+    }
+
+    /// The same family, left out whole while no item gives a sample.
+    pub const fn optional(self) -> Self {
+        Family { optional: true, ..self }
+    }
+
     /// Writes the family: HELP and TYPE, then the samples of every item.
     pub fn write<'i>(&self, w: &mut Writer, items: impl IntoIterator<Item = &'i T>)
     where

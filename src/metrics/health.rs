@@ -4,7 +4,7 @@
 //! health, and a part the GPU does not support give no sample: absent, not
 //! 0. Reads only the snapshot.
 
-use super::family::{Emit, Family};
+use super::family::Family;
 use super::text::{Digits, Kind};
 use crate::snapshot::Device;
 use crate::snapshot::health::{Health, MEMORY_XIDS};
@@ -13,25 +13,8 @@ fn health(d: &Device) -> Option<&Health> {
     d.health.as_ref().filter(|_| d.up)
 }
 
-const fn family(
-    name: &'static str,
-    kind: Kind,
-    unit: &'static str,
-    help: &'static str,
-    samples: fn(&Device, &mut Emit<'_>),
-) -> Family<Device> {
-    Family {
-        name,
-        kind,
-        help,
-        unit,
-        optional: false,
-        samples,
-    }
-}
-
 pub(super) const HEALTH: &[Family<Device>] = &[
-    family(
+    Family::new(
         "gpumem_device_ecc_enabled",
         Kind::Gauge,
         "",
@@ -44,7 +27,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             e(&[("uuid", &d.uuid), ("mode", "pending")], ecc.pending_enabled.into());
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_ecc_errors_total",
         Kind::Counter,
         "",
@@ -65,7 +48,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_remapped_rows",
         Kind::Gauge,
         "",
@@ -81,7 +64,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             );
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_row_remap_pending",
         Kind::Gauge,
         "",
@@ -92,7 +75,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_row_remap_failed",
         Kind::Gauge,
         "",
@@ -103,7 +86,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_retired_pages",
         Kind::Gauge,
         "",
@@ -119,7 +102,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_retired_pages_pending",
         Kind::Gauge,
         "",
@@ -130,7 +113,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_memory_temperature_celsius",
         Kind::Gauge,
         "celsius",
@@ -142,7 +125,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
             }
         },
     ),
-    family(
+    Family::new(
         "gpumem_device_xid_errors_total",
         Kind::Counter,
         "",

@@ -118,14 +118,7 @@ const fn family(
 ) -> Family<SelfStats> {
     // Optional: a value /proc did not give leaves its family out, as the
     // Go client does, rather than announcing a family with no sample.
-    Family {
-        name,
-        kind,
-        help,
-        unit,
-        optional: true,
-        samples,
-    }
+    Family::new(name, kind, unit, help, samples).optional()
 }
 
 pub(super) const PROCESS: &[Family<SelfStats>] = &[

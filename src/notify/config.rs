@@ -28,9 +28,9 @@ pub struct AlertmanagerConfig {
     /// Each is its own target with its own queue.
     pub urls: Vec<String>,
     /// Firing alerts are sent again this often; their `endsAt` is 4x this.
-    #[serde(default = "default_resend", with = "human_duration")]
+    #[serde(default = "default_resend", with = "humantime_serde")]
     pub resend: Duration,
-    #[serde(default = "default_timeout", with = "human_duration")]
+    #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub basic_auth: Option<BasicAuth>,
@@ -77,12 +77,12 @@ pub struct WebhookConfig {
     /// Key of the `X-Gpumemd-Signature` HMAC-SHA256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<Secret>,
-    #[serde(default = "default_timeout", with = "human_duration")]
+    #[serde(default = "default_timeout", with = "humantime_serde")]
     pub timeout: Duration,
     /// First retry delay; it doubles per failed attempt up to `retry_max`.
-    #[serde(default = "default_retry_initial", with = "human_duration")]
+    #[serde(default = "default_retry_initial", with = "humantime_serde")]
     pub retry_initial: Duration,
-    #[serde(default = "default_retry_max", with = "human_duration")]
+    #[serde(default = "default_retry_max", with = "humantime_serde")]
     pub retry_max: Duration,
     /// Attempts per message before it is dropped; unset = until delivered
     /// (the outbox bound still applies).
@@ -161,12 +161,66 @@ impl<'de> Deserialize<'de> for Secret {
     }
 }
 
+/// A `[notify]` value that is invalid: the dotted key it is about
+/// (`notify.alertmanager.urls[1]`) and what is wrong with it. The key stays
+/// a field so the config loader can locate it without re-parsing a message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{key}: {problem}")]
+pub struct NotifyConfigError {
+    pub key: String,
+    pub problem: Problem,
+}
+
+/// What is wrong with one `[notify]` value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    #[error("at least one Alertmanager URL is needed, e.g. [\"http://localhost:9093\"]")]
+    NoUrls,
+    #[error("`{0}` is listed twice")]
+    Duplicate(String),
+    #[error("set basic_auth or bearer_token, not both")]
+    BothAuths,
+    #[error("must not be empty")]
+    Empty,
+    #[error("must not be empty (leave it out to send unsigned)")]
+    EmptySecret,
+    #[error("{} is below retry_initial ({})", humantime::format_duration(*max), humantime::format_duration(*initial))]
+    RetryMaxBelowInitial { max: Duration, initial: Duration },
+    #[error("must be at least 1 (leave it out to retry until delivered)")]
+    NoAttempts,
+    #[error("must not be empty; give an http(s) URL")]
+    EmptyUrl,
+    #[error("`{0}` is not an http(s) URL")]
+    NotHttp(String),
+    #[error("`{0}` has no host")]
+    NoHost(String),
+    #[error("credentials in the URL are not allowed; use basic_auth or bearer_token")]
+    CredentialsInUrl,
+    #[error("`{0}` must be a base URL without ?query or #fragment")]
+    NotBaseUrl(String),
+    #[error("must be above zero, e.g. \"10s\"")]
+    Zero,
+    #[error("{} is more than a day", humantime::format_duration(*.0))]
+    MoreThanADay(Duration),
+    #[error("must be at least 1 (default {DEFAULT_MAX_QUEUE})")]
+    EmptyQueue,
+}
+
+impl Problem {
+    fn at(self, key: impl Into<String>) -> NotifyConfigError {
+        NotifyConfigError {
+            key: key.into(),
+            problem: self,
+        }
+    }
+}
+
 impl NotifyConfig {
     /// Checks what serde cannot: URL shapes, positive durations, bounds.
     ///
     /// # Errors
-    /// The first problem, as `notify.<section>.<key>: what is wrong`.
-    pub fn validate(&self) -> Result<(), String> {
+    /// The first problem, with the `notify.<section>.<key>` it is about.
+    pub fn validate(&self) -> Result<(), NotifyConfigError> {
         if let Some(am) = &self.alertmanager {
             am.validate()?;
         }
@@ -178,12 +232,10 @@ impl NotifyConfig {
 }
 
 impl AlertmanagerConfig {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), NotifyConfigError> {
         const S: &str = "notify.alertmanager";
         if self.urls.is_empty() {
-            return Err(format!(
-                "{S}.urls: at least one Alertmanager URL is needed, e.g. [\"http://localhost:9093\"]"
-            ));
+            return Err(Problem::NoUrls.at(format!("{S}.urls")));
         }
         for (i, url) in self.urls.iter().enumerate() {
             check_url(&format!("{S}.urls[{i}]"), url, false)?;
@@ -191,7 +243,7 @@ impl AlertmanagerConfig {
                 .iter()
                 .any(|u| u.trim_end_matches('/') == url.trim_end_matches('/'))
             {
-                return Err(format!("{S}.urls[{i}]: `{url}` is listed twice"));
+                return Err(Problem::Duplicate(url.clone()).at(format!("{S}.urls[{i}]")));
             }
         }
         positive(&format!("{S}.resend"), self.resend)?;
@@ -199,40 +251,38 @@ impl AlertmanagerConfig {
         check_max_queue(&format!("{S}.max_queue"), self.max_queue)?;
         if let Some(auth) = &self.basic_auth {
             if auth.username.is_empty() {
-                return Err(format!("{S}.basic_auth.username: must not be empty"));
+                return Err(Problem::Empty.at(format!("{S}.basic_auth.username")));
             }
             if self.bearer_token.is_some() {
-                return Err(format!("{S}: set basic_auth or bearer_token, not both"));
+                return Err(Problem::BothAuths.at(S));
             }
         }
         if self.bearer_token.as_ref().is_some_and(|t| t.expose().is_empty()) {
-            return Err(format!("{S}.bearer_token: must not be empty"));
+            return Err(Problem::Empty.at(format!("{S}.bearer_token")));
         }
         Ok(())
     }
 }
 
 impl WebhookConfig {
-    fn validate(&self) -> Result<(), String> {
+    fn validate(&self) -> Result<(), NotifyConfigError> {
         const S: &str = "notify.webhook";
         check_url(&format!("{S}.url"), &self.url, true)?;
         if self.secret.as_ref().is_some_and(|s| s.expose().is_empty()) {
-            return Err(format!("{S}.secret: must not be empty (leave it out to send unsigned)"));
+            return Err(Problem::EmptySecret.at(format!("{S}.secret")));
         }
         positive(&format!("{S}.timeout"), self.timeout)?;
         positive(&format!("{S}.retry_initial"), self.retry_initial)?;
         positive(&format!("{S}.retry_max"), self.retry_max)?;
         if self.retry_max < self.retry_initial {
-            return Err(format!(
-                "{S}.retry_max: {} is below retry_initial ({})",
-                humantime::format_duration(self.retry_max),
-                humantime::format_duration(self.retry_initial)
-            ));
+            let p = Problem::RetryMaxBelowInitial {
+                max: self.retry_max,
+                initial: self.retry_initial,
+            };
+            return Err(p.at(format!("{S}.retry_max")));
         }
         if self.max_attempts == Some(0) {
-            return Err(format!(
-                "{S}.max_attempts: must be at least 1 (leave it out to retry until delivered)"
-            ));
+            return Err(Problem::NoAttempts.at(format!("{S}.max_attempts")));
         }
         check_max_queue(&format!("{S}.max_queue"), self.max_queue)
     }
@@ -240,62 +290,42 @@ impl WebhookConfig {
 
 /// An absolute http(s) URL with a host and no credentials in it (they would
 /// end up in logs and outbox paths; the auth keys are the place for them).
-fn check_url(key: &str, url: &str, allow_query: bool) -> Result<(), String> {
+fn check_url(key: &str, url: &str, allow_query: bool) -> Result<(), NotifyConfigError> {
     if url.trim().is_empty() {
-        return Err(format!("{key}: must not be empty; give an http(s) URL"));
+        return Err(Problem::EmptyUrl.at(key));
     }
     let parsed = match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-        _ => return Err(format!("{key}: `{url}` is not an http(s) URL")),
+        _ => return Err(Problem::NotHttp(url.to_owned()).at(key)),
     };
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(format!("{key}: `{url}` has no host"));
+        return Err(Problem::NoHost(url.to_owned()).at(key));
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
-        return Err(format!(
-            "{key}: credentials in the URL are not allowed; use basic_auth or bearer_token"
-        ));
+        return Err(Problem::CredentialsInUrl.at(key));
     }
     if !allow_query && (parsed.query().is_some() || parsed.fragment().is_some()) {
-        return Err(format!("{key}: `{url}` must be a base URL without ?query or #fragment"));
+        return Err(Problem::NotBaseUrl(url.to_owned()).at(key));
     }
     Ok(())
 }
 
 /// Above zero and at most a day: longer values are typos, and bounding them
 /// keeps every deadline computed from them far from overflow.
-fn positive(key: &str, d: Duration) -> Result<(), String> {
+fn positive(key: &str, d: Duration) -> Result<(), NotifyConfigError> {
     const MAX: Duration = Duration::from_secs(86_400);
     if d.is_zero() {
-        return Err(format!("{key}: must be above zero, e.g. \"10s\""));
+        return Err(Problem::Zero.at(key));
     }
     if d > MAX {
-        return Err(format!("{key}: {} is more than a day", humantime::format_duration(d)));
+        return Err(Problem::MoreThanADay(d).at(key));
     }
     Ok(())
 }
 
-fn check_max_queue(key: &str, n: usize) -> Result<(), String> {
+fn check_max_queue(key: &str, n: usize) -> Result<(), NotifyConfigError> {
     if n == 0 {
-        return Err(format!("{key}: must be at least 1 (default {DEFAULT_MAX_QUEUE})"));
+        return Err(Problem::EmptyQueue.at(key));
     }
     Ok(())
-}
-
-/// Durations as humantime strings ("30s", "1m30s"), like the rest of the
-/// config.
-mod human_duration {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(&text)
-            .map_err(|e| D::Error::custom(format!("`{text}` is not a duration like \"30s\" or \"1m\": {e}")))
-    }
 }

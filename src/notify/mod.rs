@@ -28,7 +28,7 @@ use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-pub use config::{AlertmanagerConfig, BasicAuth, NotifyConfig, Secret, WebhookConfig};
+pub use config::{AlertmanagerConfig, BasicAuth, NotifyConfig, NotifyConfigError, Problem, Secret, WebhookConfig};
 pub use webhook::signature;
 
 /// One alert as the daemon's rule engine hands it over.
@@ -121,7 +121,7 @@ pub struct NotifierStats {
 #[derive(Debug, Error)]
 pub enum NotifyError {
     #[error("invalid notify config: {0}")]
-    Config(String),
+    Config(#[from] NotifyConfigError),
     #[error("cannot use state directory {}: {source}", path.display())]
     StateDir { path: PathBuf, source: std::io::Error },
     #[error("cannot read TLS CA file {}: {reason}", path.display())]

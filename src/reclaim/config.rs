@@ -66,7 +66,7 @@ pub struct ReclaimConfig {
     /// On by default: decisions are audited, nothing is signalled.
     pub dry_run: bool,
     /// Time between SIGTERM and SIGKILL.
-    #[serde(with = "duration_text")]
+    #[serde(with = "humantime_serde")]
     pub grace: Duration,
     /// User names or numeric uids that may be signalled. Empty means nobody
     /// unless `allow_all_users` is set: an empty list must never mean "all".
@@ -137,9 +137,9 @@ impl ReclaimConfig {
     /// can never allow anything. The message names the key and what is valid.
     ///
     /// # Errors
-    /// The first invalid setting, as one line.
-    pub fn validate(&self) -> Result<(), String> {
-        self.check().map_err(|e| e.to_string())
+    /// The first invalid setting; it prints as one line.
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
+        self.check()
     }
 
     /// [`ReclaimConfig::validate`] as a typed error naming the key, for the
@@ -233,24 +233,6 @@ fn check_names(key: &'static str, names: &[String]) -> Result<(), InvalidSetting
     }
 }
 
-/// `grace = "30s"`: humantime text both ways, like every duration in the
-/// config file.
-mod duration_text {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(text.trim())
-            .map_err(|e| D::Error::custom(format!("`{text}` is not a duration ({e}); use e.g. \"30s\" or \"2m\"")))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -289,7 +271,7 @@ mod tests {
     fn unknown_keys_and_bad_durations_are_rejected() {
         assert!(toml::from_str::<ReclaimConfig>("enable = true").is_err());
         let err = toml::from_str::<ReclaimConfig>("grace = \"soon\"").expect_err("not a duration");
-        assert!(err.to_string().contains("30s"), "{err}");
+        assert!(err.to_string().contains("\"soon\", expected a duration"), "{err}");
     }
 
     #[test]
@@ -298,7 +280,7 @@ mod tests {
             let err = ReclaimConfig { grace, ..enabled() }
                 .validate()
                 .expect_err("out of range");
-            assert!(err.contains("reclaim.grace"), "{err}");
+            assert!(err.to_string().contains("reclaim.grace"), "{err}");
         }
         assert_eq!(
             ReclaimConfig {
@@ -316,7 +298,12 @@ mod tests {
             allow_users: vec![],
             ..enabled()
         };
-        assert!(c.validate().expect_err("useless").contains("allow_users is empty"));
+        assert!(
+            c.validate()
+                .expect_err("useless")
+                .to_string()
+                .contains("allow_users is empty")
+        );
         let dry = ReclaimConfig {
             enabled: false,
             ..c.clone()
@@ -343,19 +330,19 @@ mod tests {
             deny_users: vec!["alice".into()],
             ..enabled()
         };
-        assert!(overlap.validate().expect_err("overlap").contains("alice"));
+        assert!(overlap.validate().expect_err("overlap").to_string().contains("alice"));
         for bad in ["", "two words", "tab\t"] {
             let c = ReclaimConfig {
                 deny_users: vec![bad.into()],
                 ..enabled()
             };
-            assert!(c.validate().expect_err(bad).contains("reclaim.deny_users"));
+            assert!(c.validate().expect_err(bad).to_string().contains("reclaim.deny_users"));
         }
         let path = ReclaimConfig {
             deny_commands: vec!["/usr/bin/python3".into()],
             ..enabled()
         };
-        assert!(path.validate().expect_err("path").contains("'/'"));
+        assert!(path.validate().expect_err("path").to_string().contains("'/'"));
     }
 
     #[test]

@@ -33,7 +33,7 @@ use std::time::Instant;
 use thiserror::Error;
 
 pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
-pub use config::{PROTECTED_COMMANDS, ReclaimConfig};
+pub use config::{InvalidSetting, PROTECTED_COMMANDS, ReclaimConfig};
 pub use hostmem::{FixedHostMemory, HostMemory, Meminfo};
 pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
@@ -49,7 +49,7 @@ use signal::SignalError;
 #[derive(Debug, Error)]
 pub enum ReclaimError {
     #[error("invalid [reclaim] section: {0}")]
-    Config(String),
+    Config(#[from] config::InvalidSetting),
     #[error("cannot open the reclaim audit log {path}: {source}")]
     Audit { path: PathBuf, source: std::io::Error },
     #[error(
@@ -271,19 +271,31 @@ impl Reclaimer {
         lock(&self.shared.state).in_progress.len()
     }
 
+    /// The first step of acting on `t`: refused, and audited, when reclaim
+    /// is off or the same process is already being acted on; else the claim
+    /// on it, which the caller releases when done. Claimed before the checks
+    /// so two concurrent requests cannot both act.
+    fn claim(&self, action: Action, cfg: &ReclaimConfig, t: &Target) -> Result<(u32, u64), Outcome> {
+        let sh = &self.shared;
+        let key = (t.pid, t.start_ticks.unwrap_or(0));
+        let refused = if !cfg.enabled {
+            Outcome::Disabled
+        } else if !lock(&sh.state).in_progress.insert(key) {
+            Outcome::InProgress
+        } else {
+            return Ok(key);
+        };
+        sh.record(action, t, &refused, cfg.dry_run, None);
+        Err(refused)
+    }
+
     fn request_one(&self, cfg: &ReclaimConfig, t: &Target) -> Outcome {
         let sh = &self.shared;
-        if !cfg.enabled {
-            sh.record(Action::Term, t, &Outcome::Disabled, cfg.dry_run, None);
-            return Outcome::Disabled;
-        }
-        let key = (t.pid, t.start_ticks.unwrap_or(0));
-        // Claimed before the checks so two concurrent requests cannot both
-        // signal; released unless a SIGKILL step follows.
-        if !lock(&sh.state).in_progress.insert(key) {
-            sh.record(Action::Term, t, &Outcome::InProgress, cfg.dry_run, None);
-            return Outcome::InProgress;
-        }
+        // Released below unless a SIGKILL step follows.
+        let key = match self.claim(Action::Term, cfg, t) {
+            Ok(key) => key,
+            Err(refused) => return refused,
+        };
         let (outcome, handle) = terminate(sh, cfg, t);
         let grace_ms = handle
             .is_some()

@@ -139,15 +139,10 @@ impl Reclaimer {
 
     fn suspend_one(&self, cfg: &ReclaimConfig, t: &Target) -> Outcome {
         let sh = &self.shared;
-        if !cfg.enabled {
-            sh.record(Action::Suspend, t, &Outcome::Disabled, cfg.dry_run, None);
-            return Outcome::Disabled;
-        }
-        let key = (t.pid, t.start_ticks.unwrap_or(0));
-        if !lock(&sh.state).in_progress.insert(key) {
-            sh.record(Action::Suspend, t, &Outcome::InProgress, cfg.dry_run, None);
-            return Outcome::InProgress;
-        }
+        let key = match self.claim(Action::Suspend, cfg, t) {
+            Ok(key) => key,
+            Err(refused) => return refused,
+        };
         let outcome = self.try_suspend(cfg, t).unwrap_or_else(|o| o);
         lock(&sh.state).in_progress.remove(&key);
         sh.record(Action::Suspend, t, &outcome, cfg.dry_run, None);

@@ -34,10 +34,10 @@ pub struct SuspendConfig {
     pub cuda_lib: String,
     /// How long the driver may try to lock a process (its CUDA calls must
     /// drain first); on expiry the process is left running.
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "humantime_serde")]
     pub lock_timeout: Duration,
     /// Deadline of one checkpoint or restore call.
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "humantime_serde")]
     pub call_timeout: Duration,
     /// Suspends (lock + checkpoint) running at once.
     pub max_in_flight: u32,
@@ -50,7 +50,7 @@ pub struct SuspendConfig {
     /// For `resume = "when-free"`: how long a process stays suspended at
     /// least. Its own bytes leaving make room for it, so without a wait a
     /// quiet GPU would resume it at the next poll (suspend, resume, suspend).
-    #[serde(with = "humantime_serde_compat")]
+    #[serde(with = "humantime_serde")]
     pub resume_after: Duration,
 }
 
@@ -105,23 +105,6 @@ impl SuspendConfig {
     /// plus room for the call to come back and say so.
     pub fn lock_deadline(&self) -> Duration {
         self.lock_timeout.saturating_mul(2) + Duration::from_secs(1)
-    }
-}
-
-/// Durations as humantime text ("10s"), like every duration in the file.
-mod humantime_serde_compat {
-    use std::time::Duration;
-
-    use serde::{Deserialize, Deserializer, Serializer, de::Error};
-
-    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&humantime::format_duration(*d).to_string())
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(d)?;
-        humantime::parse_duration(text.trim())
-            .map_err(|e| D::Error::custom(format!("`{text}` is not a duration ({e}); use e.g. \"10s\"")))
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use super::labels::Labels;
 use super::template::Template;
-use super::{RuleConfig, RuleKind};
+use super::{RuleConfig, RuleError, RuleKind};
 use crate::units::human;
 
 /// A rule's annotation templates and what rendering them needs from it.
@@ -28,14 +28,14 @@ impl Notes {
     ///
     /// # Errors
     /// The first template that does not parse, naming its annotation.
-    pub fn new(cfg: &RuleConfig) -> Result<Notes, String> {
+    pub fn new(cfg: &RuleConfig) -> Result<Notes, RuleError> {
         let templates = cfg
             .annotations
             .iter()
             .map(|(k, v)| {
                 Template::parse(v)
                     .map(|t| (k.clone(), t))
-                    .map_err(|e| format!("annotation `{k}`: {e}"))
+                    .map_err(|source| RuleError::Annotation { key: k.clone(), source })
             })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Notes {

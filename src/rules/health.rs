@@ -54,13 +54,5 @@ fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance<'_>> {
         }
         _ => return None,
     };
-    Some(Instance {
-        key: d.uuid.clone(),
-        labels,
-        value,
-        holds,
-        model: &d.name,
-        targets: vec![],
-        others: None,
-    })
+    Some(Instance::of_device(d, labels, value, holds))
 }

@@ -26,6 +26,27 @@ pub(super) struct Instance<'a> {
     pub(super) others: Option<&'a str>,
 }
 
+impl<'a> Instance<'a> {
+    /// An instance about device `d` as a whole: keyed by its UUID, no
+    /// processes to act on.
+    pub(super) fn of_device(
+        d: &'a Device,
+        labels: Vec<(&'static str, String)>,
+        value: f64,
+        holds: Option<bool>,
+    ) -> Self {
+        Instance {
+            key: d.uuid.clone(),
+            labels,
+            value,
+            holds,
+            model: &d.name,
+            targets: vec![],
+            others: None,
+        }
+    }
+}
+
 /// A process an alert is about (what a `terminate` action would signal).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ProcessRef {
@@ -168,15 +189,7 @@ fn device_instance(kind: RuleKind, holder: Option<Holder>, d: &Device) -> Option
     if let Some(h) = holder {
         labels.push(("holder", h.as_str().into()));
     }
-    Some(Instance {
-        key: d.uuid.clone(),
-        labels,
-        value,
-        holds,
-        model: &d.name,
-        targets: vec![],
-        others: None,
-    })
+    Some(Instance::of_device(d, labels, value, holds))
 }
 
 /// How recently the allocator's retries must have risen for

@@ -234,43 +234,77 @@ pub struct Rule {
     pub notes: Arc<Notes>,
 }
 
+/// Why a `[[rule]]` is refused; the texts name the key that is wrong (the
+/// config loader adds the rule's name and line).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RuleError {
+    #[error("name `{0}` must be letters, digits and _ (it becomes the alertname label)")]
+    BadName(String),
+    #[error("device_held_bytes needs `holder`")]
+    NoHolder,
+    #[error("group_used_bytes needs `group_by`")]
+    NoGroupBy,
+    #[error("`holder` only applies to device_held_bytes")]
+    StrayHolder,
+    #[error("`group_by` only applies to group_used_bytes")]
+    StrayGroupBy,
+    #[error("`action` needs a rule about processes or groups (it names the processes to terminate)")]
+    ActionWithoutTargets,
+    #[error("`action = \"suspend\"` needs a rule about processes (it checkpoints one process at a time)")]
+    SuspendWithoutProcess,
+    #[error("label name `{0}` is not a valid Prometheus label name")]
+    BadLabelName(String),
+    #[error("annotation `{key}`: {source}")]
+    Annotation {
+        key: String,
+        source: template::TemplateError,
+    },
+    #[error("{}", format!("{:?} is a state, it takes no above/below/clear", .0).to_lowercase())]
+    StateWithThreshold(RuleKind),
+    #[error("give either `above` or `below`, not both")]
+    BothThresholds,
+    #[error("needs a threshold: `above` or `below`")]
+    NoThreshold,
+    #[error("threshold must be a finite number")]
+    NotFinite,
+    #[error("{kind} threshold {threshold} is outside 0..1; write 0.9 or \"90%\"")]
+    RatioOutOfRange { kind: &'static str, threshold: f64 },
+    #[error("`clear` ({clear}) must not be above `above` ({threshold})")]
+    ClearAboveAbove { clear: f64, threshold: f64 },
+    #[error("`clear` ({clear}) must not be below `below` ({threshold})")]
+    ClearBelowBelow { clear: f64, threshold: f64 },
+    #[error("{0}")]
+    Toml(String),
+    #[error("rule {name}: {source}")]
+    InSet { name: String, source: Box<RuleError> },
+}
+
 impl Rule {
     /// Checks a rule as written; the error names what is wrong (the caller
     /// adds the rule's name and line).
     ///
     /// # Errors
-    /// A message naming the offending key.
-    pub fn new(cfg: RuleConfig) -> Result<Rule, String> {
+    /// What is wrong, naming the offending key.
+    pub fn new(cfg: RuleConfig) -> Result<Rule, RuleError> {
         check_thresholds(&cfg)?;
         if cfg.name.is_empty() || !cfg.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!(
-                "name `{}` must be letters, digits and _ (it becomes the alertname label)",
-                cfg.name
-            ));
+            return Err(RuleError::BadName(cfg.name));
         }
         match (cfg.kind, cfg.holder, cfg.group_by) {
-            (RuleKind::DeviceHeldBytes, None, _) => return Err("device_held_bytes needs `holder`".into()),
-            (RuleKind::GroupUsedBytes, _, None) => return Err("group_used_bytes needs `group_by`".into()),
-            (k, Some(_), _) if k != RuleKind::DeviceHeldBytes => {
-                return Err("`holder` only applies to device_held_bytes".into());
-            }
-            (k, _, Some(_)) if k != RuleKind::GroupUsedBytes => {
-                return Err("`group_by` only applies to group_used_bytes".into());
-            }
+            (RuleKind::DeviceHeldBytes, None, _) => return Err(RuleError::NoHolder),
+            (RuleKind::GroupUsedBytes, _, None) => return Err(RuleError::NoGroupBy),
+            (k, Some(_), _) if k != RuleKind::DeviceHeldBytes => return Err(RuleError::StrayHolder),
+            (k, _, Some(_)) if k != RuleKind::GroupUsedBytes => return Err(RuleError::StrayGroupBy),
             _ => {}
         }
         if cfg.action.is_some() && !cfg.kind.is_process() && cfg.kind != RuleKind::GroupUsedBytes {
-            return Err("`action` needs a rule about processes or groups (it names the processes to terminate)".into());
+            return Err(RuleError::ActionWithoutTargets);
         }
         if cfg.action == Some(RuleAction::Suspend) && !cfg.kind.is_process() {
-            return Err(
-                "`action = \"suspend\"` needs a rule about processes (it checkpoints one process at a time)".into(),
-            );
+            return Err(RuleError::SuspendWithoutProcess);
         }
-        for k in cfg.labels.keys() {
-            if !valid_label_name(k) {
-                return Err(format!("label name `{k}` is not a valid Prometheus label name"));
-            }
+        if let Some(k) = cfg.labels.keys().find(|k| !valid_label_name(k)) {
+            return Err(RuleError::BadLabelName(k.clone()));
         }
         let notes = Arc::new(Notes::new(&cfg)?);
         Ok(Rule {
@@ -281,21 +315,21 @@ impl Rule {
     }
 }
 
-fn check_thresholds(cfg: &RuleConfig) -> Result<(), String> {
+fn check_thresholds(cfg: &RuleConfig) -> Result<(), RuleError> {
     if cfg.kind.is_boolean() {
         if cfg.above.is_some() || cfg.below.is_some() || cfg.clear.is_some() {
-            return Err(format!("{:?} is a state, it takes no above/below/clear", cfg.kind).to_lowercase());
+            return Err(RuleError::StateWithThreshold(cfg.kind));
         }
         return Ok(());
     }
     let (t, above) = match (cfg.above, cfg.below) {
         (Some(a), None) => (a.0, true),
         (None, Some(b)) => (b.0, false),
-        (Some(_), Some(_)) => return Err("give either `above` or `below`, not both".into()),
-        (None, None) => return Err("needs a threshold: `above` or `below`".into()),
+        (Some(_), Some(_)) => return Err(RuleError::BothThresholds),
+        (None, None) => return Err(RuleError::NoThreshold),
     };
     if !t.is_finite() {
-        return Err("threshold must be a finite number".into());
+        return Err(RuleError::NotFinite);
     }
     if matches!(cfg.kind, RuleKind::DeviceUsedRatio | RuleKind::ProcessFragmentation) && !(0.0..=1.0).contains(&t) {
         let kind = if cfg.kind == RuleKind::DeviceUsedRatio {
@@ -303,14 +337,20 @@ fn check_thresholds(cfg: &RuleConfig) -> Result<(), String> {
         } else {
             "process_fragmentation"
         };
-        return Err(format!("{kind} threshold {t} is outside 0..1; write 0.9 or \"90%\""));
+        return Err(RuleError::RatioOutOfRange { kind, threshold: t });
     }
     if let Some(c) = cfg.clear {
         if above && c.0 > t {
-            return Err(format!("`clear` ({}) must not be above `above` ({t})", c.0));
+            return Err(RuleError::ClearAboveAbove {
+                clear: c.0,
+                threshold: t,
+            });
         }
         if !above && c.0 < t {
-            return Err(format!("`clear` ({}) must not be below `below` ({t})", c.0));
+            return Err(RuleError::ClearBelowBelow {
+                clear: c.0,
+                threshold: t,
+            });
         }
     }
     Ok(())
@@ -335,14 +375,17 @@ pub const DEMO_RULES: &str = include_str!("demo.toml");
 ///
 /// # Errors
 /// The first rule that does not parse or validate.
-pub fn parse_rule_set(text: &str) -> Result<Vec<RuleConfig>, String> {
+pub fn parse_rule_set(text: &str) -> Result<Vec<RuleConfig>, RuleError> {
     #[derive(Deserialize)]
     struct Set {
         rule: Vec<RuleConfig>,
     }
-    let set: Set = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    let set: Set = toml::from_str(text).map_err(|e| RuleError::Toml(e.message().to_string()))?;
     for r in &set.rule {
-        Rule::new(r.clone()).map_err(|e| format!("rule {}: {e}", r.name))?;
+        Rule::new(r.clone()).map_err(|e| RuleError::InSet {
+            name: r.name.clone(),
+            source: Box::new(e),
+        })?;
     }
     Ok(set.rule)
 }

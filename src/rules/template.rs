@@ -38,6 +38,15 @@ enum Part {
     Var(String),
 }
 
+/// Why a template does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("`{{{{` without `}}}}` in {0:?}")]
+    Unclosed(String),
+    #[error("unknown placeholder `{{{{ {0} }}}}`; known: {known}", known = NAMES.join(", "))]
+    Unknown(String),
+}
+
 /// A parsed template.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Template(Vec<Part>);
@@ -47,7 +56,7 @@ impl Template {
     ///
     /// # Errors
     /// An unclosed `{{`, an empty placeholder, or a name not in [`NAMES`].
-    pub fn parse(text: &str) -> Result<Template, String> {
+    pub fn parse(text: &str) -> Result<Template, TemplateError> {
         let mut parts = Vec::new();
         let mut rest = text;
         while let Some(open) = rest.find("{{") {
@@ -57,16 +66,13 @@ impl Template {
             let after = &rest[open + 2..];
             let close = after
                 .find("}}")
-                .ok_or_else(|| format!("`{{{{` without `}}}}` in {text:?}"))?;
+                .ok_or_else(|| TemplateError::Unclosed(text.to_owned()))?;
             let name = after[..close]
                 .trim()
                 .trim_start_matches('.')
                 .trim_start_matches("$labels.");
             if !NAMES.contains(&name) {
-                return Err(format!(
-                    "unknown placeholder `{{{{ {name} }}}}`; known: {}",
-                    NAMES.join(", ")
-                ));
+                return Err(TemplateError::Unknown(name.to_owned()));
             }
             parts.push(Part::Var(name.to_string()));
             rest = &after[close + 2..];
@@ -116,12 +122,9 @@ mod tests {
 
     #[test]
     fn errors() {
-        assert!(Template::parse("{{ value").unwrap_err().contains("without"));
-        assert!(
-            Template::parse("{{ nope }}")
-                .unwrap_err()
-                .contains("unknown placeholder `{{ nope }}`")
-        );
+        let err = |t: &str| Template::parse(t).map(|_| ()).unwrap_err().to_string();
+        assert!(err("{{ value").contains("without"));
+        assert!(err("{{ nope }}").contains("unknown placeholder `{{ nope }}`"));
         assert!(Template::parse("{{ }}").is_err());
         assert_eq!(
             Template::parse("plain").map(|t| t.render(&BTreeMap::new())),

@@ -42,16 +42,33 @@ pub enum ColorWhen {
 
 /// `2s`, `500ms`, or a bare number of seconds (`0.5`), at least 100 ms so a
 /// typo cannot spin a core.
-fn parse_interval(s: &str) -> Result<Duration, String> {
+fn parse_interval(s: &str) -> Result<Duration, IntervalError> {
     let d = match s.parse::<f64>() {
         Ok(secs) if secs.is_finite() && secs >= 0.0 => Duration::from_secs_f64(secs),
-        Ok(_) => return Err(format!("`{s}` is not a positive interval")),
-        Err(_) => humantime::parse_duration(s).map_err(|e| format!("`{s}`: {e}"))?,
+        Ok(_) => return Err(IntervalError::NotPositive(s.to_owned())),
+        Err(_) => humantime::parse_duration(s).map_err(|source| IntervalError::NotADuration {
+            text: s.to_owned(),
+            source,
+        })?,
     };
     if d < Duration::from_millis(100) {
-        return Err(format!("`{s}` is below the 100ms minimum"));
+        return Err(IntervalError::TooShort(s.to_owned()));
     }
     Ok(d)
+}
+
+/// Why a `--watch` interval was refused (clap prints it after the flag).
+#[derive(Debug, PartialEq, thiserror::Error)]
+pub enum IntervalError {
+    #[error("`{0}` is not a positive interval")]
+    NotPositive(String),
+    #[error("`{text}`: {source}")]
+    NotADuration {
+        text: String,
+        source: humantime::DurationError,
+    },
+    #[error("`{0}` is below the 100ms minimum")]
+    TooShort(String),
 }
 
 #[cfg(test)]

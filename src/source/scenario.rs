@@ -4,17 +4,18 @@
 //! is `simulated.rs`). Scenario files are TOML; see docs/scenarios.md.
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
-use thiserror::Error;
 
 use crate::attribution::ProcState;
 use crate::config::ByteSize;
 
+mod error;
 mod health;
 mod process;
+pub use error::{ScenarioError, ScenarioProblem};
 pub use health::{SimHealth, SimXid};
 pub use process::{Exit, SimIdentity, SimProcess, SimShape};
 
@@ -109,18 +110,6 @@ pub struct SimMig {
     pub memory: ByteSize,
 }
 
-#[derive(Debug, Error)]
-pub enum ScenarioError {
-    #[error("unknown scenario `{0}`; built-in scenarios are: {list}", list = BUILTIN_NAMES.join(", "))]
-    Unknown(String),
-    #[error("cannot read scenario {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
-    // A trace path or value quoted in the message can hold a line break:
-    // escaped, so the error stays one line.
-    #[error("scenario {origin}: {}", crate::config::one_line(message))]
-    Invalid { origin: String, message: String },
-}
-
 pub const BUILTIN_NAMES: &[&str] = &["default", "gpu-lost", "mig", "large"];
 
 impl Scenario {
@@ -163,19 +152,16 @@ impl Scenario {
     /// # Errors
     /// See [`Scenario::resolve`].
     pub fn parse(text: &str, origin: &str, base: Option<&Path>) -> Result<Scenario, ScenarioError> {
-        let invalid = |message: String| ScenarioError::Invalid {
+        let invalid = |problem: ScenarioProblem| ScenarioError::Invalid {
             origin: origin.to_string(),
-            message,
+            problem,
         };
         let mut s: Scenario = toml::from_str(text).map_err(|e| {
             let line = e
                 .span()
                 .map(|sp| text[..sp.start.min(text.len())].matches('\n').count() + 1);
-            let msg = e.message().lines().next().unwrap_or("invalid").to_string();
-            invalid(match line {
-                Some(l) => format!("line {l}: {msg}"),
-                None => msg,
-            })
+            let message = e.message().lines().next().unwrap_or("invalid").to_string();
+            invalid(ScenarioProblem::Toml { line, message })
         })?;
         s.check().map_err(&invalid)?;
         for p in &mut s.processes {
@@ -189,43 +175,38 @@ impl Scenario {
         Ok(s)
     }
 
-    fn check(&self) -> Result<(), String> {
+    fn check(&self) -> Result<(), ScenarioProblem> {
         if self.gpus.is_empty() {
-            return Err("needs at least one [[gpu]]".into());
+            return Err(ScenarioProblem::NoGpus);
         }
         // The simulation computes free = memory - reserved - used.
         if let Some((i, g)) = self.gpus.iter().enumerate().find(|(_, g)| g.reserved.0 > g.memory.0) {
-            return Err(format!(
-                "gpu {i}: reserved ({} bytes) is more than its memory ({} bytes)",
-                g.reserved.0, g.memory.0
-            ));
+            return Err(ScenarioProblem::ReservedAboveMemory {
+                gpu: i,
+                reserved: g.reserved.0,
+                memory: g.memory.0,
+            });
         }
         for p in &self.processes {
-            let gpu = self.gpus.get(p.gpu as usize).ok_or_else(|| {
-                format!(
-                    "process {} is on gpu {}, but there are {} GPUs",
-                    p.pid,
-                    p.gpu,
-                    self.gpus.len()
-                )
+            let gpu = self.gpus.get(p.gpu as usize).ok_or(ScenarioProblem::NoSuchGpu {
+                pid: p.pid,
+                gpu: p.gpu,
+                gpus: self.gpus.len(),
             })?;
             if let Some(i) = p.instance {
                 if i as usize >= gpu.mig.len() {
-                    return Err(format!(
-                        "process {} is on MIG instance {i}, but gpu {} has {}",
-                        p.pid,
-                        p.gpu,
-                        gpu.mig.len()
-                    ));
+                    return Err(ScenarioProblem::NoSuchInstance {
+                        pid: p.pid,
+                        instance: i,
+                        gpu: p.gpu,
+                        instances: gpu.mig.len(),
+                    });
                 }
             } else if !gpu.mig.is_empty() {
-                return Err(format!(
-                    "process {} is on MIG-enabled gpu {}: give it an `instance`",
-                    p.pid, p.gpu
-                ));
+                return Err(ScenarioProblem::NeedsInstance { pid: p.pid, gpu: p.gpu });
             }
             if p.pid == 0 {
-                return Err("a process needs a non-zero pid".into());
+                return Err(ScenarioProblem::ZeroPid);
             }
         }
         Ok(())
@@ -234,18 +215,19 @@ impl Scenario {
 
 /// Reads `t_seconds,pid,used_bytes` rows, keeping one PID (the given one, or
 /// the first seen) and making time relative to its first row.
-fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, String> {
-    let text = crate::config::read::read_text(path, crate::config::read::MAX_TRACE_BYTES)
-        .map_err(|e| format!("trace {}: {e}", path.display()))?;
+fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, ScenarioProblem> {
+    let text = crate::config::read::read_text(path, crate::config::read::MAX_TRACE_BYTES).map_err(|source| {
+        ScenarioProblem::TraceRead {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
     let mut rows = Vec::new();
     let mut pid = want_pid;
     for (i, line) in text.lines().enumerate().skip(1) {
-        let bad = || {
-            format!(
-                "trace {} line {}: expected t_seconds,pid,used_bytes",
-                path.display(),
-                i + 1
-            )
+        let bad = || ScenarioProblem::TraceRow {
+            path: path.to_path_buf(),
+            line: i + 1,
         };
         let mut f = line.split(',');
         let (Some(t), Some(p), Some(b)) = (f.next(), f.next(), f.next()) else {
@@ -262,7 +244,7 @@ fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, Str
         }
     }
     let Some(&(t0, _)) = rows.first() else {
-        return Err(format!("trace {} has no rows", path.display()));
+        return Err(ScenarioProblem::TraceEmpty(path.to_path_buf()));
     };
     rows.iter_mut().for_each(|r| r.0 -= t0);
     Ok(rows)
@@ -273,28 +255,7 @@ fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, Str
 /// `worker-{i % 16}` of `user{i % 8}` in job `9000 + i % 32`: 32 identities,
 /// shared by every process that has one (see `SimProcess`).
 pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
-    let who: Vec<Arc<SimIdentity>> = (0..per_gpu.min(32))
-        .map(|i| {
-            Arc::new(SimIdentity {
-                comm: format!("worker-{}", i % 16),
-                user: format!("user{}", i % 8),
-                uid: 2000 + (i % 8) as u32,
-                kinds: crate::source::ProcessKinds {
-                    compute: true,
-                    ..Default::default()
-                },
-                state: ProcState::Sleeping,
-                container: String::new(),
-                container_runtime: String::new(),
-                pod_uid: String::new(),
-                qos_class: String::new(),
-                unit: String::new(),
-                slice: String::new(),
-                job: format!("{}", 9000 + i % 32),
-                cmdline: String::new(),
-            })
-        })
-        .collect();
+    let who: Vec<Arc<SimIdentity>> = (0..per_gpu.min(32)).map(|i| Arc::new(large_identity(i))).collect();
     let mut processes = Vec::with_capacity(gpus * per_gpu);
     for g in 0..gpus {
         for i in 0..per_gpu {
@@ -312,19 +273,6 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
             });
         }
     }
-    let gpus = (0..gpus)
-        .map(|_| SimGpu {
-            name: "NVIDIA H200".into(),
-            uuid: None,
-            pci_bus_id: None,
-            memory: ByteSize(141 << 30),
-            reserved: ByteSize(600 << 20),
-            lost_from_poll: None,
-            lost_until_poll: None,
-            mig: Vec::new(),
-            health: None,
-        })
-        .collect();
     Scenario {
         name: "large".into(),
         description: "64 GPUs x 1000 processes, for scale".into(),
@@ -332,8 +280,45 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
         loop_after: None,
         overhead_per_process: ByteSize(0),
         driver: SimDriver::default(),
-        gpus,
+        gpus: (0..gpus).map(|_| large_gpu()).collect(),
         processes,
+    }
+}
+
+/// Identity `i` of the large fleet (see [`large`]).
+fn large_identity(i: usize) -> SimIdentity {
+    SimIdentity {
+        comm: format!("worker-{}", i % 16),
+        user: format!("user{}", i % 8),
+        uid: 2000 + (i % 8) as u32,
+        kinds: crate::source::ProcessKinds {
+            compute: true,
+            ..Default::default()
+        },
+        state: ProcState::Sleeping,
+        container: String::new(),
+        container_runtime: String::new(),
+        pod_uid: String::new(),
+        qos_class: String::new(),
+        unit: String::new(),
+        slice: String::new(),
+        job: format!("{}", 9000 + i % 32),
+        cmdline: String::new(),
+    }
+}
+
+/// One GPU of the large fleet: an H200 without MIG.
+fn large_gpu() -> SimGpu {
+    SimGpu {
+        name: "NVIDIA H200".into(),
+        uuid: None,
+        pci_bus_id: None,
+        memory: ByteSize(141 << 30),
+        reserved: ByteSize(600 << 20),
+        lost_from_poll: None,
+        lost_until_poll: None,
+        mig: Vec::new(),
+        health: None,
     }
 }
 

@@ -221,55 +221,8 @@ impl GpuSource for SimulatedSource {
         self.sync_proc(t, cycle);
         let mut devices = Vec::new();
         let mut utilization = sample_utilization.then(Utilization::new);
-        for (g, gpu) in self.scenario.gpus.iter().enumerate() {
-            let lost =
-                gpu.lost_from_poll.is_some_and(|f| self.poll >= f) && gpu.lost_until_poll.is_none_or(|u| self.poll < u);
-            if lost {
-                devices.push(RawDevice {
-                    uuid: self.gpu_uuid(g),
-                    index: Some(g as u32),
-                    name: gpu.name.clone(),
-                    up: false,
-                    errors: vec!["device: GPU is lost (fell off the bus)".into()],
-                    ..RawDevice::default()
-                });
-                continue;
-            }
-            let instances: Vec<Option<usize>> = if gpu.mig.is_empty() {
-                vec![None]
-            } else {
-                (0..gpu.mig.len()).map(Some).collect()
-            };
-            let mut parent_used = 0;
-            let mut built = Vec::new();
-            for inst in instances {
-                let (mut dev, util) = self.device(g, inst, t);
-                if let (Some(h), None) = (&gpu.health, inst) {
-                    let (health, events) = h.at(t, t - self.interval);
-                    dev.health = Some(health);
-                    dev.xid_events = events;
-                }
-                parent_used += dev.memory.map_or(0, |m| m.used_bytes);
-                if let Some(u) = utilization.as_mut() {
-                    u.insert(dev.uuid.clone(), util.into_iter().collect());
-                }
-                built.push(dev);
-            }
-            if !gpu.mig.is_empty() {
-                // The MIG parent reports the whole GPU's memory and no
-                // processes: they are listed on the instances.
-                let mut parent = self.device_shell(g);
-                let total = gpu.memory.0;
-                let used = parent_used.min(total - gpu.reserved.0);
-                parent.memory = Some(Memory {
-                    total_bytes: total,
-                    used_bytes: used,
-                    free_bytes: total - gpu.reserved.0 - used,
-                    reserved_bytes: Some(gpu.reserved.0),
-                });
-                devices.push(parent);
-            }
-            devices.extend(built);
+        for g in 0..self.scenario.gpus.len() {
+            devices.extend(self.gpu_devices(g, t, utilization.as_mut()));
         }
         let d = &self.scenario.driver;
         Ok(RawPoll {
@@ -293,6 +246,64 @@ impl GpuSource for SimulatedSource {
 }
 
 impl SimulatedSource {
+    /// GPU `g` at simulated time `t`: one device, or a MIG parent followed
+    /// by its instances (whose utilisation samples go to `utilization`).
+    fn gpu_devices(&self, g: usize, t: f64, mut utilization: Option<&mut Utilization>) -> Vec<RawDevice> {
+        let gpu = &self.scenario.gpus[g];
+        let lost =
+            gpu.lost_from_poll.is_some_and(|f| self.poll >= f) && gpu.lost_until_poll.is_none_or(|u| self.poll < u);
+        if lost {
+            return vec![RawDevice {
+                uuid: self.gpu_uuid(g),
+                index: Some(g as u32),
+                name: gpu.name.clone(),
+                up: false,
+                errors: vec!["device: GPU is lost (fell off the bus)".into()],
+                ..RawDevice::default()
+            }];
+        }
+        let instances: Vec<Option<usize>> = if gpu.mig.is_empty() {
+            vec![None]
+        } else {
+            (0..gpu.mig.len()).map(Some).collect()
+        };
+        let mut parent_used = 0;
+        let mut built = Vec::new();
+        for inst in instances {
+            let (mut dev, util) = self.device(g, inst, t);
+            if let (Some(h), None) = (&gpu.health, inst) {
+                let (health, events) = h.at(t, t - self.interval);
+                dev.health = Some(health);
+                dev.xid_events = events;
+            }
+            parent_used += dev.memory.map_or(0, |m| m.used_bytes);
+            if let Some(u) = utilization.as_deref_mut() {
+                u.insert(dev.uuid.clone(), util.into_iter().collect());
+            }
+            built.push(dev);
+        }
+        if !gpu.mig.is_empty() {
+            built.insert(0, self.mig_parent(g, parent_used));
+        }
+        built
+    }
+
+    /// The MIG parent reports the whole GPU's memory and no processes: they
+    /// are listed on the instances.
+    fn mig_parent(&self, g: usize, instances_used: u64) -> RawDevice {
+        let gpu = &self.scenario.gpus[g];
+        let mut parent = self.device_shell(g);
+        let total = gpu.memory.0;
+        let used = instances_used.min(total - gpu.reserved.0);
+        parent.memory = Some(Memory {
+            total_bytes: total,
+            used_bytes: used,
+            free_bytes: total - gpu.reserved.0 - used,
+            reserved_bytes: Some(gpu.reserved.0),
+        });
+        parent
+    }
+
     fn device_shell(&self, g: usize) -> RawDevice {
         let gpu = &self.scenario.gpus[g];
         RawDevice {

@@ -51,20 +51,27 @@ impl LinkBase {
     }
 }
 
+/// Why a link base was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LinkBaseError {
+    #[error("`{0}` is not a link base; use http(s)://host/... or a path starting with /")]
+    NotABase(String),
+    #[error("`{}` contains spaces or control characters", .0.escape_debug())]
+    Unprintable(String),
+}
+
 impl TryFrom<String> for LinkBase {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = LinkBaseError;
+    fn try_from(s: String) -> Result<Self, LinkBaseError> {
         let ok = s.is_empty()
             || s.starts_with("https://")
             || s.starts_with("http://")
             || (s.starts_with('/') && !s.starts_with("//"));
         if !ok {
-            return Err(format!(
-                "`{s}` is not a link base; use http(s)://host/... or a path starting with /"
-            ));
+            return Err(LinkBaseError::NotABase(s));
         }
         if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("`{}` contains spaces or control characters", s.escape_debug()));
+            return Err(LinkBaseError::Unprintable(s));
         }
         Ok(LinkBase(s.trim_end_matches('/').to_string()))
     }

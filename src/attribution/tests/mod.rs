@@ -9,6 +9,7 @@ mod cgroup;
 mod memtree;
 mod names;
 mod procfs;
+mod procfs_real;
 
 use std::path::{Path, PathBuf};
 

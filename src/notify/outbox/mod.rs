@@ -120,14 +120,14 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
                 continue;
             };
             match fs::read(&path)
-                .map_err(|e| e.to_string())
+                .map_err(BadEntry::Read)
                 .and_then(|b| parse_entry::<T>(&b))
             {
                 Ok(file) => {
                     max_seq = max_seq.max(Some(file.seq));
                     self.insert(file.seq, key.to_owned(), file.item, true);
                 }
-                Err(reason) => self.quarantine(&path, &name, &reason),
+                Err(reason) => self.quarantine(&path, &name, &reason.to_string()),
             }
         }
         Ok(max_seq)
@@ -278,10 +278,21 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
     }
 }
 
-fn parse_entry<T: DeserializeOwned>(bytes: &[u8]) -> Result<EntryFile<T>, String> {
-    let file: EntryFile<T> = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+/// Why an outbox file is set aside; the text goes to the log.
+#[derive(Debug, thiserror::Error)]
+enum BadEntry {
+    #[error("{0}")]
+    Read(std::io::Error),
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    #[error("unknown outbox format {0}")]
+    Format(u32),
+}
+
+fn parse_entry<T: DeserializeOwned>(bytes: &[u8]) -> Result<EntryFile<T>, BadEntry> {
+    let file: EntryFile<T> = serde_json::from_slice(bytes)?;
     if file.format != FORMAT {
-        return Err(format!("unknown outbox format {}", file.format));
+        return Err(BadEntry::Format(file.format));
     }
     Ok(file)
 }

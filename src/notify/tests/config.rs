@@ -11,7 +11,7 @@ fn parse(text: &str) -> NotifyConfig {
 fn invalid(text: &str) -> String {
     match parse(text).validate() {
         Ok(()) => panic!("accepted: {text}"),
-        Err(e) => e,
+        Err(e) => e.to_string(),
     }
 }
 

@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use super::Secs;
+use super::{ScenarioProblem, Secs};
 use crate::attribution::ProcState;
 use crate::config::ByteSize;
 use crate::source::ProcessKinds;
@@ -171,20 +171,18 @@ struct ProcessToml {
 }
 
 impl TryFrom<ProcessToml> for SimProcess {
-    type Error = String;
+    type Error = ScenarioProblem;
 
-    fn try_from(t: ProcessToml) -> Result<Self, String> {
+    fn try_from(t: ProcessToml) -> Result<Self, ScenarioProblem> {
         let state = match t.state.as_deref() {
             None => ProcState::Sleeping,
-            Some(name) => ProcState::from_name(name).ok_or_else(|| {
-                format!(
-                    "process {}: state `{name}` is not one of running, sleeping, disk-sleep, stopped, zombie, idle",
-                    t.pid
-                )
+            Some(name) => ProcState::from_name(name).ok_or_else(|| ScenarioProblem::UnknownState {
+                pid: t.pid,
+                name: name.to_owned(),
             })?,
         };
         if t.speed.is_some_and(|s| !(s.is_finite() && s > 0.0)) {
-            return Err(format!("process {}: speed must be a positive number", t.pid));
+            return Err(ScenarioProblem::BadSpeed(t.pid));
         }
         let shape = SimShape {
             stop: t.stop,

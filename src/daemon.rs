@@ -1,0 +1,287 @@
+//! The tasks `run()` starts beside the poller and the server: alert
+//! evaluation and its hooks (notifications, reclaim), the allocator view,
+//! the notifiers, the state-dir probe, reclaim's reload follower and the
+//! systemd watchdog. It owns how they start and stop; it must not build
+//! the router, bind sockets or decide what an alert is.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use crate::config::{self, Config};
+use crate::source::GpuSource;
+use crate::{alerts, allocator, clock, cuda, notify, poller, reclaim, rules, suspend_follow, sysnotify};
+
+/// Called after each evaluation with its transitions and the engine (for
+/// the firing set): where notifiers and reclaim plug in.
+pub type OnAlerts = Box<dyn FnMut(&[rules::eval::Transition], &alerts::AlertEngine) + Send>;
+
+/// The allocator view's shared state when `[allocator]` is enabled (with
+/// its receiver thread) or in the demo (fed by the demo's processes, with a
+/// socket only if enabled too). A socket that cannot be made is logged once
+/// and the state kept (figures stay absent; the counters still export).
+pub(crate) fn start_allocator(
+    cfg: &Config,
+    demo: bool,
+    shutdown: watch::Receiver<bool>,
+) -> (
+    Option<Arc<allocator::AllocatorState>>,
+    Option<allocator::receiver::SocketGuard>,
+) {
+    if !cfg.allocator.enabled && !demo {
+        return (None, None);
+    }
+    let state = Arc::new(allocator::AllocatorState::new(&cfg.allocator));
+    let socket = cfg
+        .allocator
+        .enabled
+        .then(|| allocator::receiver::start(&cfg.allocator, state.clone(), shutdown))
+        .flatten();
+    (Some(state), socket)
+}
+
+/// Starts delivery to Alertmanager / the webhook when any is configured. An
+/// unusable state dir does not stop them: they deliver from memory and
+/// retry opening their outbox; only a bad config or client setup does.
+pub(crate) fn start_notifiers(cfg: &Config, shutdown: watch::Receiver<bool>) -> Option<Arc<notify::Notifiers>> {
+    if cfg.notify.alertmanager.is_none() && cfg.notify.webhook.is_none() {
+        return None;
+    }
+    match notify::Notifiers::start(&cfg.notify, &cfg.state.dir, shutdown) {
+        Ok(n) => Some(Arc::new(n)),
+        Err(e) => {
+            tracing::error!(error = %e, "alert notifications disabled: cannot start the notifiers");
+            None
+        }
+    }
+}
+
+/// What happens after each evaluation: notifications for alerts that fired
+/// or resolved (and resends of the firing set), and reclaim for alerts that
+/// fired with `action = "terminate"`. Both write files (outbox, audit log),
+/// so they run on the blocking pool, never on the async workers.
+pub(crate) fn alert_hooks(
+    reclaimer: Arc<reclaim::Reclaimer>,
+    notifiers: Option<Arc<notify::Notifiers>>,
+    cfg: watch::Receiver<Arc<Config>>,
+) -> OnAlerts {
+    let host = alerts::hostname();
+    Box::new(move |transitions, engine| {
+        if let Some(n) = &notifiers {
+            // Read at each evaluation, so a reload of `[links]` applies.
+            let generator = {
+                let c = cfg.borrow();
+                let port = config::parse_listen(&c.server.listen).map_or(0, |a| a.port);
+                c.links.generator_url(&host, port)
+            };
+            let with_link = |mut p: notify::AlertPayload| {
+                p.generator_url.clone_from(&generator);
+                p
+            };
+            let changed: Vec<_> = alerts::changed_payloads(transitions)
+                .into_iter()
+                .map(with_link)
+                .collect();
+            let firing: Vec<_> = engine.firing().map(alerts::payload).map(with_link).collect();
+            let n = n.clone();
+            tokio::task::spawn_blocking(move || n.submit(&changed, &firing));
+        }
+        let targets = alerts::reclaim_targets(transitions);
+        if !targets.is_empty() {
+            let r = reclaimer.clone();
+            tokio::task::spawn_blocking(move || r.request(targets));
+        }
+        // Suspends take seconds per GiB: their own blocking task each time.
+        // Passing refusals are retried while the alert fires (suspend_retry).
+        let targets = alerts::targets_of(transitions, rules::RuleAction::Suspend);
+        let retry = if reclaimer.suspend_retries_pending() {
+            alerts::firing_targets_of(engine.firing(), rules::RuleAction::Suspend)
+        } else {
+            Vec::new()
+        };
+        if !targets.is_empty() || !retry.is_empty() {
+            let r = reclaimer.clone();
+            tokio::task::spawn_blocking(move || {
+                r.suspend(targets);
+                r.retry_suspends(retry, clock::unix_now())
+            });
+        }
+    })
+}
+
+/// On a simulated fleet, reclaim acts on the simulation: its `/proc`, a
+/// simulated CUDA driver (the source hides what it checkpoints) and a host
+/// with room for it. Real hardware is left as configured.
+pub(crate) fn demo_reclaim(r: reclaim::Reclaimer, source: &dyn GpuSource) -> reclaim::Reclaimer {
+    let r = match source.proc_tree() {
+        Some(tree) => r.with_proc_tree(tree),
+        None => r,
+    };
+    let Some(handle) = source.simulated_cuda() else {
+        return r;
+    };
+    if r.config().enabled {
+        tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
+    } else {
+        tracing::info!(
+            "DEMO: to see suspend and resume (simulated CUDA checkpoint), run `gpumemd --demo --config config/demo-suspend.toml`"
+        );
+    }
+    r.with_cuda(Box::new(move || {
+        Ok(Box::new(cuda::SimulatedCuda::new(handle)) as Box<dyn cuda::Checkpointer>)
+    }))
+    .with_host_memory(Box::new(reclaim::FixedHostMemory(1 << 40)))
+}
+
+/// Lets the reclaimer follow the daemon: the processes it may suspend
+/// (from the snapshots) and its `[reclaim]` settings (from reloads).
+pub(crate) fn follow_reclaim(
+    reclaimer: Arc<reclaim::Reclaimer>,
+    snapshots: poller::Snapshots,
+    cfg: watch::Receiver<Arc<Config>>,
+    shutdown: &watch::Receiver<bool>,
+) {
+    reclaimer.set_listing(suspend_follow::listing(snapshots.clone()));
+    tokio::spawn(suspend_follow::follow(reclaimer.clone(), snapshots, shutdown.clone()));
+    tokio::spawn(follow_reclaim_config(reclaimer, cfg, shutdown.clone()));
+}
+
+/// Applies `[reclaim]` changes from reloads; a config the reclaimer refuses
+/// leaves the previous one in force.
+async fn follow_reclaim_config(
+    reclaimer: Arc<reclaim::Reclaimer>,
+    mut cfg: watch::Receiver<Arc<Config>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            r = cfg.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                let next = cfg.borrow_and_update().reclaim.clone();
+                if next != reclaimer.config() {
+                    if let Err(e) = reclaimer.reconfigure(next) {
+                        tracing::error!(error = %e, "reclaim settings not applied; keeping the previous ones");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether data can be written to `dir` (made if missing) and reach the
+/// disk, as the outbox needs: a block of data and an fsync, because an
+/// empty file is created even on a full disk.
+fn state_dir_writable(dir: &std::path::Path) -> bool {
+    use std::io::Write as _;
+    let probe = dir.join(format!(".gpumemd-probe-{}", std::process::id()));
+    let ok = std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::File::create(&probe))
+        .and_then(|mut f| f.write_all(&[b'.'; 4096]).and_then(|()| f.sync_all()))
+        .is_ok();
+    let _ = std::fs::remove_file(&probe);
+    ok
+}
+
+/// Probes the state dir now and then again in the background (every 2 s
+/// while it fails, every 30 s while it works), so that
+/// `gpumem_state_dir_writable` follows a disk that fills or is freed.
+pub(crate) fn probe_state_dir(dir: std::path::PathBuf, mut shutdown: watch::Receiver<bool>) -> Arc<AtomicBool> {
+    let ok = Arc::new(AtomicBool::new(state_dir_writable(&dir)));
+    let out = ok.clone();
+    tokio::spawn(async move {
+        loop {
+            let every = if ok.load(Ordering::Relaxed) { 30 } else { 2 };
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return,
+                () = tokio::time::sleep(Duration::from_secs(every)) => {}
+            }
+            let d = dir.clone();
+            let now = tokio::task::spawn_blocking(move || state_dir_writable(&d))
+                .await
+                .unwrap_or(false);
+            ok.store(now, Ordering::Relaxed);
+        }
+    });
+    out
+}
+
+/// Pings systemd's watchdog at half its period. It proves the runtime is
+/// alive, whatever the poll interval; a dead poll task ends `run()` by
+/// itself, and a hung NVML call is what metrics and alerts report, not a
+/// reason to restart and lose state.
+pub(crate) async fn watchdog(every: Duration, mut shutdown: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            _ = tick.tick() => sysnotify::notify_systemd(sd_notify::NotifyState::Watchdog),
+        }
+    }
+}
+
+/// Evaluates the rules on every published snapshot and after every reload,
+/// and publishes the alert view.
+pub(crate) async fn alert_loop(
+    mut snaps: poller::Snapshots,
+    mut cfg: watch::Receiver<Arc<Config>>,
+    out: watch::Sender<Arc<alerts::AlertsView>>,
+    mut engine: alerts::AlertEngine,
+    mut on_alerts: OnAlerts,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let transitions = tokio::select! {
+            _ = shutdown.wait_for(|s| *s) => return,
+            r = snaps.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                let snap = snaps.borrow_and_update().clone();
+                if !snap.has_polled() {
+                    continue;
+                }
+                engine.evaluate(&snap)
+            }
+            r = cfg.changed() => {
+                if r.is_err() {
+                    return;
+                }
+                let c = cfg.borrow_and_update().clone();
+                engine.set_rules(c.effective_rules(), clock::unix_now())
+            }
+        };
+        for t in &transitions {
+            tracing::info!(alert = %t.alert.rule, to = t.to.as_str(), labels = ?t.alert.labels, "alert state changed");
+        }
+        on_alerts(&transitions, &engine);
+        out.send_replace(Arc::new(engine.view()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A full disk accepts an empty file but no data: the probe's file
+    /// replaced by a link to /dev/full (every write fails with ENOSPC) must
+    /// read as not writable, and the same dir with room as writable.
+    #[test]
+    fn the_state_dir_probe_sees_a_full_disk() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let probe = dir.path().join(format!(".gpumemd-probe-{}", std::process::id()));
+        std::os::unix::fs::symlink("/dev/full", &probe).expect("symlink");
+        assert!(
+            std::fs::File::create(&probe).is_ok(),
+            "creating the file works on a full disk"
+        );
+        assert!(!super::state_dir_writable(dir.path()), "a full disk read as writable");
+        // The probe removes its file (here the link): the disk has room again.
+        assert!(
+            super::state_dir_writable(dir.path()),
+            "a dir with room read as not writable"
+        );
+    }
+}
