@@ -20,13 +20,26 @@ use gpumemd::source::scenario::Scenario;
 use gpumemd::source::simulated::SimulatedSource;
 use gpumemd::source::{GpuSource, SourceError};
 
+/// SIGHUP held back from the first code the program runs (the loader calls
+/// `.init_array` entries before the Rust runtime's own start and `main`), so
+/// one sent right after the start (a reload racing the start-up) stays
+/// pending instead of killing the process with the default action while
+/// arguments are parsed and the runtime is built. `run` lets it through once
+/// its handler is in; every other command at once. Threads started
+/// meanwhile keep it blocked, which is fine: the main thread takes it.
+// SAFETY: a plain function pointer in the constructor section; the function
+// only calls pthread_sigmask, which needs nothing initialised.
+#[used]
+#[unsafe(link_section = ".init_array")]
+static HOLD_HANGUP_AT_LOAD: extern "C" fn() = hold_hangup_at_load;
+
+extern "C" fn hold_hangup_at_load() {
+    hold_hangup(true);
+}
+
 fn main() -> ExitCode {
-    // The very first thing: SIGHUP held back, so one sent right after the
-    // start (a reload racing the start-up) stays pending instead of killing
-    // the process with the default action while arguments are parsed and the
-    // runtime is built. `run` lets it through once its handler is in; every
-    // other command at once. Threads started meanwhile keep it blocked,
-    // which is fine: the main thread takes it.
+    // Again, in case the constructor did not run (a static build without
+    // .init_array support): the window is then only the runtime's start.
     hold_hangup(true);
     let command = Cli::parse_args().into_command();
     if !matches!(command, Command::Run(_)) {
