@@ -234,7 +234,14 @@ fn canonical_lower(name: &str) -> &'static str {
 
 fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, String> {
     let interval = match &r.interval {
-        Some(s) => duration(s, "rate_limit.interval")?,
+        // At most 30 days, as durations in the main config: 99999999h
+        // would otherwise refill the bucket never.
+        Some(s) => match duration(s, "rate_limit.interval")? {
+            d if d > crate::units::MAX_DURATION => {
+                return Err(format!("rate_limit.interval: {s:?} is longer than 30 days"));
+            }
+            d => d,
+        },
         None => Duration::ZERO,
     };
     if interval.is_zero() {
