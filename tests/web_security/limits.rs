@@ -196,3 +196,30 @@ async fn a_web_config_that_blocks_on_read_does_not_stop_http() {
     // Let the stuck reader finish: it reads EOF, fails to parse nothing.
     drop(writer);
 }
+
+/// An idle keep-alive connection is closed by the header read timeout, which
+/// starts again after each response (issue 22: every connection ends within
+/// a bound whatever the client does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_after_the_header_read_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(dir.path(), "limits:\n  header_read_timeout: 2s\n").await;
+    let mut s = TcpStream::connect(app.addr).await.expect("connect");
+    s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let t = Instant::now();
+    let mut out = Vec::new();
+    // Reads the response, then waits for the close that ends read_to_end.
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("closed within 10 s")
+        .expect("read");
+    assert!(out.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
+    let idle = t.elapsed();
+    assert!(
+        idle >= Duration::from_millis(1500) && idle < Duration::from_secs(5),
+        "closed after {idle:?}"
+    );
+    app.stop().await.expect("clean stop");
+}
