@@ -186,3 +186,74 @@ async fn an_early_sighup_does_not_kill_the_daemon() {
     signal(&child, Signal::TERM);
     assert!(wait_exit(child, WAIT).success());
 }
+
+/// `pid`'s signal mask `field` ("SigIgn", "SigBlk", "SigCgt") from
+/// /proc/PID/status.
+fn sig_field(pid: u32, field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let hex = s
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .to_string();
+    u64::from_str_radix(&hex, 16).ok()
+}
+
+/// A SIGHUP as soon as the process runs Rust code at all (std ignores
+/// SIGPIPE, bit 12 of SigIgn, just before it calls `main`), long before any
+/// handler could be installed: held back from the loader's constructors on,
+/// it becomes a reload, not a death. Before the fix the argument parsing and runtime
+/// start left a window of milliseconds; ten tries, none may die.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sighup_right_after_exec_does_not_kill_the_daemon() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    std::fs::write(&path, config_text(dir.path())).expect("write config");
+    for attempt in 0..10 {
+        let mut child = daemon(&["--demo", "--web.listen-address", "127.0.0.1:0"], &path);
+        let pid = child.id();
+        let t = Instant::now();
+        // A tight loop, not a sleep: the window is milliseconds wide.
+        while sig_field(pid, "SigIgn").is_none_or(|m| m & (1 << 12) == 0) {
+            assert!(t.elapsed() < WAIT, "attempt {attempt}: gpumemd never reached main");
+            std::hint::spin_loop();
+        }
+        signal(&child, Signal::HUP);
+        let mut log = Lines::new(child.stderr.take().expect("stderr"));
+        log.wait_for("listening", WAIT);
+        log.wait_for("SIGHUP received", WAIT);
+        assert!(
+            child.try_wait().expect("try_wait").is_none(),
+            "attempt {attempt}: gpumemd died"
+        );
+        signal(&child, Signal::TERM);
+        assert!(wait_exit(child, WAIT).success(), "attempt {attempt}");
+    }
+}
+
+/// Issue 22 (D2): a FIFO nobody writes as the web config held the start in
+/// open(2) for good, and SIGTERM could not end it (caught, but nothing
+/// polled it yet). Now the read has a deadline: the start fails, in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_web_config_fails_the_start_in_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("gpumemd.toml");
+    std::fs::write(&path, config_text(dir.path())).expect("write config");
+    let web = dir.path().join("web.yml");
+    mkfifo(&web);
+    let web_arg = web.to_str().expect("utf-8 path");
+    let t = Instant::now();
+    let child = daemon(
+        &[
+            "--demo",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--web.config.file",
+            web_arg,
+        ],
+        &path,
+    );
+    let status = wait_exit(child, RELOAD_DEADLINE * 3);
+    assert!(!status.success(), "started with a web config nobody wrote");
+    assert!(t.elapsed() < RELOAD_DEADLINE * 2, "failed only after {:?}", t.elapsed());
+}

@@ -57,6 +57,9 @@ pub async fn ready(State(st): State<AppState>) -> Response {
 }
 
 pub async fn snapshot(State(st): State<AppState>) -> Response {
+    if super::bodies::full() {
+        return super::bodies::busy();
+    }
     let snap = st.snapshots.borrow().clone();
     with_suspended(&st, &*snap)
 }
@@ -84,6 +87,9 @@ pub async fn history(State(st): State<AppState>, q: Result<Query<HistoryQuery>, 
             return (StatusCode::BAD_REQUEST, msg).into_response();
         }
     };
+    if super::bodies::full() {
+        return super::bodies::busy();
+    }
     let opts = crate::history::ViewOptions {
         gpu: q.gpu.as_deref(),
         since: q.since,
@@ -183,11 +189,9 @@ pub async fn events(State(st): State<AppState>) -> Response {
 
 fn json<T: serde::Serialize>(v: &T) -> Response {
     match serde_json::to_vec(v) {
-        Ok(body) => (
-            [(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))],
-            body,
-        )
-            .into_response(),
+        // Whole snapshots run to tens of MB: bounded, so stuck readers
+        // cannot pin one copy each.
+        Ok(body) => super::bodies::bounded(body, "application/json"),
         Err(e) => {
             tracing::error!(error = %e, "cannot serialise snapshot");
             (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response()

@@ -5,14 +5,17 @@
 //! call NVML, block, or take locks the poller needs.
 
 pub mod auth;
+mod bodies;
 mod deadline;
 mod handlers;
 mod lifecycle;
 mod serve;
 mod tls;
+mod waiting;
 pub mod webconfig;
 mod webwatch;
 
+pub use bodies::{MAX_LARGE_BODIES, large_bytes_in_flight};
 pub use serve::serve;
 
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The accept loop: plain HTTP or TLS per the web config, one hyper HTTP/1.1
-//! connection task per client, bounded in number (clients that have sent
-//! nothing yet apart from those being served) and in time (first byte,
+//! connection task per client, bounded in number (clients that have not
+//! sent a whole request header yet apart from those being served) and in time (first byte,
 //! handshake, header, request, and writing the response), basic auth and
 //! extra headers around the router, and a graceful stop. It must not know
 //! the routes: it serves whatever `Router` it is given.
@@ -29,6 +29,7 @@ use tower::ServiceExt;
 
 use super::auth;
 use super::deadline::WriteDeadline;
+use super::waiting::{self, Bounds, Prefixed, Ticket, Waiting};
 use super::webconfig::WebConfig;
 use super::webwatch::WebConfigWatch;
 
@@ -65,9 +66,10 @@ pub async fn serve(
     tokio::spawn(web.clone().follow(shutdown.clone()));
     let app = Arc::new(App { router, web });
     let permits = Arc::new(Semaphore::new(max));
-    // Clients that have sent nothing yet wait in a pool of their own, so
-    // they cannot take the places of clients with requests.
-    let waiting = Arc::new(Semaphore::new(max));
+    // Clients without a whole request header yet wait in a pool of their
+    // own, so they cannot take the places of clients with requests; when
+    // it is full the oldest goes, so they cannot keep new clients out.
+    let waiting = Waiting::new(max);
     let mut refusals = Throttle::default();
     loop {
         let (stream, peer) = tokio::select! {
@@ -80,21 +82,17 @@ pub async fn serve(
                 }
             },
         };
-        // Over the limit the connection is closed at once: a full server
-        // answers nothing rather than queueing work it cannot do.
-        let Ok(wait) = waiting.clone().try_acquire_owned() else {
-            if refusals.ready() {
-                tracing::warn!(peer = %peer, max_connections = max, "connection limit reached; closing new connections");
-            }
-            drop(stream);
-            continue;
-        };
+        let (wait, evicted) = waiting.enter();
+        if evicted && refusals.ready() {
+            tracing::warn!(peer = %peer, max_connections = max, "too many connections without a request; closing the oldest");
+        }
         let (app, permits, stop) = (app.clone(), permits.clone(), shutdown.clone());
         tokio::spawn(async move {
-            let Some(permit) = first_bytes(&app, &stream, wait, &permits, stop.clone()).await else {
+            let mut stream = stream;
+            let Some((permit, prefix)) = first_bytes(&app, &mut stream, wait, &permits, stop.clone()).await else {
                 return;
             };
-            connection(app, stream, peer, permit, stop).await;
+            connection(app, stream, prefix, peer, permit, stop).await;
         });
     }
     drop(listener);
@@ -104,27 +102,30 @@ pub async fn serve(
     Ok(())
 }
 
-/// Waits (in the waiting pool, up to the header read timeout) for the
-/// client's first bytes, then trades its waiting place for a serving
-/// permit; `None` when it sent nothing in time, shutdown came, or every
-/// permit is taken (then it is closed at once, as on accept).
+/// Waits in the waiting pool (up to the header read timeout) for the
+/// client's whole request header (plain HTTP; with TLS its first byte),
+/// then trades its waiting place for a serving permit; `None` when it sent
+/// too little in time, was pushed out, shutdown came, or every permit is
+/// taken (then it is closed at once). The bytes read come with the permit.
 async fn first_bytes(
     app: &App,
-    stream: &TcpStream,
-    _wait: OwnedSemaphorePermit,
+    stream: &mut TcpStream,
+    mut wait: Ticket,
     permits: &Arc<Semaphore>,
     mut shutdown: watch::Receiver<bool>,
-) -> Option<OwnedSemaphorePermit> {
-    let limit = app.web.current().limits.header_read_timeout;
-    let mut one = [0u8; 1];
-    tokio::select! {
-        _ = stopped(&mut shutdown) => return None,
-        r = tokio::time::timeout(limit, stream.peek(&mut one)) => match r {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return None,
-        },
-    }
-    permits.clone().try_acquire_owned().ok()
+) -> Option<(OwnedSemaphorePermit, Vec<u8>)> {
+    let cfg = app.web.current();
+    let bounds = Bounds {
+        ticket: &mut wait,
+        timeout: cfg.limits.header_read_timeout,
+        shutdown: &mut shutdown,
+    };
+    let prefix = if cfg.tls.is_some() {
+        waiting::first_byte(stream, bounds).await.then(Vec::new)?
+    } else {
+        waiting::header(stream, cfg.limits.max_header_bytes.saturating_mul(2), bounds).await?
+    };
+    Some((permits.clone().try_acquire_owned().ok()?, prefix))
 }
 
 /// Resolves once shutdown is asked for (or its sender is gone). Holds no
@@ -165,6 +166,7 @@ async fn accept_failed(e: &io::Error, log: &mut Throttle) {
 async fn connection(
     app: Arc<App>,
     stream: TcpStream,
+    prefix: Vec<u8>,
     peer: SocketAddr,
     _permit: OwnedSemaphorePermit,
     mut shutdown: watch::Receiver<bool>,
@@ -173,7 +175,7 @@ async fn connection(
     let cfg = app.web.current();
     let ip = peer.ip();
     let Some(tls) = cfg.tls.clone() else {
-        return http(app, stream, ip, &cfg, shutdown).await;
+        return http(app, Prefixed::new(prefix, stream), ip, &cfg, shutdown).await;
     };
     let handshake = tokio::time::timeout(cfg.limits.tls_handshake_timeout, tls_accept(tls, stream));
     let stream = tokio::select! {

@@ -155,12 +155,18 @@ pub struct WebConfig {
     pub(super) watched: Vec<PathBuf>,
 }
 
+/// How long reading the web config may take (as a reload's config read).
+const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Loads and checks `path` completely: YAML, certificates, keys, hashes.
 ///
 /// # Errors
 /// The first problem found, as one line naming the file.
 pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-    let text = crate::config::read::read_text(path, crate::config::read::MAX_CONFIG_BYTES)
+    // With a deadline, on a thread of its own: a FIFO or a hung mount as the
+    // web config must fail the start (or the re-check), not hold it forever
+    // where not even SIGTERM is heard yet.
+    let text = crate::config::read::read_text_within(path, crate::config::read::MAX_CONFIG_BYTES, READ_DEADLINE)
         .map_err(|e| error(path, format!("cannot read: {e}")))?;
     parse(&text, path)
 }
@@ -264,7 +270,14 @@ fn canonical_lower(name: &str) -> &'static str {
 
 fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, WebConfigProblem> {
     let interval = match &r.interval {
-        Some(s) => duration(s, "rate_limit.interval")?,
+        // At most 30 days, as durations in the main config: 99999999h
+        // would otherwise refill the bucket never.
+        Some(s) => match duration(s, "rate_limit.interval")? {
+            d if d > crate::units::MAX_DURATION => {
+                return Err(format!("rate_limit.interval: {s:?} is longer than 30 days"));
+            }
+            d => d,
+        },
         None => Duration::ZERO,
     };
     if interval.is_zero() {

@@ -136,3 +136,111 @@ async fn the_header_limit_is_the_configured_one_with_security_headers() {
     );
     app.stop().await.expect("clean stop");
 }
+
+const SLOW: Duration = Duration::from_secs(90);
+
+/// VmRSS of this process, in bytes.
+fn rss() -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kb: usize = s
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .expect("VmRSS");
+    kb * 1024
+}
+
+/// Issue 22: each client stuck on a whole-fleet snapshot pinned its own
+/// copy (80 took the `large` demo from 0.4 to 2.4 GB). Now at most a few
+/// large bodies are held at once, the rest get a 503, and memory stays
+/// within a few bodies whatever the number of stuck clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_readers_of_a_large_body_keep_memory_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = test_config("1s");
+    cfg.server.web_config_file = Some(write(dir.path(), "web.yml", "limits:\n  request_timeout: 8s\n"));
+    // 16,000 processes: a snapshot of several MB, more than the kernel's
+    // send buffer of a connection (4 MB) takes off the daemon's hands.
+    let src = SimulatedSource::new(
+        gpumemd::source::scenario::large(8, 2000),
+        Duration::from_secs(1),
+        1_700_000_000.0,
+    );
+    let app = spawn_app(cfg, Box::new(src)).await;
+    let addr = app.addr;
+    let body = wait_until(WAIT, "a large snapshot", || async {
+        let r = app.get("/api/v1/snapshot").await;
+        (r.status == 200 && r.body.len() > 1 << 20).then_some(r.body.len())
+    })
+    .await;
+    let before = rss();
+    let stuck: Vec<_> = (0..10).map(|_| tokio::spawn(never_reads(addr))).collect();
+    // Serialising a body costs time in a debug build: patient deadlines.
+    let local: IpAddr = [127, 0, 0, 1].into();
+    let probe = || async move {
+        tokio::time::timeout(SLOW, status_from(local, addr, "/api/v1/snapshot", "none"))
+            .await
+            .ok()
+            .flatten()
+    };
+    wait_until(SLOW, "the large-body places taken", || async {
+        (probe().await == Some(503)).then_some(())
+    })
+    .await;
+    let (mut peak, mut held) = (rss(), 0);
+    while !stuck.iter().all(tokio::task::JoinHandle::is_finished) {
+        peak = peak.max(rss());
+        held = held.max(gpumemd::http::large_bytes_in_flight());
+        tokio::task::yield_now().await;
+    }
+    // What the daemon holds for them, counted exactly: a few bodies.
+    let bound = gpumemd::http::MAX_LARGE_BODIES * (body + body / 10);
+    assert!(
+        held > 0 && held <= bound,
+        "held {held} B of large bodies, bound {bound} B"
+    );
+    // RSS as well, loosely (allocator slack, serialising, the probes'
+    // reads): before the fix it grew by a body per stuck reader and more.
+    let grew = peak.saturating_sub(before);
+    assert!(
+        grew < 20 * body,
+        "10 stuck readers of a {body} B body grew RSS by {grew} B"
+    );
+    // Their places came back.
+    wait_until(SLOW, "a snapshot after the stuck readers left", || async {
+        (probe().await == Some(200)).then_some(())
+    })
+    .await;
+    app.stop().await.expect("clean stop");
+}
+
+/// Issue 22 (B3): silent sockets and sockets that stop mid-header filled
+/// both pools and a scraper got nothing. Now they wait apart from clients
+/// with a whole request, and a full waiting pool closes its oldest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn silent_and_half_sent_clients_cannot_lock_a_scraper_out() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(dir.path(), "limits:\n  max_connections: 64\n").await;
+    let mut held = Vec::new();
+    for i in 0..(64 + 10) * 2 {
+        let mut s = TcpStream::connect(app.addr).await.expect("connect");
+        if i % 2 == 1 {
+            // A request line and one header, then nothing.
+            let _ = s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n").await;
+        }
+        held.push(s);
+    }
+    for i in 0..10 {
+        let t = Instant::now();
+        let r = tokio::time::timeout(Duration::from_secs(2), app.get("/metrics")).await;
+        assert!(
+            matches!(r, Ok(ref r) if r.status == 200),
+            "scrape {i} with {} silent sockets: {:?} after {:?}",
+            held.len(),
+            r.map(|r| r.status),
+            t.elapsed()
+        );
+    }
+    drop(held);
+    app.stop().await.expect("clean stop");
+}

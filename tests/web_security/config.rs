@@ -64,6 +64,10 @@ fn bad_cases() -> Vec<(String, &'static str)> {
             "invalid value for X-Frame-Options",
         ),
         ("rate_limit:\n  interval: 1s\n".into(), "rate_limit.burst"),
+        (
+            "rate_limit:\n  interval: 99999999h\n  burst: 1\n".into(),
+            "longer than 30 days",
+        ),
         ("limits:\n  max_header_bytes: 100\n".into(), "at least 8192"),
         ("limits:\n  request_timeout: soon\n".into(), "limits.request_timeout"),
         // hyper reserves room per request for every allowed header.

@@ -54,8 +54,10 @@ async fn five_hundred_idle_connections_do_not_delay_a_scrape() {
     drop(idle);
 }
 
+/// Over the limit of connections without a request, the oldest is closed
+/// (issue 22: closing the new one let silent sockets keep everyone out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_over_the_limit_are_closed_at_once() {
+async fn connections_over_the_limit_close_the_oldest_silent_one() {
     let dir = tempfile::tempdir().expect("tempdir");
     let app = daemon(dir.path(), "limits:\n  max_connections: 4\n").await;
     let mut held = Vec::new();
@@ -64,20 +66,24 @@ async fn connections_over_the_limit_are_closed_at_once() {
     }
     let mut extra = TcpStream::connect(app.addr).await.expect("connect");
     let mut buf = [0u8; 16];
-    let n = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut buf))
+    let n = tokio::time::timeout(Duration::from_secs(2), held[0].read(&mut buf))
         .await
         .expect("closed within 2 s");
-    assert!(matches!(n, Ok(0) | Err(_)), "over-limit connection is closed: {n:?}");
+    assert!(
+        matches!(n, Ok(0) | Err(_)),
+        "the oldest silent connection is closed: {n:?}"
+    );
+    extra
+        .write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), extra.read_to_end(&mut out))
+        .await
+        .expect("answered within 5 s")
+        .expect("read");
+    assert!(out.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
     drop(held);
-    wait_until(WAIT, "a slot after the idle ones left", || async {
-        let r = raw(
-            app.addr,
-            b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
-        )
-        .await;
-        r.filter(|r| r.starts_with("HTTP/1.1 200"))
-    })
-    .await;
     app.stop().await.expect("clean stop");
 }
 
@@ -189,4 +195,31 @@ async fn a_web_config_that_blocks_on_read_does_not_stop_http() {
     assert!(t.elapsed() < Duration::from_secs(5));
     // Let the stuck reader finish: it reads EOF, fails to parse nothing.
     drop(writer);
+}
+
+/// An idle keep-alive connection is closed by the header read timeout, which
+/// starts again after each response (issue 22: every connection ends within
+/// a bound whatever the client does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_keep_alive_connection_is_closed_after_the_header_read_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = daemon(dir.path(), "limits:\n  header_read_timeout: 2s\n").await;
+    let mut s = TcpStream::connect(app.addr).await.expect("connect");
+    s.write_all(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .expect("write");
+    let t = Instant::now();
+    let mut out = Vec::new();
+    // Reads the response, then waits for the close that ends read_to_end.
+    tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut out))
+        .await
+        .expect("closed within 10 s")
+        .expect("read");
+    assert!(out.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&out));
+    let idle = t.elapsed();
+    assert!(
+        idle >= Duration::from_millis(1500) && idle < Duration::from_secs(5),
+        "closed after {idle:?}"
+    );
+    app.stop().await.expect("clean stop");
 }
