@@ -45,6 +45,8 @@ pub enum WebConfigProblem {
     BadHeaderValue(&'static str),
     #[error("rate_limit.burst must be at least 1 when rate_limit.interval is set")]
     NoBurst,
+    #[error("rate_limit.interval: {0:?} is longer than 30 days")]
+    IntervalTooLong(String),
     #[error("{key}: {text:?} is not a duration like \"10s\": {source}")]
     NotADuration {
         key: &'static str,
@@ -274,7 +276,7 @@ fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, WebConfigPr
         // would otherwise refill the bucket never.
         Some(s) => match duration(s, "rate_limit.interval")? {
             d if d > crate::units::MAX_DURATION => {
-                return Err(format!("rate_limit.interval: {s:?} is longer than 30 days"));
+                return Err(WebConfigProblem::IntervalTooLong(s.clone()));
             }
             d => d,
         },
