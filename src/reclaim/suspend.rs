@@ -41,6 +41,9 @@ struct Inner {
     host: Box<dyn HostMemory>,
     listing: Option<Listing>,
     parked: BTreeMap<u32, Suspended>,
+    /// (start ticks, Unix seconds) of each process's last resume, for
+    /// `resumed_grace`; dropped once the grace has passed.
+    resumed: BTreeMap<u32, (Option<u64>, f64)>,
     in_flight: u32,
     warned_unavailable: bool,
 }
@@ -63,6 +66,7 @@ impl SuspendState {
                 host: Box::new(Meminfo(proc_root.join("meminfo"))),
                 listing: None,
                 parked: BTreeMap::new(),
+                resumed: BTreeMap::new(),
                 in_flight: 0,
                 warned_unavailable: false,
             }),
@@ -189,9 +193,19 @@ impl Reclaimer {
     /// The checks that need no driver: not already suspended, still listed
     /// by NVML, a known size, and room for it in host memory.
     fn admit(&self, cfg: &ReclaimConfig, t: &Target) -> Step<u64> {
-        let inner = lock(&self.shared.suspend.inner);
+        let mut inner = lock(&self.shared.suspend.inner);
         if inner.parked.contains_key(&t.pid) {
             return Err(Outcome::Refused("already_suspended"));
+        }
+        let grace = cfg.suspend.resumed_grace.as_secs_f64();
+        let now = crate::clock::unix_now();
+        inner.resumed.retain(|_, (_, at)| now - *at < grace);
+        if inner
+            .resumed
+            .get(&t.pid)
+            .is_some_and(|(ticks, _)| *ticks == t.start_ticks)
+        {
+            return Err(Outcome::Refused("recently_resumed"));
         }
         if inner.listing.as_ref().is_some_and(|listed| !listed(t.pid)) {
             return Err(Outcome::Refused("not_listed"));
@@ -314,7 +328,11 @@ impl Reclaimer {
         };
         let outcome = self.try_resume(&cfg, &t).unwrap_or_else(|o| o);
         if matches!(outcome, Outcome::Done | Outcome::Refused("gone")) {
-            lock(&sh.suspend.inner).parked.remove(&pid);
+            let mut inner = lock(&sh.suspend.inner);
+            inner.parked.remove(&pid);
+            if outcome == Outcome::Done {
+                inner.resumed.insert(pid, (t.start_ticks, crate::clock::unix_now()));
+            }
         }
         sh.record(Action::Resume, &t, &outcome, false, None);
         outcome

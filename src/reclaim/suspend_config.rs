@@ -52,6 +52,13 @@ pub struct SuspendConfig {
     /// quiet GPU would resume it at the next poll (suspend, resume, suspend).
     #[serde(with = "humantime_serde")]
     pub resume_after: Duration,
+    /// After a resume (by hand or when free), how long the process is left
+    /// alone by suspend rules: it is still idle when it comes back, and
+    /// without this its rule would suspend it again at the next poll,
+    /// undoing what its owner asked for. Retried afterwards while its
+    /// alert keeps firing.
+    #[serde(with = "humantime_serde")]
+    pub resumed_grace: Duration,
 }
 
 impl Default for SuspendConfig {
@@ -65,6 +72,7 @@ impl Default for SuspendConfig {
             resume: ResumeMode::Manual,
             resume_margin: ByteSize(1 << 30),
             resume_after: Duration::ZERO,
+            resumed_grace: Duration::from_secs(600),
         }
     }
 }
@@ -96,6 +104,12 @@ impl SuspendConfig {
             return bad(
                 "suspend.max_in_flight",
                 "is 0, so nothing could ever be suspended; use 1 or more".into(),
+            );
+        }
+        if self.resumed_grace > Duration::from_secs(86_400) {
+            return bad(
+                "suspend.resumed_grace",
+                "is more than a day; use e.g. \"10m\" (or \"0s\" to allow a suspend right after a resume)".into(),
             );
         }
         Ok(())

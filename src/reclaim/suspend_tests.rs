@@ -249,6 +249,29 @@ fn resume_refuses_strangers_and_keeps_a_failed_restore_checkpointed() {
 }
 
 #[test]
+fn a_resumed_process_is_left_alone_for_the_grace_then_suspendable_again() {
+    let f = fixture(cfg(false));
+    assert_eq!(suspend(&f), Outcome::Done);
+    assert_eq!(f.r.resume(PID, "api"), Outcome::Done);
+    assert_eq!(
+        suspend(&f),
+        Outcome::Refused("recently_resumed"),
+        "its owner just asked for it back"
+    );
+    assert_eq!(f.sim.state_of(PID), CudaState::Running);
+    let no_grace = fixture(ReclaimConfig {
+        suspend: SuspendConfig {
+            resumed_grace: std::time::Duration::ZERO,
+            ..cfg(false).suspend
+        },
+        ..cfg(false)
+    });
+    assert_eq!(suspend(&no_grace), Outcome::Done);
+    assert_eq!(no_grace.r.resume(PID, "api"), Outcome::Done);
+    assert_eq!(suspend(&no_grace), Outcome::Done, "with no grace, at once");
+}
+
+#[test]
 fn when_free_resumes_only_with_room_for_the_bytes_and_the_margin() {
     let f = fixture(ReclaimConfig {
         suspend: SuspendConfig {

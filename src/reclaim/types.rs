@@ -61,7 +61,8 @@ pub enum Outcome {
     /// "kernel_thread", "denied_user", "denied_command", "not_allowed",
     /// "identity_changed", "gone"; for suspend also "cuda_unavailable",
     /// "cuda_not_running", "not_listed", "host_memory", "size_unknown",
-    /// "in_flight_limit", "already_suspended", and for resume "not_suspended".
+    /// "in_flight_limit", "already_suspended", "recently_resumed", and for
+    /// resume "not_suspended".
     Refused(&'static str),
     Failed(String),
     /// SIGKILL step only: the process ended within the grace period.
