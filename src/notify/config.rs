@@ -296,18 +296,41 @@ fn check_url(key: &str, url: &str, allow_query: bool) -> Result<(), NotifyConfig
     }
     let parsed = match reqwest::Url::parse(url) {
         Ok(u) if matches!(u.scheme(), "http" | "https") => u,
-        _ => return Err(Problem::NotHttp(url.to_owned()).at(key)),
+        _ => return Err(Problem::NotHttp(shown(url)).at(key)),
     };
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err(Problem::NoHost(url.to_owned()).at(key));
+        return Err(Problem::NoHost(shown(url)).at(key));
     }
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(Problem::CredentialsInUrl.at(key));
     }
     if !allow_query && (parsed.query().is_some() || parsed.fragment().is_some()) {
-        return Err(Problem::NotBaseUrl(url.to_owned()).at(key));
+        return Err(Problem::NotBaseUrl(shown(url)).at(key));
     }
     Ok(())
+}
+
+/// A refused URL as an error may show it: without what may be a secret
+/// (credentials, a query, a fragment), which would otherwise reach the
+/// terminal and the journal of whoever runs check-config.
+fn shown(url: &str) -> String {
+    let Ok(mut u) = reqwest::Url::parse(url) else {
+        // Unparseable: cut at the first character that starts a secret.
+        let end = url.find(['@', '?', '#']).unwrap_or(url.len());
+        return if end < url.len() {
+            format!("{}…", &url[..end])
+        } else {
+            url.to_owned()
+        };
+    };
+    if u.username().is_empty() && u.password().is_none() && u.query().is_none() && u.fragment().is_none() {
+        return url.to_owned();
+    }
+    let _ = u.set_username("");
+    let _ = u.set_password(None);
+    u.set_query(None);
+    u.set_fragment(None);
+    format!("{u} (credentials, query and fragment not shown)")
 }
 
 /// Above zero and at most a day: longer values are typos, and bounding them

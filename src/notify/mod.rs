@@ -200,6 +200,8 @@ impl Notifiers {
         if let Some(wh) = &self.webhook {
             wh.submit(changed);
         }
+        // After the outboxes have the resolutions (see `OpenAlerts::track`).
+        outbox::lock(&self.open).settle(changed);
     }
 
     /// One entry per configured notifier.

@@ -41,6 +41,12 @@ impl OpenAlerts {
     /// Books one evaluation (`changed`: its transitions, `firing`: the firing
     /// set) and returns the resolutions to add to `changed`: on the first
     /// evaluation of a run, every alert left open that is not firing now.
+    ///
+    /// Only what fired is booked (and saved) here, before the notifiers
+    /// queue it: a crash after this leaves an alert open that may never
+    /// have been sent, which a restart resolves harmlessly. What resolved
+    /// is booked by [`Self::settle`] once the notifiers have queued it, so
+    /// a crash in between cannot lose the resolution.
     pub fn track(&mut self, changed: &[AlertPayload], firing: &[AlertPayload], now: f64) -> Vec<AlertPayload> {
         let mut extra = Vec::new();
         if !self.reconciled {
@@ -61,17 +67,25 @@ impl OpenAlerts {
             }
         }
         let mut dirty = false;
-        for a in changed.iter().chain(&extra) {
-            let fp = a.fingerprint();
-            dirty |= match a.status {
-                AlertStatus::Firing => self.alerts.insert(fp, a.clone()).is_none(),
-                AlertStatus::Resolved => self.alerts.remove(&fp).is_some(),
-            };
+        for a in changed.iter().filter(|a| a.status == AlertStatus::Firing) {
+            dirty |= self.alerts.insert(a.fingerprint(), a.clone()).is_none();
         }
         if dirty {
             self.save();
         }
         extra
+    }
+
+    /// Books the resolutions in `delivered` (the evaluation's transitions
+    /// with `track`'s additions), after the notifiers queued them.
+    pub fn settle(&mut self, delivered: &[AlertPayload]) {
+        let mut dirty = false;
+        for a in delivered.iter().filter(|a| a.status == AlertStatus::Resolved) {
+            dirty |= self.alerts.remove(&a.fingerprint()).is_some();
+        }
+        if dirty {
+            self.save();
+        }
     }
 
     fn save(&self) {

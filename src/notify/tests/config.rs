@@ -95,8 +95,12 @@ fn validation_names_the_key() {
             "notify.alertmanager.urls[0]: credentials in the URL",
         ),
         (
-            am("urls = [\"http://am:9093?x=1\"]"),
-            "notify.alertmanager.urls[0]: `http://am:9093?x=1` must be a base URL",
+            am("urls = [\"http://am:9093?token=SECRET\"]"),
+            "notify.alertmanager.urls[0]: `http://am:9093/ (credentials, query and fragment not shown)` must be a base URL",
+        ),
+        (
+            am("urls = [\"ftp://u:SECRET@am\"]"),
+            "notify.alertmanager.urls[0]: `ftp://am/ (credentials, query and fragment not shown)` is not an http(s) URL",
         ),
         (
             am("urls = [\"http://a\", \"http://a/\"]"),

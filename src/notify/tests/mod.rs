@@ -4,6 +4,7 @@
 //! tests/notify_alertmanager.rs.
 
 mod config;
+mod open;
 mod outbox;
 mod wire;
 
