@@ -6,7 +6,8 @@ is asked through `gpumemd suspend PID` so its time is measured end to end.
 Phases (each a fresh daemon, so a hung call cannot leak into the next):
   lock-1s, lock-30s  suspend the busy process with lock_timeout 1s / 30s:
                      the seconds it took and the result (done, or failed
-                     with CUDA_ERROR_TIMEOUT 909); resumed when done; the
+                     with CUDA_ERROR_TIMEOUT 909, or NOT_READY 600 as driver 580
+                     answers); resumed when done; the
                      process must keep computing afterwards.
   cap-ptrace         gpumemd as root with only CAP_SYS_PTRACE (setpriv,
                      else capsh): suspend + resume the idle process.
@@ -188,7 +189,7 @@ def lock_phase(lock_timeout):
     line = d.audit("suspend")
     o.update(suspend_rc=rc, suspend_seconds=secs, answer=text, audit=line)
     result, reason = line.get("result", "?"), line.get("reason") or ""
-    outcome = "done" if result == "done" else ("TIMEOUT" if "909" in reason or "timed out" in reason or "did not return" in reason else f"{result}: {reason}")
+    outcome = "done" if result == "done" else ("TIMEOUT" if any(w in reason for w in ("(909)", "(600)", "timed out", "did not drain", "did not return")) else f"{result}: {reason}")
     if result == "done":
         # The checkpoint's own seconds (the API lists them while suspended):
         # the rest of the suspend's time is the lock and the checks.

@@ -154,6 +154,18 @@ impl Checkpointer for LibCuda {
         };
         // SAFETY: args is a valid, zeroed CUcheckpointLockArgs.
         let rc = unsafe { (self.lock)(c_pid(Call::Lock, pid)?, &mut args) };
+        if rc == codes::NOT_READY {
+            // The driver's word for a lock timeout; say what it means.
+            return Err(CudaError::Failed {
+                call: Call::Lock,
+                code: rc,
+                name: format!(
+                    "{}: its CUDA work did not drain within the lock timeout of {}",
+                    self.error_name(rc),
+                    humantime::format_duration(timeout)
+                ),
+            });
+        }
         self.check(Call::Lock, rc)
     }
 

@@ -30,6 +30,9 @@ pub mod codes {
     pub const NOT_INITIALIZED: i32 = 3;
     pub const ILLEGAL_STATE: i32 = 401;
     pub const NOT_FOUND: i32 = 500;
+    /// What `cuCheckpointProcessLock` answers when the process's CUDA work
+    /// did not drain within the lock timeout (driver 580 on an H200).
+    pub const NOT_READY: i32 = 600;
     pub const NOT_PERMITTED: i32 = 800;
     pub const NOT_SUPPORTED: i32 = 801;
     pub const TIMEOUT: i32 = 909;
