@@ -200,10 +200,13 @@ impl Reclaimer {
         let grace = cfg.suspend.resumed_grace.as_secs_f64();
         let now = crate::clock::unix_now();
         inner.resumed.retain(|_, (_, at)| now - *at < grace);
-        if inner
-            .resumed
-            .get(&t.pid)
-            .is_some_and(|(ticks, _)| *ticks == t.start_ticks)
+        // An operator's explicit `POST .../suspend` is not held back: the
+        // grace protects a resume from the rules, not from a person.
+        if t.rule != "api"
+            && inner
+                .resumed
+                .get(&t.pid)
+                .is_some_and(|(ticks, _)| *ticks == t.start_ticks)
         {
             return Err(Outcome::Refused("recently_resumed"));
         }

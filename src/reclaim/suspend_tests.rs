@@ -259,6 +259,15 @@ fn a_resumed_process_is_left_alone_for_the_grace_then_suspendable_again() {
         "its owner just asked for it back"
     );
     assert_eq!(f.sim.state_of(PID), CudaState::Running);
+    let by_hand = Target {
+        rule: "api".into(),
+        ..target()
+    };
+    assert_eq!(
+        f.r.suspend(vec![by_hand])[0].1,
+        Outcome::Done,
+        "an operator's request is not held back"
+    );
     let no_grace = fixture(ReclaimConfig {
         suspend: SuspendConfig {
             resumed_grace: std::time::Duration::ZERO,
