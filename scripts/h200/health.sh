@@ -101,6 +101,11 @@ with open(path, "a") as f:
         time.sleep(0.1)
 PY
     curl -s -m 5 "http://127.0.0.1:$port/metrics" >"$out/metrics-$name.prom"
+    # The memory temperature drifts (a GPU cools after a workload): read
+    # nvidia-smi's beside the scrape the checker compares it with.
+    command -v nvidia-smi >/dev/null &&
+      timeout 10 nvidia-smi -i 0 --query-gpu=temperature.memory --format=csv,noheader,nounits \
+        >"$out/nvidia-smi-temp-$name.txt" 2>&1
     curl -s -m 5 "http://127.0.0.1:$port/api/v1/snapshot" >"$out/snapshot-$name.json"
     curl -s -m 5 "http://127.0.0.1:$port/api/v1/events" >"$out/events-$name.json"
   fi

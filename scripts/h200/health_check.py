@@ -259,6 +259,11 @@ def main():
     for line in read(os.path.join(out, "nvidia-smi-fields.tsv")).splitlines():
         k, _, v = line.partition("\t")
         smi[k] = v
+    # The memory temperature as nvidia-smi read it beside the last scrape
+    # (it drifts between the start of the run and the scrape).
+    near = read(os.path.join(out, "nvidia-smi-temp-on.txt")).strip().splitlines()
+    if near:
+        smi["temperature.memory"] = near[0]
     prom_on = read(os.path.join(out, "metrics-on.prom"))
     check_families(by, prom_on, read(os.path.join(out, "metrics-off.prom")))
     check_values(prom_on, smi, by)
