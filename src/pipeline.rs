@@ -13,7 +13,7 @@ use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{LateRelease, holder_split, proc_key};
-use crate::snapshot::{Device, DriverInfo, Holder, Holders, Placement, Process, Text};
+use crate::snapshot::{Device, DriverInfo, Holder, Placement, Process, Text};
 use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 
 /// `[poll] peak_window` when the caller sets none (DESIGN.md's default).
@@ -365,45 +365,10 @@ fn placement(c: CgroupInfo) -> Placement {
     }
 }
 
-/// A MIG parent lists no processes (they are on its instances); its holder
-/// split is the sum of its instances', with the rest unattributed. Linear
-/// in the device count: the instances' sums are gathered in one pass (a
-/// scan of every device per device made 30,000 GPUs take seconds).
-fn aggregate_mig_parents(devices: &mut [Device]) {
-    let mut sums: rustc_hash::FxHashMap<String, Holders> = rustc_hash::FxHashMap::default();
-    for c in devices.iter().filter(|c| !c.parent_uuid.is_empty()) {
-        let h = sums.entry(c.parent_uuid.clone()).or_default();
-        if let Some(ch) = c.holders {
-            h.live += ch.live;
-            h.zombie += ch.zombie;
-            h.exited += ch.exited;
-        }
-    }
-    if sums.is_empty() {
-        return;
-    }
-    for d in devices.iter_mut().filter(|d| d.up && d.memory.is_some()) {
-        let Some(h) = sums.get(&d.uuid) else { continue };
-        let used = d.memory.map_or(0, |m| m.used_bytes);
-        let parts = vec![
-            part(h.live, Holder::Live),
-            part(h.zombie, Holder::Zombie),
-            part(h.exited, Holder::Exited),
-        ];
-        d.holders = Some(holder_split(used, &parts));
-    }
-}
-
-fn part(bytes: u64, holder: Holder) -> Process {
-    Process {
-        used_bytes: Some(bytes),
-        holder: Some(holder),
-        ..Process::default()
-    }
-}
-
+mod mig;
 mod records;
 #[cfg(test)]
 mod tests;
 
+use mig::aggregate_mig_parents;
 use records::{Activity, Records};

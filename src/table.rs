@@ -69,6 +69,19 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
         let _ = writeln!(out, "  {}", paint.red(&format!("DOWN: {}", d.errors.join("; "))));
         return;
     }
+    memory_and_holders(out, d, paint);
+    left_behind_and_parked(out, d, paint);
+    if let Some(h) = d.health.as_ref().and_then(|h| h.summary()) {
+        let _ = writeln!(out, "  HEALTH: {h}");
+    }
+    for e in &d.errors {
+        let _ = writeln!(out, "  note: {e}");
+    }
+    processes(out, &d.processes, paint);
+}
+
+/// The memory line and the holder split.
+fn memory_and_holders(out: &mut String, d: &Device, paint: Paint) {
     match d.memory {
         Some(m) => {
             let reserved = m.reserved_bytes.map(human).unwrap_or_else(|| "n/a".into());
@@ -99,6 +112,10 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
             .collect();
         let _ = writeln!(out, "  holders: {}", split.join("  "));
     }
+}
+
+/// Memory nobody lists any more, and memory parked in host RAM by suspend.
+fn left_behind_and_parked(out: &mut String, d: &Device, paint: Paint) {
     for u in &d.unreleased {
         let text = format!(
             "NOT RELEASED: {} after pid {} ({}, {}) left",
@@ -120,13 +137,6 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
         );
         let _ = writeln!(out, "  {}", paint.yellow(&text));
     }
-    if let Some(h) = d.health.as_ref().and_then(|h| h.summary()) {
-        let _ = writeln!(out, "  HEALTH: {h}");
-    }
-    for e in &d.errors {
-        let _ = writeln!(out, "  note: {e}");
-    }
-    processes(out, &d.processes, paint);
 }
 
 fn processes(out: &mut String, list: &[Process], paint: Paint) {
