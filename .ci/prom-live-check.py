@@ -321,6 +321,33 @@ def run_queries(prom, queries, deadline):
         time.sleep(1)
 
 
+def check_operator_labels(prom, deadline, problems):
+    """Under the Prometheus Operator every series gets the target labels
+    namespace, pod, service, endpoint and container="gpumemd" (the pod's
+    container). prometheus-check.sh sets them the same way; the per-container
+    view must still name the workloads' containers, never "gpumemd"."""
+    rule = "instance_container_id:gpumem_memory_used_bytes:sum"
+    while True:
+        summed, err = prom.query(rule)
+        raw, err2 = prom.query('gpumem_process_memory_used_bytes{container_id!=""}')
+        if (summed and raw) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    if err or err2 or not summed or not raw:
+        problems.append(f"operator labels: no data for {rule} or the process series ({err or err2})")
+        return
+    if any(r["metric"].get("container") != "gpumemd" for r in raw):
+        problems.append("operator labels: the scrape did not carry the target label container=\"gpumemd\"")
+    if any("exported_container" in r["metric"] for r in raw):
+        problems.append("operator labels: a process series collides with the target label (exported_container)")
+    want = {r["metric"]["container_id"] for r in raw}
+    got = {r["metric"].get("container_id", "") for r in summed}
+    if "gpumemd" in got or not want <= got:
+        problems.append(f"operator labels: {rule} shows containers {sorted(got)}, the processes run in {sorted(want)}")
+    else:
+        print(f"operator labels: {len(want)} workload container(s) shown by {rule}, none named after gpumemd's own")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--prom", required=True)
@@ -333,6 +360,7 @@ def main():
     problems = []
 
     recorded, rule_exprs = check_rules(prom, repo, deadline, problems)
+    check_operator_labels(prom, deadline, problems)
     check_alerts(prom, {r for r in re.findall(r"^\s*- alert:\s*(\S+)",
                  (repo / "deploy/prometheus/gpumemd.rules.yml").read_text(), re.M)}, deadline, problems)
 

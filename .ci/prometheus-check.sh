@@ -8,7 +8,9 @@
 #   c) every dashboard panel query returns data, and every metric name in the
 #      rules and dashboards is in tests/golden/demo.prom;
 #   d) every rule group evaluates with health "ok", every recording rule
-#      returns data, and a gpumemd alert is pending or firing
+#      returns data, and a gpumemd alert is pending or firing; the scrape
+#      carries the Prometheus Operator's target labels (container="gpumemd"
+#      and the rest) and the per-container view still names the workloads
 #      (c and d: .ci/prom-live-check.py).
 # Needs promtool and prometheus (apt-get install prometheus), curl, python3.
 # Every wait is bounded; both processes are stopped on exit.
@@ -85,6 +87,15 @@ scrape_configs:
   - job_name: gpumemd
     static_configs:
       - targets: ["127.0.0.1:$demo_port"]
+        # The target labels the Prometheus Operator adds from a
+        # ServiceMonitor: the rules and dashboards must not mistake them
+        # for the processes' own (issue 19: container="gpumemd").
+        labels:
+          namespace: monitoring
+          pod: gpumemd-x7k2p
+          container: gpumemd
+          service: gpumemd
+          endpoint: metrics
 EOF
 promtool check config "$tmp/prometheus.yml" >/dev/null
 prometheus --config.file="$tmp/prometheus.yml" --storage.tsdb.path="$tmp/data" \
