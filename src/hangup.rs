@@ -34,4 +34,3 @@ pub fn hold(hold: bool) {
     set.add(Signal::SIGHUP);
     let _ = pthread_sigmask(how, Some(&set), None);
 }
-
