@@ -257,6 +257,14 @@ mod tests {
         Ok(buf)
     }
 
+    /// pid, comm and starttime (field 22) of a stat line.
+    fn identity(stat: &[u8]) -> Option<(String, String)> {
+        let text = String::from_utf8_lossy(stat);
+        let close = text.rfind(')')?;
+        let start = text[close + 1..].split_whitespace().nth(19)?;
+        Some((text[..=close].to_string(), start.to_string()))
+    }
+
     fn open_count(tree: &DirTree) -> usize {
         tree.stat_fds.lock().map(|f| f.open.len()).unwrap_or(usize::MAX)
     }
@@ -269,10 +277,23 @@ mod tests {
         let tree = DirTree::new("/proc", "/etc/passwd");
         let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
         let pid = child.id();
-        let first = stat(&tree, pid).expect("a live process");
-        assert!(first.starts_with(format!("{pid} (sleep) ").as_bytes()), "{first:?}");
+        // Until the child has exec'd, its comm is still the test's; wait
+        // for it with a deadline rather than a sleep.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let first = loop {
+            let now = stat(&tree, pid).expect("a live process");
+            if now.starts_with(format!("{pid} (sleep) ").as_bytes()) {
+                break now;
+            }
+            assert!(std::time::Instant::now() < deadline, "never exec'd: {now:?}");
+            std::thread::yield_now();
+        };
         assert_eq!(open_count(&tree), 1, "kept open");
-        assert_eq!(stat(&tree, pid).expect("read again"), first, "the same process");
+        // The state and the counters move between reads (R, then S); the
+        // identity (pid, comm, field 22 starttime) must not.
+        let again = stat(&tree, pid).expect("read again");
+        assert_eq!(identity(&again), identity(&first), "the same process");
+        assert!(identity(&first).is_some(), "{first:?}");
         child.kill().expect("kill");
         let _ = child.wait();
         let gone = stat(&tree, pid).expect_err("a reaped process");
