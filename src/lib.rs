@@ -26,6 +26,7 @@ pub mod poller;
 pub mod reclaim;
 pub mod reload;
 pub mod remote;
+pub mod roster;
 pub mod rules;
 pub mod shutdown;
 pub mod snapshot;

@@ -6,14 +6,14 @@
 //! call NVML or touch the network; time comes from the caller so tests drive
 //! it without clocks.
 
-use crate::attribution::{CgroupInfo, ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
+use crate::attribution::{ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::config::Processes;
 use crate::diagnosis::leak::{LeakConfig, LeakTracker};
 use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{LateRelease, holder_split, proc_key};
-use crate::snapshot::{Device, DriverInfo, Holder, Placement, Process, Text};
+use crate::snapshot::{Device, DriverInfo, Holder, Process, Text};
 use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 
 /// `[poll] peak_window` when the caller sets none (DESIGN.md's default).
@@ -170,6 +170,8 @@ impl Pipeline {
                 .extend(u.iter().filter(|(_, m)| !m.is_empty()).map(|(k, _)| k.clone()));
         }
         let mut devices = Vec::with_capacity(raw.devices.len());
+        // The identity cache's refresh clock, read once for the whole poll.
+        let clock = std::time::Instant::now();
         for rd in raw.devices {
             let mut dev = Device {
                 uuid: rd.uuid,
@@ -192,12 +194,13 @@ impl Pipeline {
                 None => self.xids.note(&dev.uuid, &rd.xid_events, now),
             }
             self.list_xids(&dev.uuid, &rd.xid_events, now);
-            // Sorted before attribution (which keeps pid and bytes): moving
-            // references is cheaper than moving whole `Process` values.
-            let mut order: Vec<&RawProcess> = rd.processes.iter().collect();
-            order.sort_by(|a, b| b.used_bytes.cmp(&a.used_bytes).then(a.pid.cmp(&b.pid)));
-            dev.processes = order.into_iter().map(|rp| self.attribute(rp, now)).collect();
-            self.diagnose(&mut dev, now, util);
+            // Attributed and observed in the source's order, which holds
+            // from poll to poll, so the per-process state is walked front to
+            // back (`roster.rs`); sorted for the snapshot after.
+            let mut processes: Vec<Process> = rd.processes.iter().map(|rp| self.attribute(rp, now, clock)).collect();
+            self.observe_processes(&dev.uuid, &mut processes, now, util);
+            dev.processes = by_size(processes);
+            self.diagnose(&mut dev, now);
             devices.push(dev);
         }
         aggregate_mig_parents(&mut devices);
@@ -221,13 +224,13 @@ impl Pipeline {
         }
     }
 
-    fn diagnose(&mut self, dev: &mut Device, now: f64, util: Option<&Utilization>) {
-        let late_after = self.cfg.late_release_after.get().as_secs_f64();
+    /// Each process's peak, leak trend and idle time from its record.
+    fn observe_processes(&mut self, uuid: &str, processes: &mut [Process], now: f64, util: Option<&Utilization>) {
         let idle_after = self.cfg.idle_after.get().as_secs_f64();
-        let dev_util = util.and_then(|u| u.get(&dev.uuid));
-        let util_known = self.util_seen.contains(&dev.uuid);
-        let dev_id = self.devices.id(&dev.uuid);
-        for p in &mut dev.processes {
+        let dev_util = util.and_then(|u| u.get(uuid));
+        let util_known = self.util_seen.contains(uuid);
+        let dev_id = self.devices.id(uuid);
+        for p in processes {
             let key = proc_key(dev_id, p);
             p.sm_util_percent = dev_util.and_then(|m| m.get(&p.pid).copied());
             let activity = if util_known && p.holder == Some(Holder::Live) {
@@ -248,6 +251,12 @@ impl Pipeline {
                 p.idle = idle >= idle_after && p.used_bytes.unwrap_or(0) > 0;
             }
         }
+    }
+
+    /// The device's peak, holder split and late release.
+    fn diagnose(&mut self, dev: &mut Device, now: f64) {
+        let late_after = self.cfg.late_release_after.get().as_secs_f64();
+        let dev_id = self.devices.id(&dev.uuid);
         if dev.up {
             dev.used_max_bytes = self
                 .device_peaks
@@ -273,7 +282,7 @@ impl Pipeline {
     }
 
     /// Attributes one PID from the /proc tree seen at time `now`.
-    fn attribute(&mut self, rp: &RawProcess, now: f64) -> Process {
+    fn attribute(&mut self, rp: &RawProcess, now: f64, clock: std::time::Instant) -> Process {
         let mut p = Process {
             pid: rp.pid,
             used_bytes: rp.used_bytes,
@@ -284,7 +293,7 @@ impl Pipeline {
             cmdline: self.cfg.cmdline,
             cmdline_max_bytes: self.cfg.label_max_bytes,
         };
-        match self.procfs.read(rp.pid, &opts) {
+        match self.procfs.read_at(rp.pid, &opts, clock) {
             Ok(id) => self.fill(&mut p, id, now),
             // A PID that exited between NVML's list and our read, or that
             // NVML keeps listing after exit: an exited holder, not an error.
@@ -324,7 +333,7 @@ impl Pipeline {
         p.start_time = id.start_time;
         p.start_ticks = Some(id.start_ticks);
         p.cmdline = id.cmdline;
-        p.placement = placement(id.cgroup);
+        p.placement = id.placement;
     }
 
     /// Drops per-process history of processes and devices not seen this
@@ -349,20 +358,20 @@ impl Pipeline {
     }
 }
 
-/// The snapshot's view of a cgroup: empty strings for what does not apply.
-fn placement(c: CgroupInfo) -> Placement {
-    Placement {
-        container: c.container_id.unwrap_or_default(),
-        container_runtime: c
-            .container_runtime
-            .map(|r| Text::from_static(r.as_str()))
-            .unwrap_or_default(),
-        pod_uid: c.pod_uid.unwrap_or_default(),
-        qos_class: c.qos_class.unwrap_or_default(),
-        unit: c.unit.unwrap_or_default(),
-        slice: c.slice.unwrap_or_default(),
-        job: c.job.unwrap_or_default(),
-    }
+/// Largest first, then by PID, ties in the source's order (as a stable
+/// sort of the source's list). Sorts indices, then moves each `Process`
+/// once, rather than moving whole values through the sort.
+fn by_size(mut processes: Vec<Process>) -> Vec<Process> {
+    let mut order: Vec<(std::cmp::Reverse<Option<u64>>, u32, u32)> = processes
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (std::cmp::Reverse(p.used_bytes), p.pid, i as u32))
+        .collect();
+    order.sort_unstable();
+    order
+        .into_iter()
+        .map(|(_, _, i)| std::mem::take(&mut processes[i as usize]))
+        .collect()
 }
 
 mod mig;

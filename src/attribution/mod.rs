@@ -30,7 +30,7 @@ mod task;
 mod tree;
 mod users;
 
-pub use crate::snapshot::Text;
+pub use crate::snapshot::{Placement, Text};
 
 #[cfg(test)]
 mod tests;
@@ -86,7 +86,10 @@ pub struct ProcessIdentity {
     /// `Some("")` for a process without args (zombie, kernel thread); `None`
     /// when not asked or unreadable (e.g. permission denied).
     pub cmdline: Option<Text>,
-    pub cgroup: CgroupInfo,
+    /// Shared with the identity cache: cloning it per poll is one count.
+    pub cgroup: std::sync::Arc<CgroupInfo>,
+    /// `cgroup` as the snapshot shows it, made once per cache fill.
+    pub placement: std::sync::Arc<Placement>,
 }
 
 /// Scheduler state, `/proc/<pid>/stat` field 3, plus the one verdict the
@@ -287,4 +290,23 @@ pub struct CgroupInfo {
     pub job: Option<Text>,
     /// Slurm step: "0", "batch", "extern", "interactive".
     pub job_step: Option<Text>,
+}
+
+impl CgroupInfo {
+    /// The snapshot's view: empty strings for what does not apply.
+    pub fn placement(&self) -> Placement {
+        let text = |t: &Option<Text>| t.clone().unwrap_or_default();
+        Placement {
+            container: text(&self.container_id),
+            container_runtime: self
+                .container_runtime
+                .map(|r| Text::from_static(r.as_str()))
+                .unwrap_or_default(),
+            pod_uid: text(&self.pod_uid),
+            qos_class: text(&self.qos_class),
+            unit: text(&self.unit),
+            slice: text(&self.slice),
+            job: text(&self.job),
+        }
+    }
 }

@@ -13,11 +13,10 @@
 //! the daemon's own, not chosen by anyone who could collide them on purpose
 //! (a PID is the kernel's, a device id is ours).
 
-use rustc_hash::FxHashMap;
-
 use crate::diagnosis::ProcKey;
 use crate::diagnosis::leak::{LeakTracker, Series as LeakSeries, Trend};
 use crate::diagnosis::peaks::{PeakTracker, Series as PeakSeries};
+use crate::roster::Roster;
 
 /// What one process on one device left behind from earlier polls.
 struct Record {
@@ -26,8 +25,6 @@ struct Record {
     /// Unix time of the last SM activity; `None` until it is a live holder
     /// on a device with utilisation samples.
     last_active: Option<f64>,
-    /// The sweep generation the process was last listed in.
-    seen: u64,
 }
 
 /// What one poll observed of one process, as the snapshot reports it.
@@ -40,8 +37,8 @@ pub(super) struct Observed {
 
 /// The records, and the trackers whose configuration judges them.
 pub(super) struct Records {
-    map: FxHashMap<ProcKey, Record>,
-    generation: u64,
+    /// In the order the poll lists processes (see `roster.rs`).
+    map: Roster<ProcKey, Record>,
     pub(super) peaks: PeakTracker<ProcKey>,
     pub(super) leak: LeakTracker<ProcKey>,
 }
@@ -58,8 +55,7 @@ pub(super) enum Activity {
 impl Records {
     pub(super) fn new(peaks: PeakTracker<ProcKey>, leak: LeakTracker<ProcKey>) -> Self {
         Records {
-            map: FxHashMap::default(),
-            generation: 0,
+            map: Roster::default(),
             peaks,
             leak,
         }
@@ -67,17 +63,12 @@ impl Records {
 
     /// Records one poll's figures of `key` at `now`: one lookup.
     pub(super) fn observe(&mut self, key: ProcKey, now: f64, used: Option<u64>, activity: Activity) -> Observed {
-        let generation = self.generation;
-        let r = match self.map.get_mut(&key) {
-            Some(r) => r,
-            None => self.map.entry(key).or_insert(Record {
-                peak: self.peaks.series(now),
-                leak: self.leak.series(),
-                last_active: None,
-                seen: generation,
-            }),
-        };
-        r.seen = generation;
+        let (peaks, leak) = (&self.peaks, &self.leak);
+        let r = self.map.get_or_insert_with(key, || Record {
+            peak: peaks.series(now),
+            leak: leak.series(),
+            last_active: None,
+        });
         let used_max_bytes = self.peaks.observe_series(&mut r.peak, now, used);
         let trend = self.leak.observe_series(&mut r.leak, now, used);
         let idle_seconds = match activity {
@@ -102,9 +93,7 @@ impl Records {
     /// Forgets the processes not observed since the previous sweep: gone
     /// from every list, so their history must not outlive them.
     pub(super) fn retain_seen(&mut self) {
-        let g = self.generation;
-        self.map.retain(|_, r| r.seen == g);
-        self.generation = g.wrapping_add(1);
+        self.map.end_round(|_, _, seen| seen);
     }
 
     /// (processes with a leak history, with an idle-time record, with a peak window).

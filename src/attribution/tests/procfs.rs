@@ -78,7 +78,7 @@ fn zombie_without_cmdline_or_cgroup_is_ok() {
     assert!(id.state.is_exited() && id.state.is_unkillable());
     assert_eq!(id.state.as_str(), "zombie");
     assert_eq!(id.cmdline.as_deref(), Some(""));
-    assert_eq!(id.cgroup, CgroupInfo::default());
+    assert_eq!(*id.cgroup, CgroupInfo::default());
 
     // Even with its cmdline file gone too.
     std::fs::remove_file(fake.path("66/cmdline")).expect("rm");
@@ -158,7 +158,7 @@ fn unreadable_cgroup_and_cmdline_leave_parts_empty() {
     std::fs::create_dir_all(fake.path("9/cgroup")).expect("mkdir");
     std::fs::create_dir_all(fake.path("9/cmdline")).expect("mkdir");
     let id = fake.procfs().read(9, &with_cmdline(128)).expect("still ok");
-    assert_eq!(id.cgroup, CgroupInfo::default());
+    assert_eq!(*id.cgroup, CgroupInfo::default());
     assert_eq!(id.cmdline, None);
     assert_eq!(id.user, "alice");
 }
@@ -173,7 +173,7 @@ fn permission_denied_cgroup_is_not_fatal() {
     // As root the read succeeds anyway; either way the read must be Ok.
     let id = fake.procfs().read(9, &ReadOptions::default()).expect("ok");
     if std::fs::read(&path).is_err() {
-        assert_eq!(id.cgroup, CgroupInfo::default());
+        assert_eq!(*id.cgroup, CgroupInfo::default());
     }
 }
 

@@ -87,10 +87,11 @@ const TARGET_LABELS: [&str; 7] = [
 #[test]
 fn no_series_uses_a_label_name_the_scrape_target_sets() {
     let mut p = proc(1, Some(1 << 30), "u");
-    p.placement.container = "c0ffee".into();
-    p.placement.container_runtime = "containerd".into();
-    p.placement.pod_uid = "uid-1".into();
-    p.placement.job = "42".into();
+    let placement = std::sync::Arc::make_mut(&mut p.placement);
+    placement.container = "c0ffee".into();
+    placement.container_runtime = "containerd".into();
+    placement.pod_uid = "uid-1".into();
+    placement.job = "42".into();
     let s = snap(vec![dev("GPU-a", vec![p])]);
     let mut c = cfg();
     c.group_by = crate::config::Config::defaults(true).processes.group_by;

@@ -1,0 +1,231 @@
+//! [`Roster`]: a map for keys that are looked up in about the same order
+//! every poll (NVML lists a device's processes in a stable order), laid out
+//! in that order so that a poll walks it front to back.
+//!
+//! Owns: the slots, their order and the key index. Must not: know what the
+//! keys or values mean, read clocks, or allocate per lookup.
+//!
+//! Why: at 64 GPUs x 1000 processes a hash map of per-process state costs a
+//! cache miss per process per poll (random buckets of a 10 MB table); that
+//! was most of the poll. Here a lookup first checks the slot after the last
+//! one found, which is the right one whenever the order held, and the
+//! hardware prefetcher sees a sequential walk. A key out of order costs one
+//! probe of a small index (key to slot number), and the next sweep puts the
+//! slots back in the order they were visited.
+
+use std::hash::Hash;
+
+use rustc_hash::FxHashMap;
+
+#[derive(Clone)]
+struct Slot<K, V> {
+    key: K,
+    value: V,
+    /// When this slot was visited in the current round (`u32::MAX`: not).
+    visit: u32,
+}
+
+/// Slots in last round's visit order, plus an index from key to slot.
+#[derive(Clone)]
+pub struct Roster<K, V> {
+    slots: Vec<Slot<K, V>>,
+    index: FxHashMap<K, u32>,
+    /// The slot after the last one found.
+    cursor: usize,
+    /// Lookups this round (the next visit number).
+    visits: u32,
+    /// A lookup of this round did not find its key at the cursor.
+    strayed: bool,
+}
+
+impl<K: Copy + Eq + Hash, V> Default for Roster<K, V> {
+    fn default() -> Self {
+        Roster {
+            slots: Vec::new(),
+            index: FxHashMap::default(),
+            cursor: 0,
+            visits: 0,
+            strayed: false,
+        }
+    }
+}
+
+const UNVISITED: u32 = u32::MAX;
+
+impl<K, V> std::fmt::Debug for Roster<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Roster")
+            .field("len", &self.slots.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Copy + Eq + Hash, V> Roster<K, V> {
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// The value of `key`, created by `make` when absent; marks it visited.
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+        match self.position(&key) {
+            Some(at) => self.visit(at),
+            None => self.insert(key, make()),
+        }
+    }
+
+    /// The value of `key` when present; marks it visited.
+    pub fn find_mut(&mut self, key: &K) -> Option<&mut V> {
+        let at = self.position(key)?;
+        Some(self.visit(at))
+    }
+
+    /// Adds `key` (which must be absent) at the end; marks it visited.
+    pub fn insert(&mut self, key: K, value: V) -> &mut V {
+        self.strayed = true;
+        let at = self.slots.len();
+        self.index.insert(key, at as u32);
+        self.slots.push(Slot {
+            key,
+            value,
+            visit: UNVISITED,
+        });
+        self.visit(at)
+    }
+
+    /// Where `key` is: at the cursor when the order held, else by the index.
+    fn position(&mut self, key: &K) -> Option<usize> {
+        if self.slots.get(self.cursor).is_some_and(|s| s.key == *key) {
+            return Some(self.cursor);
+        }
+        self.strayed = true;
+        self.index.get(key).map(|&i| i as usize)
+    }
+
+    fn visit(&mut self, at: usize) -> &mut V {
+        self.cursor = at + 1;
+        let visit = self.visits;
+        self.visits = self.visits.saturating_add(1);
+        let slot = &mut self.slots[at];
+        if slot.visit == UNVISITED {
+            slot.visit = visit;
+        }
+        &mut slot.value
+    }
+
+    /// The value of `key` if present, without marking it visited.
+    pub fn get(&self, key: &K) -> Option<&V> {
+        let i = *self.index.get(key)? as usize;
+        self.slots.get(i).map(|s| &s.value)
+    }
+
+    /// Whether `key` was looked up this round.
+    pub fn visited(&self, key: &K) -> bool {
+        self.index
+            .get(key)
+            .and_then(|&i| self.slots.get(i as usize))
+            .is_some_and(|s| s.visit != UNVISITED)
+    }
+
+    /// Ends a round: keeps the slots `keep` says yes to (it is told whether
+    /// each was visited), puts the visited ones first in visit order and
+    /// the kept unvisited ones after them, and starts the next round. Costs
+    /// one pass when nothing left and the order held.
+    pub fn end_round(&mut self, mut keep: impl FnMut(&K, &mut V, bool) -> bool) {
+        let before = self.slots.len();
+        self.slots
+            .retain_mut(|s| keep(&s.key, &mut s.value, s.visit != UNVISITED));
+        let removed = self.slots.len() != before;
+        if self.strayed {
+            // Unvisited slots sort last, in their old order (a stable sort).
+            self.slots.sort_by_key(|s| s.visit);
+        }
+        if removed || self.strayed {
+            self.index.clear();
+            for (i, s) in self.slots.iter().enumerate() {
+                self.index.insert(s.key, i as u32);
+            }
+            if self.index.capacity() > 4 * self.slots.len().max(16) {
+                self.index.shrink_to_fit();
+            }
+        }
+        for s in &mut self.slots {
+            s.visit = UNVISITED;
+        }
+        self.cursor = 0;
+        self.visits = 0;
+        self.strayed = false;
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &V> {
+        self.slots.iter().map(|s| &s.value)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(r: &Roster<u32, u32>) -> Vec<u32> {
+        r.slots.iter().map(|s| s.key).collect()
+    }
+
+    #[test]
+    fn a_round_in_the_same_order_needs_no_index() {
+        let mut r: Roster<u32, u32> = Roster::default();
+        for k in [5, 3, 9] {
+            *r.get_or_insert_with(k, || 0) += 1;
+        }
+        r.end_round(|_, _, seen| seen);
+        for k in [5, 3, 9] {
+            *r.get_or_insert_with(k, || 0) += 1;
+        }
+        assert!(!r.strayed, "every key was at the cursor");
+        r.end_round(|_, _, seen| seen);
+        assert_eq!(keys(&r), vec![5, 3, 9]);
+        assert_eq!(r.values().copied().collect::<Vec<_>>(), vec![2, 2, 2]);
+    }
+
+    #[test]
+    fn a_changed_order_is_found_through_the_index_and_adopted() {
+        let mut r: Roster<u32, u32> = Roster::default();
+        for k in [1, 2, 3, 4] {
+            r.get_or_insert_with(k, || k * 10);
+        }
+        r.end_round(|_, _, seen| seen);
+        // 3 moved to the front, 2 left, 7 is new.
+        for k in [3, 1, 7, 4] {
+            r.get_or_insert_with(k, || k * 10);
+        }
+        assert!(r.visited(&3) && !r.visited(&2));
+        r.end_round(|_, _, seen| seen);
+        assert_eq!(keys(&r), vec![3, 1, 7, 4]);
+        assert_eq!(r.get(&2), None);
+        assert_eq!(r.get(&7), Some(&70));
+        for (i, k) in [3, 1, 7, 4].iter().enumerate() {
+            assert_eq!(r.index.get(k), Some(&(i as u32)), "index of {k}");
+        }
+    }
+
+    #[test]
+    fn kept_unvisited_slots_stay_findable_after_the_visited_ones() {
+        let mut r: Roster<u32, u32> = Roster::default();
+        for k in [1, 2, 3] {
+            r.get_or_insert_with(k, || k);
+        }
+        r.end_round(|_, _, _| true);
+        r.get_or_insert_with(3, || 0);
+        r.end_round(|_, _, _| true);
+        assert_eq!(keys(&r), vec![3, 1, 2]);
+        assert_eq!(r.get(&1), Some(&1));
+        // A key seen twice in a round counts from its first visit.
+        r.get_or_insert_with(2, || 0);
+        r.get_or_insert_with(2, || 0);
+        r.get_or_insert_with(1, || 0);
+        r.end_round(|_, _, seen| seen);
+        assert_eq!(keys(&r), vec![2, 1]);
+    }
+}
