@@ -23,7 +23,9 @@ async fn calls_until(log: &Path, poll: u64) -> BTreeMap<u64, Vec<Call>> {
     wait_until(WAIT, &format!("the call log reaching poll {poll}"), || async {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let mut by_poll: BTreeMap<u64, Vec<Call>> = BTreeMap::new();
-        for line in text.lines() {
+        // Only whole lines: the daemon may be writing the last one.
+        let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+        for line in whole.lines() {
             let f: Vec<&str> = line.split(' ').collect();
             let [p, func, dev, rc] = f[..] else {
                 panic!("call log line {line:?}")

@@ -150,7 +150,9 @@ impl Global {
             Some(DevRef { dev, slot: None }) => dev.to_string(),
             Some(DevRef { dev, slot: Some(s) }) => format!("{dev}/{s}"),
         };
-        let _ = writeln!(file, "{} {} {device} {rc}", self.poll, FuncSet::short_name(func));
+        // One write per line, so a reader never sees half a line.
+        let line = format!("{} {} {device} {rc}\n", self.poll, FuncSet::short_name(func));
+        let _ = file.write_all(line.as_bytes());
     }
 
     /// The first matching fault's code wins; hangs take the longest.
