@@ -11,6 +11,8 @@ mod common;
 // tests/nvml_fake/ so that cargo does not take them for test binaries.
 #[path = "nvml_fake/allocator.rs"]
 mod allocator;
+#[path = "nvml_fake/calls.rs"]
+mod calls;
 #[path = "nvml_fake/devices.rs"]
 mod devices;
 #[path = "nvml_fake/driver.rs"]

@@ -8,6 +8,9 @@ Usage: nvml_poll_calls.py [LIBRARY] [ROUNDS] [COLD_SECONDS]
 With COLD_SECONDS > 0 it also runs the poll's sequence once a second, as
 the daemon does, and prints each call's median over those seconds: a call
 made once a second finds cold caches, and can cost more than in a loop.
+The sequence before issue 21 and the one since (no count/handle/UUID, the
+compute list in one pre-sized call) take turns, a second each; lines of
+the latter start "cold 1/s: after: ".
 Runs against tests/fake-nvml's libfake_nvml.so too (set FAKE_NVML_SCENARIO).
 """
 import ctypes as C
@@ -104,39 +107,62 @@ SYMBOLS = {"ecc counter": ("nvmlDeviceGetTotalEccErrors",), "remapped rows": ("n
 
 
 def cold_sequence(lib, h, seconds):
-    """The poll's calls once a second for `seconds`; medians per call."""
+    """The poll's calls once a second for `seconds`; medians per call.
+
+    Two sequences take turns, one a second: "before" is the poll before
+    issue 21 (count, handle, UUID, memory, the compute list as a size query
+    then a fill, two health reads), "after" is the poll since (memory, the
+    compute list in one call into a buffer sized from the last count as
+    gpumemd sizes it: max(8, n*5/4+4), the same health reads); the count,
+    handle and UUID are read every 30th poll only, which is left out here.
+    """
     mem = MemV2()
     mem.version = C.sizeof(MemV2) | (2 << 24)
     arr = (ProcInfo * 64)()
     u64 = C.c_ulonglong(0)
-    calls = [
+    last = C.c_uint(0)
+    lib.nvmlDeviceGetComputeRunningProcesses_v3(h, C.byref(last), None)
+    room = max(8, last.value * 5 // 4 + 4)
+    presized = (ProcInfo * room)()
+    health = [
+        ("ecc counter", lambda: lib.nvmlDeviceGetTotalEccErrors(h, 0, 0, C.byref(u64))),
+        ("remapped rows", lambda: lib.nvmlDeviceGetRemappedRows(
+            h, C.byref(C.c_uint()), C.byref(C.c_uint()), C.byref(C.c_uint()), C.byref(C.c_uint()))),
+    ]
+    before = [
         ("count", lambda: lib.nvmlDeviceGetCount_v2(C.byref(C.c_uint(0)))),
         ("handle", lambda: lib.nvmlDeviceGetHandleByIndex_v2(0, C.byref(C.c_void_p()))),
         ("uuid", lambda: lib.nvmlDeviceGetUUID(h, C.create_string_buffer(96), 96)),
         ("memory_v2", lambda: lib.nvmlDeviceGetMemoryInfo_v2(h, C.byref(mem))),
         ("compute size query", lambda: lib.nvmlDeviceGetComputeRunningProcesses_v3(h, C.byref(C.c_uint(0)), None)),
         ("compute fill", lambda: lib.nvmlDeviceGetComputeRunningProcesses_v3(h, C.byref(C.c_uint(64)), arr)),
-        ("ecc counter", lambda: lib.nvmlDeviceGetTotalEccErrors(h, 0, 0, C.byref(u64))),
-        ("remapped rows", lambda: lib.nvmlDeviceGetRemappedRows(
-            h, C.byref(C.c_uint()), C.byref(C.c_uint()), C.byref(C.c_uint()), C.byref(C.c_uint()))),
-    ]
+    ] + health
+    after = [
+        ("memory_v2", lambda: lib.nvmlDeviceGetMemoryInfo_v2(h, C.byref(mem))),
+        (f"compute one call (buffer of {room})",
+         lambda: lib.nvmlDeviceGetComputeRunningProcesses_v3(h, C.byref(C.c_uint(room)), presized)),
+    ] + health
     # A library without a symbol (an old stand-in) skips that call.
-    calls = [(n, f) for n, f in calls if all(hasattr(lib, s) for s in SYMBOLS.get(n, ()))]
-    times = {name: [] for name, _ in calls}
-    total = []
-    for _ in range(seconds):
+    usable = lambda calls: [(n, f) for n, f in calls if all(hasattr(lib, s) for s in SYMBOLS.get(n, ()))]
+    seqs = {"": usable(before), "after: ": usable(after)}
+    times = {(tag, name): [] for tag, calls in seqs.items() for name, _ in calls}
+    total = {tag: [] for tag in seqs}
+    for second in range(seconds):
+        tag = "" if second % 2 == 0 else "after: "
         t_start = time.perf_counter()
-        for name, fn in calls:
+        for name, fn in seqs[tag]:
             t0 = time.perf_counter()
             fn()
-            times[name].append((time.perf_counter() - t0) * 1e6)
-        total.append((time.perf_counter() - t_start) * 1e6)
+            times[(tag, name)].append((time.perf_counter() - t0) * 1e6)
+        total[tag].append((time.perf_counter() - t_start) * 1e6)
         time.sleep(max(0.0, 1.0 - (time.perf_counter() - t_start)))
     med = lambda v: sorted(v)[len(v) // 2]
-    for name, _ in calls:
-        emit(call=f"cold 1/s: {name}", us_median=round(med(times[name]), 1),
-             us_max=round(max(times[name]), 1), rounds=seconds)
-    emit(call="cold 1/s: whole sequence", us_median=round(med(total), 1), rounds=seconds)
+    for (tag, name), v in times.items():
+        if v:
+            emit(call=f"cold 1/s: {tag}{name}", us_median=round(med(v), 1), us_max=round(max(v), 1), rounds=len(v))
+    for tag, v in total.items():
+        if v:
+            emit(call=f"cold 1/s: {tag}whole sequence", us_median=round(med(v), 1), rounds=len(v))
 
 
 if __name__ == "__main__":

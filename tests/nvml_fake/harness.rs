@@ -60,6 +60,8 @@ pub struct Opts<'a> {
     pub real_proc: bool,
     /// Config appended after the generated sections (`[[rule]]`, `[reclaim]`).
     pub extra: &'a str,
+    /// The stand-in's call log (`FAKE_NVML_CALL_LOG`): one line per NVML call.
+    pub call_log: Option<&'a Path>,
 }
 
 impl Default for Opts<'_> {
@@ -72,6 +74,7 @@ impl Default for Opts<'_> {
             scenario_path: None,
             real_proc: false,
             extra: "",
+            call_log: None,
         }
     }
 }
@@ -139,6 +142,10 @@ impl Daemon {
         }
         if let Some(p) = opts.scenario_path {
             cmd.env("FAKE_NVML_SCENARIO", p);
+        }
+        cmd.env_remove("FAKE_NVML_CALL_LOG");
+        if let Some(p) = opts.call_log {
+            cmd.env("FAKE_NVML_CALL_LOG", p);
         }
         let mut child = cmd.spawn().expect("spawn gpumemd");
         let stderr = child.stderr.take().expect("stderr");

@@ -19,6 +19,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use super::describe;
+use super::topology::Handle;
 use crate::health::HealthConfig;
 use crate::snapshot::health::{Ecc, EccCounts, Health, Remap, Retired};
 use crate::source::RawDevice;
@@ -91,8 +92,9 @@ impl HealthReader {
     }
 
     /// Reads health for every GPU of `devices` that is up (MIG instances
-    /// share their GPU's memory health), and this poll's events.
-    pub(super) fn read_all(&mut self, nvml: &Nvml, devices: &mut [RawDevice]) {
+    /// share their GPU's memory health), and this poll's events. `handles`
+    /// are the poll's own (by index), so no handle is fetched twice a poll.
+    pub(super) fn read_all(&mut self, nvml: &Nvml, handles: &[(u32, Handle)], devices: &mut [RawDevice]) {
         if !self.cfg.enabled && !self.cfg.xid_events {
             return;
         }
@@ -100,13 +102,11 @@ impl HealthReader {
         let mut seen = HashSet::new();
         for dev in devices.iter_mut().filter(|d| d.up && d.parent_uuid.is_empty()) {
             let Some(index) = dev.index else { continue };
-            let device = match nvml.device_by_index(index) {
-                Ok(d) => d,
-                Err(e) => {
-                    dev.errors.push(format!("health: {}", describe(&e)));
-                    continue;
-                }
+            // A GPU that is up was read whole this poll, so its handle is here.
+            let Some((_, handle)) = handles.iter().find(|(i, _)| *i == index) else {
+                continue;
             };
+            let device = handle.device(nvml);
             let mut h = if self.cfg.enabled {
                 self.read_one(&device, &dev.uuid, now, &mut dev.errors)
             } else {

@@ -2,6 +2,8 @@
 //! handle (initialised lazily, re-initialised with backoff after the driver
 //! goes away), reads every device once per poll and maps each NVML error once,
 //! per field or per device, so one failing GPU or field never fails the poll.
+//! The device list (count, handles, UUIDs) is kept between polls
+//! (`topology.rs`); what a GPU holds is read every poll.
 //! It must not read /proc or build snapshots; it returns plain `RawPoll` data.
 
 use std::collections::HashMap;
@@ -14,23 +16,20 @@ use nvml_wrapper::error::NvmlError;
 
 mod errors;
 mod health;
+mod mig;
 mod reads;
+mod topology;
 
 use errors::{describe, is_device_fatal};
 use errors::{init_error, needs_reinit};
 use reads::{read_memory, read_processes, sample_util};
+use topology::{Handle, Topology};
 
 use super::{GpuSource, RawDevice, RawPoll, SourceError, Utilization};
 use crate::snapshot::DriverInfo;
 
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
-
-/// Polls between re-reads of a GPU's MIG mode. Measured on an H200 (driver
-/// 580, `examples/nvml_calls.rs`), `nvmlDeviceGetMigMode` costs about 80 us,
-/// as much as the compute process list, and the mode only changes with a
-/// GPU reset, which no process survives.
-const MIG_RECHECK_POLLS: u64 = 30;
 
 /// Static facts about a device, read once per UUID because they cannot change
 /// while the GPU stays on the bus.
@@ -60,6 +59,8 @@ pub struct NvmlSource {
     memo: HashMap<String, Memo>,
     /// Polls made, for the memo's re-read schedule.
     polls: u64,
+    /// The device count, handles and UUIDs, kept between polls.
+    topology: Topology,
     /// Memory health reads and the Xid event set (`[health]`).
     health: health::HealthReader,
 }
@@ -71,6 +72,9 @@ pub(super) struct Memo {
     mig: Option<(bool, u64)>,
     /// Polls in a row the graphics and the MPS list had no process.
     quiet: [u32; 2],
+    /// Entries the compute, graphics and MPS list held when last read:
+    /// sizes the next read's buffer (`reads::read_list`).
+    room: [u32; 3],
 }
 
 impl NvmlSource {
@@ -89,6 +93,7 @@ impl NvmlSource {
             util_seen: HashMap::new(),
             memo: HashMap::new(),
             polls: 0,
+            topology: Topology::default(),
             health: health::HealthReader::new(crate::health::HealthConfig::default()),
         }
     }
@@ -131,8 +136,10 @@ impl NvmlSource {
         // After re-initialisation the index order may differ; an old map
         // could report a failing GPU under another GPU's UUID.
         self.uuid_by_index.clear();
-        // A re-initialised driver may come back with another MIG layout.
+        // A re-initialised driver may come back with another MIG layout,
+        // and the old handles are invalid.
         self.memo.clear();
+        self.topology.forget();
         self.next_init = Some(Instant::now() + self.backoff);
         self.last_error = format!("the driver went away ({}); re-initialising", describe(why));
         SourceError::Unavailable(self.last_error.clone())
@@ -145,46 +152,55 @@ impl GpuSource for NvmlSource {
         let Some(nvml) = self.nvml.as_ref() else {
             return Err(SourceError::Unavailable("NVML handle missing".into()));
         };
-        let count = match nvml.device_count() {
-            Ok(n) => n,
-            Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
-            // "failed" is one of the reasons `gpumem_poll_errors_total`
-            // exports; an unlisted reason would be counted but never shown.
-            Err(e) => {
-                return Err(SourceError::Failed {
-                    reason: "failed",
-                    message: format!("device count: {}", describe(&e)),
-                });
-            }
-        };
-        let mut devices = Vec::with_capacity(count as usize);
-        let mut utilization = sample_utilization.then(Utilization::new);
-        let mut reinit = None;
-        self.polls += 1;
-        for index in 0..count {
-            let mut ctx = PollCtx {
-                uuid_by_index: &mut self.uuid_by_index,
-                identity: &mut self.identity,
-                util_seen: &mut self.util_seen,
-                memo: &mut self.memo,
-                poll: self.polls,
-                utilization: utilization.as_mut(),
-            };
-            match read_device(nvml, index, &mut ctx) {
-                Ok(mut devs) => devices.append(&mut devs),
-                Err(f) => {
-                    if needs_reinit(&f.error) {
-                        reinit = Some(f.error);
-                        break;
-                    }
-                    devices.extend(f.device);
+        let poll = self.polls + 1;
+        let kept = self.topology.count(poll);
+        let count = match kept {
+            Some(n) => n,
+            None => match nvml.device_count() {
+                Ok(n) => n,
+                Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
+                // "failed" is one of the reasons `gpumem_poll_errors_total`
+                // exports; an unlisted reason would be counted but never shown.
+                Err(e) => {
+                    return Err(SourceError::Failed {
+                        reason: "failed",
+                        message: format!("device count: {}", describe(&e)),
+                    });
                 }
-            }
-        }
+            },
+        };
+        let mut utilization = sample_utilization.then(Utilization::new);
+        self.polls = poll;
+        let mut ctx = PollCtx {
+            uuid_by_index: &mut self.uuid_by_index,
+            identity: &mut self.identity,
+            util_seen: &mut self.util_seen,
+            memo: &mut self.memo,
+            poll,
+            utilization: utilization.as_mut(),
+        };
+        let kept_list = kept.is_some().then_some(&self.topology);
+        let Sweep {
+            mut devices,
+            handles,
+            failed,
+            reinit,
+        } = read_devices(nvml, count, kept_list, &mut ctx);
         if let Some(e) = reinit {
             return Err(self.reset(&e));
         }
-        self.health.read_all(nvml, &mut devices);
+        if failed {
+            // Read the whole list again next poll: a GPU that fell off the
+            // bus must be found by its handle call, as NVML reports it.
+            self.topology.forget();
+        } else if kept.is_none() {
+            let list = handles
+                .iter()
+                .filter_map(|(i, h)| Some((*h, self.uuid_by_index.get(i)?.clone())))
+                .collect();
+            self.topology.keep(list, poll);
+        }
+        self.health.read_all(nvml, &handles, &mut devices);
         Ok(RawPoll {
             driver: self.driver.clone(),
             devices,
@@ -199,6 +215,46 @@ impl Drop for NvmlSource {
             self.health.release(nvml);
         }
     }
+}
+
+/// What one pass over the devices found.
+struct Sweep {
+    devices: Vec<RawDevice>,
+    /// The handle of each GPU read whole, by index.
+    handles: Vec<(u32, Handle)>,
+    /// Some GPU failed as a whole (it is in `devices` marked down).
+    failed: bool,
+    /// The error after which NVML must be initialised again; the pass
+    /// stopped there.
+    reinit: Option<NvmlError>,
+}
+
+/// Reads GPUs `0..count`, through the kept handles of `kept` when given.
+fn read_devices(nvml: &Nvml, count: u32, kept: Option<&Topology>, ctx: &mut PollCtx<'_>) -> Sweep {
+    let mut sweep = Sweep {
+        devices: Vec::with_capacity(count as usize),
+        handles: Vec::with_capacity(count as usize),
+        failed: false,
+        reinit: None,
+    };
+    for index in 0..count {
+        let known = kept.and_then(|t| t.get(index)).map(|(h, uuid)| (h, uuid.to_string()));
+        match read_device(nvml, index, known, ctx) {
+            Ok((handle, mut devs)) => {
+                sweep.handles.push((index, handle));
+                sweep.devices.append(&mut devs);
+            }
+            Err(f) => {
+                sweep.failed = true;
+                if needs_reinit(&f.error) {
+                    sweep.reinit = Some(f.error);
+                    break;
+                }
+                sweep.devices.extend(f.device);
+            }
+        }
+    }
+    sweep
 }
 
 /// The per-poll state `read_device` updates.
@@ -218,9 +274,16 @@ struct DeviceFailure {
     error: NvmlError,
 }
 
-/// Reads one GPU and, when MIG is on, its instances. On a whole-device
-/// failure returns the device marked down (if its UUID is known) and the error.
-fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<RawDevice>, Box<DeviceFailure>> {
+/// Reads one GPU and, when MIG is on, its instances, through `known` (the
+/// kept handle and UUID) or, without it, a fresh handle and UUID. Returns
+/// the handle with the devices; on a whole-device failure, the device
+/// marked down (if its UUID is known) and the error.
+fn read_device(
+    nvml: &Nvml,
+    index: u32,
+    known: Option<(Handle, String)>,
+    ctx: &mut PollCtx<'_>,
+) -> Result<(Handle, Vec<RawDevice>), Box<DeviceFailure>> {
     let down = |ctx: &PollCtx<'_>, e: NvmlError| {
         let dev = ctx.uuid_by_index.get(&index).map(|uuid| {
             let id = ctx.identity.get(uuid).cloned().unwrap_or_default();
@@ -236,9 +299,15 @@ fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<Raw
         });
         Box::new(DeviceFailure { device: dev, error: e })
     };
-    let device = nvml.device_by_index(index).map_err(|e| down(ctx, e))?;
-    let uuid = device.uuid().map_err(|e| down(ctx, e))?;
-    ctx.uuid_by_index.insert(index, uuid.clone());
+    let (device, uuid) = match known {
+        Some((handle, uuid)) => (handle.device(nvml), uuid),
+        None => {
+            let device = nvml.device_by_index(index).map_err(|e| down(ctx, e))?;
+            let uuid = device.uuid().map_err(|e| down(ctx, e))?;
+            ctx.uuid_by_index.insert(index, uuid.clone());
+            (device, uuid)
+        }
+    };
     let mut errors = Vec::new();
     let id = identity(&device, &uuid, ctx, &mut errors);
     let mut gpu = RawDevice {
@@ -253,28 +322,16 @@ fn read_device(nvml: &Nvml, index: u32, ctx: &mut PollCtx<'_>) -> Result<Vec<Raw
     read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
     let poll = ctx.poll;
     let memo = ctx.memo.entry(uuid.clone()).or_default();
-    let mig_on = mig_mode(&device, memo, poll, &mut gpu.errors);
+    let mig_on = mig::mig_mode(&device, memo, poll, &mut gpu.errors);
     let mut out = Vec::new();
     if mig_on {
-        // Processes live on the instances; listing them on the parent as
-        // well would count their memory twice.
-        let count = device.mig_device_count().unwrap_or_else(|e| {
-            gpu.errors.push(format!("mig instance count: {}", describe(&e)));
-            0
-        });
-        for slot in 0..count {
-            match device.mig_device_by_index(slot) {
-                Ok(mig) => out.push(read_mig(&mig, &gpu, ctx)),
-                Err(NvmlError::NotFound) => {}
-                Err(e) => gpu.errors.push(format!("mig instance {slot}: {}", describe(&e))),
-            }
-        }
+        out = mig::read_instances(&device, &mut gpu, ctx);
     } else {
         read_processes(&device, &mut gpu, memo, poll).map_err(|e| down(ctx, e))?;
         sample_util(&device, &uuid, ctx);
     }
     out.insert(0, gpu);
-    Ok(out)
+    Ok((Handle::of(&device), out))
 }
 
 /// A GPU's name and PCI bus id, read once and kept while both were read;
@@ -300,71 +357,6 @@ fn identity(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>, errors: &mut
     id
 }
 
-/// Whether MIG is on, re-read every `MIG_RECHECK_POLLS`. NotSupported is an
-/// answer (no MIG on this GPU) and is remembered; any other error is
-/// recorded, keeps the last known mode for this poll and is retried next
-/// poll, never remembered as "off".
-fn mig_mode(device: &Device<'_>, memo: &mut Memo, poll: u64, errors: &mut Vec<String>) -> bool {
-    if let Some((on, at)) = memo.mig {
-        if poll.saturating_sub(at) < MIG_RECHECK_POLLS {
-            return on;
-        }
-    }
-    let on = match device.mig_mode() {
-        Ok(m) => m.current == 1,
-        Err(NvmlError::NotSupported) => false,
-        Err(e) => {
-            errors.push(format!("mig mode: {}", describe(&e)));
-            return memo.mig.is_some_and(|(on, _)| on);
-        }
-    };
-    memo.mig = Some((on, poll));
-    on
-}
-
-fn read_mig(mig: &Device<'_>, parent: &RawDevice, ctx: &mut PollCtx<'_>) -> RawDevice {
-    let mut errors = Vec::new();
-    let name = mig.name().unwrap_or_else(|e| {
-        errors.push(format!("name: {}", describe(&e)));
-        String::new()
-    });
-    let uuid = mig.uuid().unwrap_or_else(|e| {
-        errors.push(format!("mig instance uuid: {}", describe(&e)));
-        String::new()
-    });
-    let mut dev = RawDevice {
-        up: !uuid.is_empty(),
-        uuid,
-        index: None,
-        mig_profile: mig_profile(&name),
-        name,
-        pci_bus_id: parent.pci_bus_id.clone(),
-        parent_uuid: parent.uuid.clone(),
-        errors,
-        ..RawDevice::default()
-    };
-    if !dev.up {
-        return dev;
-    }
-    let poll = ctx.poll;
-    let memo = ctx.memo.entry(dev.uuid.clone()).or_default();
-    let result = read_memory(mig, &mut dev).and_then(|()| read_processes(mig, &mut dev, memo, poll));
-    if let Err(e) = result {
-        dev.up = false;
-        dev.errors.push(format!("device: {}", describe(&e)));
-    }
-    let uuid = dev.uuid.clone();
-    sample_util(mig, &uuid, ctx);
-    dev
-}
-
-/// "NVIDIA H100 80GB HBM3 MIG 1g.10gb" -> "1g.10gb".
-fn mig_profile(name: &str) -> String {
-    name.rsplit_once(" MIG ")
-        .map(|(_, p)| p.trim().to_string())
-        .unwrap_or_default()
-}
-
 fn driver_info(nvml: &Nvml) -> DriverInfo {
     let cuda = nvml
         .sys_cuda_driver_version()
@@ -380,13 +372,6 @@ fn driver_info(nvml: &Nvml) -> DriverInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mig_profile_from_name() {
-        assert_eq!(mig_profile("NVIDIA H100 80GB HBM3 MIG 1g.10gb"), "1g.10gb");
-        assert_eq!(mig_profile("NVIDIA A100-SXM4-40GB MIG 3g.20gb"), "3g.20gb");
-        assert_eq!(mig_profile("NVIDIA H200"), "");
-    }
 
     #[test]
     fn missing_library_is_unavailable_with_a_clear_message() {

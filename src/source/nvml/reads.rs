@@ -1,14 +1,19 @@
 //! The per-poll reads of one NVML device handle: memory (v2, with the v1
-//! fallback of old drivers), the three process lists (with the quiet-list
-//! schedule that skips empty graphics and MPS lists) and the per-process
-//! utilisation samples. Part of the NVML source, so it may name
+//! fallback of old drivers), the three process lists (one call each into a
+//! buffer sized from the last poll, with the quiet-list schedule that skips
+//! empty graphics and MPS lists) and the per-process utilisation samples. Part of the NVML source, so it may name
 //! `nvml_wrapper`; it must not decide whether a device is up (its caller
 //! does, from the errors returned) nor keep state beyond `Memo`.
 
+use std::ffi::c_uint;
+
 use nvml_wrapper::Device;
 use nvml_wrapper::enums::device::UsedGpuMemory;
-use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::error::{NvmlError, nvml_try};
 use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+use nvml_wrapper_sys::bindings::{
+    nvmlDevice_t, nvmlProcessInfo_t, nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_t,
+};
 
 use super::{Memo, PollCtx, describe, is_device_fatal};
 use crate::snapshot::Memory;
@@ -21,6 +26,12 @@ use crate::source::{RawDevice, RawProcess};
 /// as unattributed memory for at most that many polls.
 const QUIET_POLLS: u32 = 10;
 const SPARSE_EVERY: u64 = 5;
+
+/// The three lists, in `Memo::room` order: compute, graphics, MPS.
+const KINDS: [&str; 3] = ["compute", "graphics", "mps"];
+
+/// The signature the three `_v3` list symbols share.
+type ListSym = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut nvmlProcessInfo_t) -> nvmlReturn_t;
 
 /// Memory v2, falling back to v1 (no `reserved`) on drivers without v2.
 /// Field-level failures are recorded; a lost GPU fails the device.
@@ -88,14 +99,8 @@ pub(super) fn read_processes(
     memo: &mut Memo,
     poll: u64,
 ) -> Result<(), NvmlError> {
-    type ListFn = fn(&Device<'_>) -> Result<Vec<ProcessInfo>, NvmlError>;
-    let lists: [(&str, ListFn); 3] = [
-        ("compute", |d| d.running_compute_processes()),
-        ("graphics", |d| d.running_graphics_processes()),
-        ("mps", |d| d.mps_running_compute_processes()),
-    ];
     let mut by_pid: Vec<RawProcess> = Vec::new();
-    for (i, (kind, read)) in lists.into_iter().enumerate() {
+    for (i, kind) in KINDS.into_iter().enumerate() {
         // Slot of this list in `memo.quiet`; the compute list is always read.
         let quiet = i.checked_sub(1).and_then(|q| memo.quiet.get_mut(q));
         if let Some(q) = &quiet
@@ -104,7 +109,7 @@ pub(super) fn read_processes(
         {
             continue;
         }
-        let result = read(device);
+        let result = read_list(device, i, &mut memo.room[i]);
         if let Some(q) = quiet {
             *q = match &result {
                 Ok(l) if !l.is_empty() => 0,
@@ -127,6 +132,55 @@ pub(super) fn read_processes(
     }
     dev.processes = by_pid;
     Ok(())
+}
+
+/// Room for a list that held `last` entries: a few more, so a process
+/// that starts between two polls rarely costs a second call.
+fn room_for(last: u32) -> u32 {
+    (last.saturating_mul(5) / 4).saturating_add(4).max(8)
+}
+
+/// One `_v3` process list (list `i` of `KINDS`) in one NVML call, where
+/// nvml-wrapper makes two (a size query, then the fill): the buffer is
+/// sized from `last`, the entries the list held last poll. On
+/// INSUFFICIENT_SIZE NVML has written the count it needs; the buffer grows
+/// to that plus room and the call is made once more, so a burst of new
+/// processes is still listed in this poll. The symbol and the struct are
+/// the ones nvml-wrapper 0.13 uses, and entries convert through its own
+/// `ProcessInfo::from` (NVML_VALUE_NOT_AVAILABLE -> `Unavailable`).
+fn read_list(device: &Device<'_>, i: usize, last: &mut u32) -> Result<Vec<ProcessInfo>, NvmlError> {
+    let lib = device.nvml().lib();
+    let sym: &ListSym = match i {
+        0 => lib.nvmlDeviceGetComputeRunningProcesses_v3.as_ref(),
+        1 => lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref(),
+        _ => lib.nvmlDeviceGetMPSComputeRunningProcesses_v3.as_ref(),
+    }
+    .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let blank = nvmlProcessInfo_t {
+        pid: 0,
+        usedGpuMemory: 0,
+        gpuInstanceId: 0,
+        computeInstanceId: 0,
+    };
+    let mut room = room_for(*last);
+    for _ in 0..2 {
+        let mut buf = vec![blank; room as usize];
+        let mut count: c_uint = room;
+        // SAFETY: `handle()` is valid while `device` borrows the live
+        // `Nvml`; `count` says how many entries `buf` holds, and NVML
+        // writes at most that many (it answers INSUFFICIENT_SIZE instead).
+        let rc = unsafe { sym(device.handle(), &mut count, buf.as_mut_ptr()) };
+        if rc == nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE {
+            *last = count;
+            room = room_for(count);
+            continue;
+        }
+        nvml_try(rc)?;
+        *last = count;
+        buf.truncate(count.min(room) as usize);
+        return Ok(buf.into_iter().map(ProcessInfo::from).collect());
+    }
+    Err(NvmlError::InsufficientSize(Some(room as usize)))
 }
 
 /// Adds one list's processes to `by_pid`, marking the list they came from;

@@ -190,6 +190,14 @@ impl FuncSet {
         CUDA_GROUP.contains(&func)
     }
 
+    /// The short name a scenario (and the call log) uses for `func`.
+    pub fn short_name(func: Func) -> &'static str {
+        NAMES
+            .iter()
+            .find(|(f, _, _)| *f == func)
+            .map_or("?", |(_, _, short)| short)
+    }
+
     fn bit(func: Func) -> u64 {
         1 << func as u32
     }
@@ -241,6 +249,7 @@ mod tests {
         assert!(device.contains(HandleByIndex) && !device.contains(Count));
         assert!(FuncSet::parse("*").unwrap().contains(Count));
         assert!(FuncSet::parse("nvmlDeviceGetFanSpeed").is_err());
+        assert_eq!(FuncSet::short_name(ComputeProcesses), "compute_processes");
     }
 
     #[test]

@@ -1,8 +1,11 @@
 //! The process-wide state behind every exported symbol (init count, poll
-//! clock, loaded scenario, fault counters) and the one path every call
-//! takes through it: check init, resolve the device, apply faults, hang
-//! without holding the lock, answer. Catches panics so none crosses FFI.
+//! clock, loaded scenario, fault counters, the optional call log) and the
+//! one path every call takes through it: check init, resolve the device,
+//! apply faults, hang without holding the lock, answer. Catches panics so
+//! none crosses FFI.
 
+use std::fs::File;
+use std::io::Write;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -19,6 +22,11 @@ use crate::scenario;
 /// The environment variable naming the scenario file.
 pub const SCENARIO_ENV: &str = "FAKE_NVML_SCENARIO";
 
+/// The environment variable naming a file that gets one line per call made
+/// while initialised: `<poll> <short name> <device> <return code>` (README,
+/// "Call log").
+pub const CALL_LOG_ENV: &str = "FAKE_NVML_CALL_LOG";
+
 pub struct Loaded {
     pub scenario: Scenario,
     /// The fleet as of the current poll: `scenario.devices` plus every
@@ -31,8 +39,13 @@ pub struct Global {
     init_attempts: u64,
     /// NVML counts inits and shutdowns; only the last shutdown uninitialises.
     refcount: u32,
-    /// Calls of `nvmlDeviceGetCount_v2` so far; survives shutdown and re-init.
+    /// Polls so far (count calls and memory sweeps, see `sweep`); survives
+    /// shutdown and re-init.
     pub poll: u64,
+    /// The (memory call, GPU) pairs seen since the poll clock last ticked.
+    swept: Vec<(Func, usize)>,
+    /// `FAKE_NVML_CALL_LOG`, opened at the first init.
+    call_log: Option<File>,
     /// How often each fault has fired, for `times`.
     fired: Vec<u32>,
     pub loaded: Option<Loaded>,
@@ -44,6 +57,8 @@ static GLOBAL: Mutex<Global> = Mutex::new(Global {
     init_attempts: 0,
     refcount: 0,
     poll: 0,
+    swept: Vec::new(),
+    call_log: None,
     fired: Vec::new(),
     loaded: None,
     cuda: Cuda {
@@ -100,11 +115,44 @@ impl Global {
 
     fn tick(&mut self) {
         self.poll += 1;
+        self.swept.clear();
         if let Some(loaded) = &mut self.loaded {
             for step in loaded.scenario.steps.iter().filter(|s| s.poll == self.poll) {
                 step.apply(&mut loaded.devices);
             }
         }
+    }
+
+    /// A daemon that keeps the device count and handles between polls
+    /// starts a poll with a GPU's memory read, not a count call: a memory
+    /// read of a GPU already read since the last tick starts the next poll.
+    /// v1 and v2 are told apart, so the v1 fallback after a v2 failure is
+    /// the same poll; MIG instances do not count (their parent does).
+    fn sweep(&mut self, func: Func, at: Option<DevRef>) {
+        let Some(DevRef { dev, slot: None }) = at else {
+            return;
+        };
+        if !matches!(func, Func::MemoryV1 | Func::MemoryV2) {
+            return;
+        }
+        if self.swept.contains(&(func, dev)) {
+            self.tick();
+        }
+        self.swept.push((func, dev));
+    }
+
+    /// Appends `<poll> <short name> <device> <return code>` to the call
+    /// log, if any. Failing to write is ignored: the log is a test aid.
+    fn log_call(&mut self, func: Func, at: Option<DevRef>, rc: nvmlReturn_t) {
+        let Some(file) = &mut self.call_log else { return };
+        let device = match at {
+            None => "-".to_string(),
+            Some(DevRef { dev, slot: None }) => dev.to_string(),
+            Some(DevRef { dev, slot: Some(s) }) => format!("{dev}/{s}"),
+        };
+        // One write per line, so a reader never sees half a line.
+        let line = format!("{} {} {device} {rc}\n", self.poll, FuncSet::short_name(func));
+        let _ = file.write_all(line.as_bytes());
     }
 
     /// The first matching fault's code wins; hangs take the longest.
@@ -147,9 +195,12 @@ pub fn call(
     body: impl FnOnce(&mut Global, Option<DevRef>) -> nvmlReturn_t,
 ) -> nvmlReturn_t {
     guard(|| {
-        let global = lock();
+        let mut global = lock();
         if global.refcount == 0 {
             return UNINITIALIZED;
+        }
+        if let Ok(at) = resolve(&global) {
+            global.sweep(func, at);
         }
         finish(global, func, resolve, body)
     })
@@ -164,7 +215,10 @@ fn finish(
 ) -> nvmlReturn_t {
     let mut at = match resolve(&global) {
         Ok(at) => at,
-        Err(code) => return code,
+        Err(code) => {
+            global.log_call(func, None, code);
+            return code;
+        }
     };
     let (code, hang) = global.fire_faults(func, at);
     if !hang.is_zero() {
@@ -180,17 +234,22 @@ fn finish(
         }
         at = match resolve(&global) {
             Ok(at) => at,
-            Err(code) => return code,
+            Err(code) => {
+                global.log_call(func, None, code);
+                return code;
+            }
         };
     }
-    match code {
+    let rc = match code {
         Some(code) => code,
         None => body(&mut global, at),
-    }
+    };
+    global.log_call(func, at, rc);
+    rc
 }
 
 /// `nvmlDeviceGetCount_v2`: ticks the poll clock before anything else, so a
-/// fault "from poll 5" already applies to the 5th count call.
+/// fault "from poll 5" already applies to a count call that starts poll 5.
 pub fn count(body: impl FnOnce(&mut Global, Option<DevRef>) -> nvmlReturn_t) -> nvmlReturn_t {
     guard(|| {
         let mut global = lock();
@@ -207,6 +266,9 @@ pub fn init() -> nvmlReturn_t {
     guard(|| {
         let mut global = lock();
         global.init_attempts += 1;
+        if global.call_log.is_none() {
+            global.call_log = open_call_log();
+        }
         if global.refcount == 0 {
             match load_from_env() {
                 Ok((text, scenario)) => global.install(text, scenario),
@@ -272,6 +334,19 @@ pub fn cu_init() -> nvmlReturn_t {
 
 pub fn poll() -> u64 {
     lock().poll
+}
+
+/// The call log named by `FAKE_NVML_CALL_LOG`, appended to (a daemon may
+/// load the library again after a failed init).
+fn open_call_log() -> Option<File> {
+    let path = std::env::var_os(CALL_LOG_ENV)?;
+    match File::options().create(true).append(true).open(&path) {
+        Ok(f) => Some(f),
+        Err(e) => {
+            eprintln!("fake-nvml: cannot open {}: {e}", path.to_string_lossy());
+            None
+        }
+    }
 }
 
 fn load_from_env() -> Result<(String, Scenario), String> {
