@@ -1,12 +1,14 @@
 //! Request handlers: each borrows the latest snapshot and answers from it.
 //! Errors are short texts for the client; internals stay in the logs.
 
+use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::AppState;
+use super::exposition::ScrapeCache;
 use crate::metrics::{self, Format};
 use crate::statuspage;
 
@@ -14,7 +16,9 @@ pub async fn index() -> Html<&'static str> {
     Html(include_str!("status_page.html"))
 }
 
-pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
+/// `/metrics`: the snapshot's families from `cache` (rendered by the first
+/// scrape of a snapshot), the live ones rendered now.
+pub async fn metrics(st: AppState, cache: &ScrapeCache, headers: &HeaderMap) -> Response {
     let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     // Clone the Arc and release the watch lock before rendering, so a slow
     // scrape never holds up the poller's next publish.
@@ -29,10 +33,10 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response
         // small /proc reads, cheaper than keeping them current.
         process: Some(metrics::SelfStats::read()),
     };
-    let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
+    let body = cache.body(&snap, &cfg, &st.build, &daemon, format);
     (
         [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))],
-        body,
+        Body::new(body),
     )
         .into_response()
 }
