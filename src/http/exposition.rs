@@ -15,6 +15,7 @@ use std::task::{Context, Poll};
 use axum::body::{Bytes, HttpBody};
 use hyper::body::{Frame, SizeHint};
 
+use super::gzip;
 use crate::config::Config;
 use crate::metrics::{self, BuildInfo, DaemonState, Format};
 use crate::snapshot::Snapshot;
@@ -34,6 +35,14 @@ struct Entry {
     snap: Weak<Snapshot>,
     cfg: Weak<Config>,
     body: Bytes,
+    /// `body` gzipped as a member's head, once a scrape asked for gzip.
+    gzip: Option<gzip::Head>,
+}
+
+impl Entry {
+    fn is_for(&self, snap: &Arc<Snapshot>, cfg: &Arc<Config>) -> bool {
+        Weak::ptr_eq(&self.snap, &Arc::downgrade(snap)) && Weak::ptr_eq(&self.cfg, &Arc::downgrade(cfg))
+    }
 }
 
 fn slot(format: Format) -> usize {
@@ -55,8 +64,7 @@ impl ScrapeCache {
         {
             let held = slot.lock().unwrap_or_else(PoisonError::into_inner);
             if let Some(e) = held.as_ref()
-                && Weak::ptr_eq(&e.snap, &Arc::downgrade(snap))
-                && Weak::ptr_eq(&e.cfg, &Arc::downgrade(cfg))
+                && e.is_for(snap, cfg)
             {
                 return e.body.clone();
             }
@@ -67,6 +75,7 @@ impl ScrapeCache {
             snap: Arc::downgrade(snap),
             cfg: Arc::downgrade(cfg),
             body: body.clone(),
+            gzip: None,
         };
         let old = slot.lock().unwrap_or_else(PoisonError::into_inner).replace(entry);
         drop(old);
@@ -87,6 +96,76 @@ impl ScrapeCache {
         let tail = Bytes::from(metrics::render_live(daemon, &cfg.processes, format));
         Frames::new(vec![head, tail])
     }
+
+    /// The snapshot part gzipped as a member's head (see [`gzip`]),
+    /// compressed by the first gzip scrape of an entry and kept with it.
+    ///
+    /// # Errors
+    /// When deflate fails.
+    pub fn gzip_part(
+        &self,
+        snap: &Arc<Snapshot>,
+        cfg: &Arc<Config>,
+        build: &BuildInfo,
+        format: Format,
+    ) -> Result<gzip::Head, gzip::GzipError> {
+        let plain = self.snapshot_part(snap, cfg, build, format);
+        let slot = &self.slots[slot(format)];
+        {
+            let held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(e) = held.as_ref()
+                && e.is_for(snap, cfg)
+                && let Some(g) = &e.gzip
+            {
+                return Ok(g.clone());
+            }
+        }
+        let head = gzip::head(&plain)?;
+        let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        // Kept only beside the very bytes it compresses.
+        if let Some(e) = held.as_mut()
+            && e.is_for(snap, cfg)
+            && e.body.as_ptr() == plain.as_ptr()
+        {
+            e.gzip = Some(head.clone());
+        }
+        Ok(head)
+    }
+
+    /// [`ScrapeCache::body`] as one gzip member: the cached compressed
+    /// snapshot part, then the live part compressed now.
+    ///
+    /// # Errors
+    /// When deflate fails.
+    pub fn gzip_body(
+        &self,
+        snap: &Arc<Snapshot>,
+        cfg: &Arc<Config>,
+        build: &BuildInfo,
+        daemon: &DaemonState<'_>,
+        format: Format,
+    ) -> Result<Frames, gzip::GzipError> {
+        let head = self.gzip_part(snap, cfg, build, format)?;
+        let live = metrics::render_live(daemon, &cfg.processes, format);
+        let tail = gzip::tail(&head, live.as_bytes())?;
+        Ok(Frames::new(vec![head.bytes, tail]))
+    }
+}
+
+/// Whether `accept_encoding` asks for gzip (a `gzip` coding whose q is not
+/// 0). Anything else is left to the response layer, as before.
+pub fn wants_gzip(accept_encoding: Option<&str>) -> bool {
+    accept_encoding.is_some_and(|v| {
+        v.split(',').any(|coding| {
+            let mut parts = coding.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            name.eq_ignore_ascii_case("gzip")
+                && parts.all(|p| {
+                    let Some((k, q)) = p.split_once('=') else { return true };
+                    !k.trim().eq_ignore_ascii_case("q") || q.trim().parse::<f32>().is_ok_and(|q| q > 0.0)
+                })
+        })
+    })
 }
 
 /// A body sent as a few `Bytes` frames, with its exact length known (so the

@@ -8,7 +8,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::AppState;
-use super::exposition::ScrapeCache;
+use super::exposition::{self, ScrapeCache};
 use crate::metrics::{self, Format};
 use crate::statuspage;
 
@@ -33,12 +33,23 @@ pub async fn metrics(st: AppState, cache: &ScrapeCache, headers: &HeaderMap) -> 
         // small /proc reads, cheaper than keeping them current.
         process: Some(metrics::SelfStats::read()),
     };
+    let ct = (header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
+    if exposition::wants_gzip(headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok())) {
+        match cache.gzip_body(&snap, &cfg, &st.build, &daemon, format) {
+            // Marked gzip, the response layer passes it on as it is.
+            Ok(body) => {
+                let headers = [
+                    ct,
+                    (header::CONTENT_ENCODING, HeaderValue::from_static("gzip")),
+                    (header::VARY, HeaderValue::from_static("accept-encoding")),
+                ];
+                return (headers, Body::new(body)).into_response();
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot gzip /metrics; the response layer will"),
+        }
+    }
     let body = cache.body(&snap, &cfg, &st.build, &daemon, format);
-    (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))],
-        Body::new(body),
-    )
-        .into_response()
+    ([ct], Body::new(body)).into_response()
 }
 
 pub async fn healthy() -> &'static str {

@@ -8,6 +8,7 @@ pub mod auth;
 mod bodies;
 mod deadline;
 mod exposition;
+mod gzip;
 mod handlers;
 mod lifecycle;
 mod serve;

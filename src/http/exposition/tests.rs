@@ -170,3 +170,66 @@ fn frames_go_out_in_order_with_their_exact_length() {
     assert_eq!(got, [Bytes::from_static(b"ab"), Bytes::from_static(b"cde")]);
     assert!(f.is_end_stream());
 }
+
+fn gunzip(f: &Frames) -> String {
+    use std::io::Read as _;
+    let member = f.concat();
+    // One member only: GzDecoder stops after the first.
+    let mut out = String::new();
+    let _ = flate2::read::GzDecoder::new(&member[..]).read_to_string(&mut out);
+    out
+}
+
+#[test]
+fn gzipped_scrapes_are_one_member_of_the_same_text_with_a_cached_head() {
+    let cfg = Arc::new(Config::default());
+    let (first, second) = (fleet(&cfg, 2), fleet(&cfg, 4));
+    let cache = ScrapeCache::default();
+    for format in [Format::Prometheus, Format::OpenMetrics] {
+        let Ok(a) = cache.gzip_body(&first, &cfg, &BUILD, &live(1.5, true), format) else {
+            panic!("gzip")
+        };
+        let Ok(b) = cache.gzip_body(&first, &cfg, &BUILD, &live(2.5, false), format) else {
+            panic!("gzip")
+        };
+        assert_eq!(head_ptr(&a), head_ptr(&b), "{format:?}");
+        assert_eq!(
+            gunzip(&a),
+            metrics::render(&first, &live(1.5, true), &cfg.processes, &BUILD, format)
+        );
+        assert_eq!(
+            gunzip(&b),
+            metrics::render(&first, &live(2.5, false), &cfg.processes, &BUILD, format)
+        );
+        let Ok(c) = cache.gzip_body(&second, &cfg, &BUILD, &live(1.5, true), format) else {
+            panic!("gzip")
+        };
+        assert_eq!(
+            gunzip(&c),
+            metrics::render(&second, &live(1.5, true), &cfg.processes, &BUILD, format)
+        );
+        assert_ne!(head_ptr(&a), head_ptr(&c));
+        // The plain body of the same entry is unchanged by its gzip.
+        let plain = cache.body(&second, &cfg, &BUILD, &live(1.5, true), format);
+        assert_eq!(gunzip(&c), text(&plain));
+    }
+}
+
+#[test]
+fn accept_encoding_table() {
+    for (h, want) in [
+        (None, false),
+        (Some("gzip"), true),
+        (Some("gzip, deflate, br"), true),
+        (Some("GZIP;q=0.5"), true),
+        (Some("br;q=1, gzip;q=0.1"), true),
+        (Some("gzip;q=0"), false),
+        (Some("gzip;q=0.0, identity"), false),
+        (Some("identity"), false),
+        (Some("*"), false),
+        (Some("x-gzip"), false),
+        (Some("gzip;q=abc"), false),
+    ] {
+        assert_eq!(wants_gzip(h), want, "{h:?}");
+    }
+}
