@@ -3,8 +3,8 @@
 //! and 64 x 1000 fleets served by `gpumemd::http::serve` (its limits and
 //! timeouts) on a two-worker runtime, as the daemon runs it. "before" is
 //! the handler as it was (render the whole body at each request), "after"
-//! is `gpumemd::http::router` itself; both behind the same compression
-//! layer. One client thread makes sequential scrapes on one kept-alive
+//! is `gpumemd::http::router` itself (which gzips `/metrics` from its
+//! cache; "before" goes through the daemon's compression layer). One client thread makes sequential scrapes on one kept-alive
 //! connection and times each from request to last body byte; rounds of
 //! before and after alternate so load on the machine hits both alike.
 //! Prints p50 / p99 per fleet, encoding and handler. Results, command and
