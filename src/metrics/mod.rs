@@ -33,26 +33,51 @@ pub struct BuildInfo {
     pub revision: &'static str,
 }
 
-/// Renders the whole exposition in `format`.
+/// Renders the whole exposition in `format`: [`render_snapshot`] followed
+/// by [`render_live`], in one buffer.
 pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
-    let procs: usize = snap.devices.iter().map(|d| d.processes.len().min(cfg.top_n)).sum();
-    let mut w = Writer::new(
-        format,
-        4096 + snap.devices.len() * 1200 + procs * 700,
-        cfg.label_max_bytes,
-    );
-    family::write_table(&mut w, device::DEVICE, &snap.devices);
-    family::write_table(&mut w, health::HEALTH, &snap.devices);
-    if cfg.mode == ProcessMode::PerProcess {
-        process::processes(&mut w, snap, cfg);
-    }
-    if cfg.mode != ProcessMode::Off && !cfg.group_by.is_empty() {
-        process::groups(&mut w, snap, cfg);
-    }
-    family::write_table(&mut w, device::POLL, std::slice::from_ref(snap));
-    device::BUILD.write(&mut w, [build]);
+    let mut w = Writer::new(format, capacity(snap, cfg), cfg.label_max_bytes);
+    snapshot_part(&mut w, snap, cfg, build);
     daemon::render(&mut w, daemon);
     w.finish()
+}
+
+/// The exposition's first part: every family that depends only on the
+/// snapshot, `cfg` and the build, so the same three give the same bytes
+/// (the scrape handler renders it once per snapshot). No `# EOF`.
+pub fn render_snapshot(snap: &Snapshot, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
+    let mut w = Writer::new(format, capacity(snap, cfg), cfg.label_max_bytes);
+    snapshot_part(&mut w, snap, cfg, build);
+    w.into_unfinished()
+}
+
+/// The exposition's second part, which changes without a new snapshot
+/// (alerts, reload status, counters, `process_*`), and the `# EOF` of
+/// OpenMetrics: appended to [`render_snapshot`]'s bytes it gives what
+/// [`render`] gives.
+pub fn render_live(daemon: &DaemonState<'_>, cfg: &Processes, format: Format) -> String {
+    let alerts = daemon.alerts.map_or(0, |a| a.alerts.len());
+    let mut w = Writer::new(format, 4096 + alerts * 200, cfg.label_max_bytes);
+    daemon::render(&mut w, daemon);
+    w.finish()
+}
+
+fn capacity(snap: &Snapshot, cfg: &Processes) -> usize {
+    let procs: usize = snap.devices.iter().map(|d| d.processes.len().min(cfg.top_n)).sum();
+    4096 + snap.devices.len() * 1200 + procs * 700
+}
+
+fn snapshot_part(w: &mut Writer, snap: &Snapshot, cfg: &Processes, build: &BuildInfo) {
+    family::write_table(w, device::DEVICE, &snap.devices);
+    family::write_table(w, health::HEALTH, &snap.devices);
+    if cfg.mode == ProcessMode::PerProcess {
+        process::processes(w, snap, cfg);
+    }
+    if cfg.mode != ProcessMode::Off && !cfg.group_by.is_empty() {
+        process::groups(w, snap, cfg);
+    }
+    family::write_table(w, device::POLL, std::slice::from_ref(snap));
+    device::BUILD.write(w, [build]);
 }
 
 #[cfg(test)]

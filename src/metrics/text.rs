@@ -130,6 +130,12 @@ impl Writer {
         push_labels(out, labels, self.label_max);
     }
 
+    /// The text so far, without OpenMetrics' `# EOF`: the first part of a
+    /// body another writer finishes.
+    pub fn into_unfinished(self) -> String {
+        self.out
+    }
+
     pub fn finish(mut self) -> String {
         if self.format == Format::OpenMetrics {
             self.out.push_str("# EOF\n");

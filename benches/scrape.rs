@@ -1,0 +1,255 @@
+//! A whole `/metrics` scrape through the daemon's HTTP stack, before and
+//! after issue 21's cached snapshot part, in one run: the simulated 8 x 64
+//! and 64 x 1000 fleets served by `gpumemd::http::serve` (its limits and
+//! timeouts) on a two-worker runtime, as the daemon runs it. "before" is
+//! the handler as it was (render the whole body at each request), "after"
+//! is `gpumemd::http::router` itself (which gzips `/metrics` from its
+//! cache; "before" goes through the daemon's compression layer). One client thread makes sequential scrapes on one kept-alive
+//! connection and times each from request to last body byte; rounds of
+//! before and after alternate so load on the machine hits both alike.
+//! Prints p50 / p99 per fleet, encoding and handler. Results, command and
+//! machine are in BENCHMARKS.md.
+//!
+//! `cargo bench --bench scrape [-- SCRAPES]` (default 1000 per case).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use gpumemd::alerts::AlertsView;
+use gpumemd::config::Config;
+use gpumemd::history::History;
+use gpumemd::http::AppState;
+use gpumemd::metrics::{self, BuildInfo, Counters, DaemonState, Format, SelfStats};
+use gpumemd::pipeline::Pipeline;
+use gpumemd::reload::ReloadStatus;
+use gpumemd::snapshot::{PollStats, Snapshot};
+use gpumemd::source::GpuSource;
+use gpumemd::source::scenario::large;
+use gpumemd::source::simulated::SimulatedSource;
+use tokio::sync::{mpsc, watch};
+
+const EPOCH: f64 = 1_767_225_600.0;
+const SIZES: &[(usize, usize)] = &[(8, 64), (64, 1000)];
+const ROUNDS: usize = 4;
+
+/// The fleet after 5 polls 10 s apart, as `benches/compression.rs` has it.
+fn snapshot(cfg: &Config, gpus: usize, per_gpu: usize) -> Snapshot {
+    let mut src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs(10), EPOCH);
+    let mut pipe = Pipeline::new(&cfg.processes);
+    let mut snap = Snapshot::default();
+    for i in 0..5u64 {
+        let now = EPOCH + 10.0 * i as f64;
+        let (driver, devices) = pipe.build(src.poll(true).expect("simulated poll"), now);
+        snap = Snapshot {
+            seq: i + 1,
+            timestamp: now,
+            nvml_up: true,
+            driver,
+            devices,
+            poll: PollStats {
+                polls_total: i + 1,
+                success: true,
+                last_success_timestamp: Some(now),
+                ..PollStats::default()
+            },
+            ..Snapshot::default()
+        };
+    }
+    snap
+}
+
+/// The state a daemon serving `snap` would have (no rules, no notifiers).
+/// The senders are returned so the channels stay open.
+#[allow(clippy::type_complexity)]
+fn state(
+    cfg: Arc<Config>,
+    snap: Arc<Snapshot>,
+) -> (
+    AppState,
+    (
+        watch::Sender<Arc<Snapshot>>,
+        watch::Sender<Arc<AlertsView>>,
+        watch::Sender<Arc<Config>>,
+        watch::Sender<ReloadStatus>,
+    ),
+) {
+    let (s_tx, s_rx) = watch::channel(snap);
+    let (a_tx, a_rx) = watch::channel(Arc::new(AlertsView::default()));
+    let (c_tx, c_rx) = watch::channel(cfg);
+    let reload = ReloadStatus {
+        successful: true,
+        last_success: EPOCH,
+    };
+    let (r_tx, r_rx) = watch::channel(reload);
+    let (reload_tx, _) = mpsc::channel(1);
+    let st = AppState {
+        snapshots: s_rx,
+        alerts: a_rx,
+        config: c_rx,
+        reload_status: r_rx,
+        reload: reload_tx,
+        counters: Counters::default(),
+        build: BuildInfo {
+            version: "0.1.0",
+            revision: "bench",
+        },
+        history: Arc::new(Mutex::new(History::new(60, 10))),
+        allocator: None,
+        events: gpumemd::events::EventLog::shared(),
+        reclaimer: None,
+        telemetry_path: "/metrics".into(),
+    };
+    (st, (s_tx, a_tx, c_tx, r_tx))
+}
+
+/// The `/metrics` handler as it was before issue 21's cache.
+async fn uncached(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    let snap = st.snapshots.borrow().clone();
+    let alerts = st.alerts.borrow().clone();
+    let cfg = st.config.borrow().clone();
+    let daemon = DaemonState {
+        alerts: Some(&alerts),
+        reload: Some(*st.reload_status.borrow()),
+        counters: Some(&st.counters),
+        process: Some(SelfStats::read()),
+    };
+    let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))],
+        body,
+    )
+        .into_response()
+}
+
+/// Serves `router` on a free local port; returns the port.
+fn start(rt: &tokio::runtime::Runtime, router: Router, stop: watch::Receiver<bool>) -> u16 {
+    let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    rt.spawn(gpumemd::http::serve(listener, router, None, stop));
+    port
+}
+
+/// One kept-alive connection that scrapes `/metrics`.
+struct Client {
+    conn: BufReader<TcpStream>,
+    request: Vec<u8>,
+    body: Vec<u8>,
+}
+
+impl Client {
+    fn new(port: u16, gzip: bool) -> Self {
+        let conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        conn.set_nodelay(true).unwrap();
+        let enc = if gzip { "Accept-Encoding: gzip\r\n" } else { "" };
+        let request = format!("GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n{enc}\r\n").into_bytes();
+        Self {
+            conn: BufReader::with_capacity(1 << 16, conn),
+            request,
+            body: Vec::new(),
+        }
+    }
+
+    /// One scrape; the body's length as sent.
+    fn scrape(&mut self) -> usize {
+        self.conn.get_mut().write_all(&self.request).unwrap();
+        let (mut len, mut chunked, mut line) = (None, false, String::new());
+        loop {
+            line.clear();
+            self.conn.read_line(&mut line).unwrap();
+            let l = line.trim_end().to_ascii_lowercase();
+            if l.is_empty() {
+                break;
+            }
+            if let Some(v) = l.strip_prefix("content-length:") {
+                len = Some(v.trim().parse::<usize>().unwrap());
+            }
+            chunked |= l == "transfer-encoding: chunked";
+        }
+        self.body.clear();
+        if !chunked {
+            let n = len.expect("a Content-Length or chunks");
+            self.body.resize(n, 0);
+            self.conn.read_exact(&mut self.body).unwrap();
+            return n;
+        }
+        loop {
+            line.clear();
+            self.conn.read_line(&mut line).unwrap();
+            let n = usize::from_str_radix(line.trim_end(), 16).unwrap();
+            let at = self.body.len();
+            self.body.resize(at + n + 2, 0);
+            self.conn.read_exact(&mut self.body[at..]).unwrap();
+            self.body.truncate(at + n);
+            if n == 0 {
+                return self.body.len();
+            }
+        }
+    }
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1e3
+}
+
+fn main() {
+    let scrapes: usize = std::env::args().skip(1).find_map(|a| a.parse().ok()).unwrap_or(1000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (_stop_tx, stop) = watch::channel(false);
+    println!("| fleet | encoding | body bytes | before p50 / p99 ms | after p50 / p99 ms |");
+    println!("|---|---|---:|---:|---:|");
+    for &(gpus, per_gpu) in SIZES {
+        let cfg = Arc::new(Config::default());
+        let snap = Arc::new(snapshot(&cfg, gpus, per_gpu));
+        let (st, _keep) = state(cfg, snap);
+        let before = Router::new()
+            .route("/metrics", get(uncached))
+            .with_state(st.clone())
+            .layer(gpumemd::http::compression());
+        let before = start(&rt, before, stop.clone());
+        let after = start(&rt, gpumemd::http::router(st), stop.clone());
+        for gzip in [false, true] {
+            let mut clients = [Client::new(before, gzip), Client::new(after, gzip)];
+            let mut times = [Vec::new(), Vec::new()];
+            let mut bytes = [0, 0];
+            for _ in 0..ROUNDS {
+                for (c, (client, t)) in clients.iter_mut().zip(&mut times).enumerate() {
+                    for _ in 0..10 {
+                        client.scrape();
+                    }
+                    for _ in 0..scrapes.div_ceil(ROUNDS) {
+                        let t0 = Instant::now();
+                        bytes[c] = client.scrape();
+                        t.push(t0.elapsed());
+                    }
+                }
+            }
+            for t in &mut times {
+                t.sort();
+            }
+            let enc = if gzip { "gzip" } else { "identity" };
+            let cell = |t: &[Duration]| format!("{:.3} / {:.3}", percentile(t, 0.5), percentile(t, 0.99));
+            println!(
+                "| {gpus} x {per_gpu} | {enc} | {} (before {}) | {} | {} |",
+                bytes[1],
+                bytes[0],
+                cell(&times[0]),
+                cell(&times[1])
+            );
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The `/metrics` body, built so that a scrape costs almost nothing (issue
+//! 21): the snapshot's families are rendered once per (snapshot, config,
+//! format) by the first scrape that needs them and shared as `Bytes`; only
+//! what changes without a new snapshot (alerts, reload status, counters,
+//! `process_*`) is rendered per scrape. The body goes out as those two
+//! frames, in the order and with the bytes `metrics::render` gives.
+//! It owns the cache and the two-frame body; it does not read `/proc` or
+//! any channel (the handler passes what it borrowed), and nothing but a
+//! scrape ever fills the cache.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::task::{Context, Poll};
+
+use axum::body::{Bytes, HttpBody};
+use hyper::body::{Frame, SizeHint};
+
+use super::gzip;
+use crate::config::Config;
+use crate::metrics::{self, BuildInfo, DaemonState, Format};
+use crate::snapshot::Snapshot;
+
+/// At most one rendered snapshot part per format.
+#[derive(Default)]
+pub struct ScrapeCache {
+    /// Indexed by [`slot`]: the text format, then OpenMetrics.
+    slots: [Mutex<Option<Entry>>; 2],
+}
+
+/// A rendered snapshot part and what it was rendered from. `Weak`, so the
+/// cache never keeps an old snapshot's contents alive, and a new snapshot
+/// or config can never be taken for the old one (the allocation a `Weak`
+/// points at is not reused while the `Weak` exists).
+struct Entry {
+    snap: Weak<Snapshot>,
+    cfg: Weak<Config>,
+    body: Bytes,
+    /// `body` gzipped as a member's head, once a scrape asked for gzip.
+    gzip: Option<gzip::Head>,
+}
+
+impl Entry {
+    fn is_for(&self, snap: &Arc<Snapshot>, cfg: &Arc<Config>) -> bool {
+        Weak::ptr_eq(&self.snap, &Arc::downgrade(snap)) && Weak::ptr_eq(&self.cfg, &Arc::downgrade(cfg))
+    }
+}
+
+fn slot(format: Format) -> usize {
+    match format {
+        Format::Prometheus => 0,
+        Format::OpenMetrics => 1,
+    }
+}
+
+impl ScrapeCache {
+    /// The snapshot part of `format`'s body: the cached bytes when they were
+    /// rendered from this very `snap` and `cfg`, otherwise rendered now and
+    /// kept in place of the old ones (which are dropped here, so a new
+    /// snapshot or a reload frees them at the next scrape). Two first
+    /// scrapes of a snapshot at once may both render; either result is the
+    /// same.
+    pub fn snapshot_part(&self, snap: &Arc<Snapshot>, cfg: &Arc<Config>, build: &BuildInfo, format: Format) -> Bytes {
+        let slot = &self.slots[slot(format)];
+        {
+            let held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(e) = held.as_ref()
+                && e.is_for(snap, cfg)
+            {
+                return e.body.clone();
+            }
+        }
+        // Rendered outside the lock: a slow render holds up no other scrape.
+        let body = Bytes::from(metrics::render_snapshot(snap, &cfg.processes, build, format));
+        let entry = Entry {
+            snap: Arc::downgrade(snap),
+            cfg: Arc::downgrade(cfg),
+            body: body.clone(),
+            gzip: None,
+        };
+        let old = slot.lock().unwrap_or_else(PoisonError::into_inner).replace(entry);
+        drop(old);
+        body
+    }
+
+    /// The whole body for one scrape: the (cached) snapshot part, then the
+    /// live part rendered from `daemon` now.
+    pub fn body(
+        &self,
+        snap: &Arc<Snapshot>,
+        cfg: &Arc<Config>,
+        build: &BuildInfo,
+        daemon: &DaemonState<'_>,
+        format: Format,
+    ) -> Frames {
+        let head = self.snapshot_part(snap, cfg, build, format);
+        let tail = Bytes::from(metrics::render_live(daemon, &cfg.processes, format));
+        Frames::new(vec![head, tail])
+    }
+
+    /// The snapshot part gzipped as a member's head (see [`gzip`]),
+    /// compressed by the first gzip scrape of an entry and kept with it.
+    ///
+    /// # Errors
+    /// When deflate fails.
+    pub fn gzip_part(
+        &self,
+        snap: &Arc<Snapshot>,
+        cfg: &Arc<Config>,
+        build: &BuildInfo,
+        format: Format,
+    ) -> Result<gzip::Head, gzip::GzipError> {
+        let plain = self.snapshot_part(snap, cfg, build, format);
+        let slot = &self.slots[slot(format)];
+        {
+            let held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(e) = held.as_ref()
+                && e.is_for(snap, cfg)
+                && let Some(g) = &e.gzip
+            {
+                return Ok(g.clone());
+            }
+        }
+        let head = gzip::head(&plain)?;
+        let mut held = slot.lock().unwrap_or_else(PoisonError::into_inner);
+        // Kept only beside the very bytes it compresses.
+        if let Some(e) = held.as_mut()
+            && e.is_for(snap, cfg)
+            && e.body.as_ptr() == plain.as_ptr()
+        {
+            e.gzip = Some(head.clone());
+        }
+        Ok(head)
+    }
+
+    /// [`ScrapeCache::body`] as one gzip member: the cached compressed
+    /// snapshot part, then the live part compressed now.
+    ///
+    /// # Errors
+    /// When deflate fails.
+    pub fn gzip_body(
+        &self,
+        snap: &Arc<Snapshot>,
+        cfg: &Arc<Config>,
+        build: &BuildInfo,
+        daemon: &DaemonState<'_>,
+        format: Format,
+    ) -> Result<Frames, gzip::GzipError> {
+        let head = self.gzip_part(snap, cfg, build, format)?;
+        let live = metrics::render_live(daemon, &cfg.processes, format);
+        let tail = gzip::tail(&head, live.as_bytes())?;
+        Ok(Frames::new(vec![head.bytes, tail]))
+    }
+}
+
+/// Whether `accept_encoding` asks for gzip (a `gzip` coding whose q is not
+/// 0). Anything else is left to the response layer, as before.
+pub fn wants_gzip(accept_encoding: Option<&str>) -> bool {
+    accept_encoding.is_some_and(|v| {
+        v.split(',').any(|coding| {
+            let mut parts = coding.split(';');
+            let name = parts.next().unwrap_or("").trim();
+            name.eq_ignore_ascii_case("gzip")
+                && parts.all(|p| {
+                    let Some((k, q)) = p.split_once('=') else { return true };
+                    !k.trim().eq_ignore_ascii_case("q") || q.trim().parse::<f32>().is_ok_and(|q| q > 0.0)
+                })
+        })
+    })
+}
+
+/// A body sent as a few `Bytes` frames, with its exact length known (so the
+/// answer keeps its `Content-Length`, as a one-string body had).
+pub struct Frames {
+    /// In reverse order, so sending pops from the end.
+    rest: Vec<Bytes>,
+    len: u64,
+}
+
+impl Frames {
+    pub fn new(mut frames: Vec<Bytes>) -> Self {
+        frames.retain(|b| !b.is_empty());
+        let len = frames.iter().map(|b| b.len() as u64).sum();
+        frames.reverse();
+        Self { rest: frames, len }
+    }
+
+    /// The frames' bytes in order, as one buffer (for tests and benches).
+    pub fn concat(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.len as usize);
+        for b in self.rest.iter().rev() {
+            out.extend_from_slice(b);
+        }
+        out
+    }
+
+    /// The frames in the order they are sent.
+    pub fn frames(&self) -> impl Iterator<Item = &Bytes> {
+        self.rest.iter().rev()
+    }
+}
+
+impl HttpBody for Frames {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let next = self.rest.pop();
+        if let Some(b) = &next {
+            self.len -= b.len() as u64;
+        }
+        Poll::Ready(next.map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.len)
+    }
+}
+
+#[cfg(test)]
+mod tests;
