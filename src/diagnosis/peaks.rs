@@ -4,13 +4,19 @@
 //! still in `_max_bytes` when Prometheus scrapes 15-60 s later.
 //!
 //! Owns: one fixed-size ring of slot maxima per series (`SLOTS` slots of
-//! window/`SLOTS` each), so memory per series is constant whatever the poll
-//! rate, and the window is covered to within one slot. Must not: read
+//! window/`SLOTS` each, 4 bytes a slot as `bytes32::pack` codes, exact
+//! for whole MiB, which is what NVML reports; the window's top is also
+//! kept exactly, so arbitrary bytes are reported exactly too while their
+//! slot is in the window), so memory per series is constant
+//! whatever the poll rate, and the window is covered to within one slot.
+//! Must not: read
 //! clocks (time comes from the caller), or keep a series not seen in a poll
 //! past the sweep that follows it.
 
 use std::collections::HashMap;
 use std::hash::Hash;
+
+use super::bytes32;
 
 /// Slots per window: the reported peak covers between 11/12 and the whole window.
 pub const SLOTS: usize = 12;
@@ -19,18 +25,25 @@ pub const SLOTS: usize = 12;
 /// (the pipeline keeps one record per process: one map lookup a poll).
 #[derive(Debug, Clone)]
 pub struct Series {
-    /// Per slot, 1 + the largest value seen in it; 0 = nothing seen.
-    slots: [u64; SLOTS],
+    /// Per slot, 1 + the code of the largest value seen in it; 0 = nothing
+    /// seen. Codes are monotone, so the largest code is the largest value's.
+    slots: [u32; SLOTS],
     /// The absolute slot number of the newest write.
     newest: i64,
-    seen: bool,
+    /// The largest value in the window, exactly, while `top_slot` (where
+    /// it was last seen) is in the window; a code rounds values above 128
+    /// MiB that are not whole MiB.
+    top: u64,
+    top_slot: i64,
 }
 
 /// Sliding-window maxima for many series.
 #[derive(Debug)]
 pub struct PeakTracker<K> {
     slot_seconds: f64,
-    series: HashMap<K, Series>,
+    /// Each key's window and whether it was observed since the last sweep
+    /// (kept here, not in `Series`: the pipeline's records sweep on their own).
+    series: HashMap<K, (Series, bool)>,
 }
 
 impl<K: Eq + Hash + Clone> PeakTracker<K> {
@@ -46,11 +59,11 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
     /// the window; `None` when no value was known in the window.
     pub fn observe(&mut self, key: &K, now: f64, value: Option<u64>) -> Option<u64> {
         let slot = self.slot(now);
-        let s = match self.series.get_mut(key) {
+        let (s, seen) = match self.series.get_mut(key) {
             Some(s) => s,
-            None => self.series.entry(key.clone()).or_insert(Series::new(slot)),
+            None => self.series.entry(key.clone()).or_insert((Series::new(slot), false)),
         };
-        s.seen = true;
+        *seen = true;
         s.observe(slot, value)
     }
 
@@ -70,7 +83,7 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
 
     /// Forgets series not observed since the previous sweep.
     pub fn retain_seen(&mut self) {
-        self.series.retain(|_, s| std::mem::take(&mut s.seen));
+        self.series.retain(|_, (_, seen)| std::mem::take(seen));
     }
 
     pub fn len(&self) -> usize {
@@ -87,7 +100,8 @@ impl Series {
         Series {
             slots: [0; SLOTS],
             newest: slot,
-            seen: false,
+            top: 0,
+            top_slot: i64::MIN,
         }
     }
 
@@ -103,11 +117,29 @@ impl Series {
         }
         // A clock that stepped back writes into the newest slot rather than
         // into one the window has already left.
-        let at = index(slot.min(s.newest));
+        let at_slot = slot.min(s.newest);
+        let at = index(at_slot);
+        let top_known = s.top_slot > s.newest.saturating_sub(SLOTS as i64);
         if let Some(v) = value {
-            s.slots[at] = s.slots[at].max(v.saturating_add(1));
+            // The largest code is below u32::MAX: 1 + it cannot overflow.
+            let code = bytes32::pack(v).saturating_add(1);
+            s.slots[at] = s.slots[at].max(code);
+            // Unknown top: `v` becomes it when no slot holds more.
+            let tops = if top_known {
+                v >= s.top
+            } else {
+                s.slots.iter().all(|&c| c <= code)
+            };
+            if tops {
+                (s.top, s.top_slot) = (v, at_slot);
+            }
         }
-        s.slots.iter().max().copied().filter(|&m| m > 0).map(|m| m - 1)
+        let max = s.slots.iter().max().copied().filter(|&m| m > 0)?;
+        if s.top_slot > s.newest.saturating_sub(SLOTS as i64) {
+            Some(s.top)
+        } else {
+            Some(bytes32::unpack(max - 1))
+        }
     }
 }
 
