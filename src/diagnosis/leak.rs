@@ -25,7 +25,7 @@
 //!
 //! Cost: memory per key is one 4-byte minimum per bucket in a fixed ring
 //! (60 buckets by default: 240 bytes; `leak_ring.rs` says why 4 bytes lose
-//! nothing NVML reports) plus a 120-byte `Series`, whatever the poll rate.
+//! nothing NVML reports) plus a 128-byte `Series`, whatever the poll rate.
 //! A sample that stays in the open bucket is O(1); the verdict is
 //! recomputed only when a bucket closes, in O(buckets + segments²);
 //! `assess` is a lookup.
