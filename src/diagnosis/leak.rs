@@ -23,13 +23,12 @@
 //! Warm-ups (rise, then flat), periodic allocate/free (flat kept floor),
 //! single steps and floors that only jitter fail the spread.
 //!
-//! Cost: memory per key is one 8-byte minimum and one bit per bucket in a
-//! fixed ring (60 buckets by default: 488 bytes) plus about 300 bytes of
-//! fixed and map state, whatever the poll rate (785 bytes measured before
-//! the hysteresis; its flag, the bucket a pending flip began in and the
-//! cached `Trend` add at most 24 bytes to a 128-byte `Series`). A sample
-//! that stays in the open bucket is O(1); the verdict is recomputed only
-//! when a bucket closes, in O(buckets + segments²); `assess` is a lookup.
+//! Cost: memory per key is one 4-byte minimum per bucket in a fixed ring
+//! (60 buckets by default: 240 bytes; `leak_ring.rs` says why 4 bytes lose
+//! nothing NVML reports) plus a 128-byte `Series`, whatever the poll rate.
+//! A sample that stays in the open bucket is O(1); the verdict is
+//! recomputed only when a bucket closes, in O(buckets + segments²);
+//! `assess` is a lookup.
 
 use std::collections::HashMap;
 use std::hash::Hash;
@@ -65,7 +64,9 @@ pub struct LeakTracker<K> {
     cfg: LeakConfig,
     /// Seconds per bucket: `window / buckets`.
     bucket_width: f64,
-    series: HashMap<K, Series>,
+    /// Each key's history and the generation it was last seen in (kept
+    /// here, not in `Series`: the pipeline's records sweep on their own).
+    series: HashMap<K, (Series, u64)>,
     /// Reused buffers so recomputing a verdict does not allocate.
     scratch: Scratch,
     /// Sweep counter for [`LeakTracker::retain_seen`].
@@ -93,18 +94,24 @@ struct Bucket {
 /// pipeline keeps one record per process: one map lookup a poll).
 #[derive(Debug)]
 pub struct Series {
-    /// The bucket still receiving samples; judged only once closed so a
-    /// verdict never rests on a half-filled bucket.
-    open: Option<Bucket>,
-    /// The closed buckets of the `buckets` slots before `open`, as a ring:
-    /// bucket `idx` lives in slot `idx mod buckets`, which holds its minimum
-    /// when the slot's bit in `filled` is set. The index is implied by the
-    /// slot, so a bucket costs 8 bytes and a bit rather than a 16-byte
-    /// (index, minimum) pair in a deque: half the memory per key at the
-    /// same verdicts (64 GPUs x 1000 processes track 64k keys).
+    /// The bucket still receiving samples (once `started`); judged only
+    /// once closed so a verdict never rests on a half-filled bucket.
+    open_idx: i64,
+    /// Its minimum.
+    open_min: u64,
+    /// A sample was recorded (an `Option` of the open bucket would cost 8
+    /// bytes more per key).
+    started: bool,
+    /// The closed buckets of the `buckets` slots before the open one, as a
+    /// ring: bucket `idx` lives in slot `idx mod buckets`, which holds its
+    /// minimum unless empty. The index is implied by the slot, so a bucket
+    /// costs 4 bytes rather than a 16-byte (index, minimum) pair in a
+    /// deque: a quarter of the memory per key at the same verdicts (64
+    /// GPUs x 1000 processes track 64k keys).
     closed: Ring,
-    /// Bucket of the first sample: how long the process has been seen.
-    first_idx: Option<i64>,
+    /// Bucket of the first sample (once `started`): how long the process
+    /// has been seen.
+    first_idx: i64,
     last_t: f64,
     trend: Option<Trend>,
     /// The flag behind `trend.suspected`, kept across verdicts for its
@@ -113,8 +120,6 @@ pub struct Series {
     /// Bucket at whose opening the verdicts began to disagree with the
     /// flag (and have at every verdict since); `i64::MAX` while they agree.
     since: i64,
-    /// The tracker's generation when the key was last seen.
-    seen: u64,
 }
 
 #[derive(Debug, Default)]
@@ -163,8 +168,8 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
         let cfg = &self.cfg;
         let scratch = &mut self.scratch;
         match self.series.get_mut(key) {
-            Some(s) => {
-                s.seen = self.generation;
+            Some((s, seen)) => {
+                *seen = self.generation;
                 if let Some(b) = sample {
                     s.push(idx, t, b, cfg, scratch);
                 }
@@ -172,10 +177,10 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
             }
             None => {
                 let b = sample?;
-                let mut s = Series::new(cfg.buckets, self.generation);
+                let mut s = Series::new(cfg.buckets);
                 s.push(idx, t, b, cfg, scratch);
                 let trend = s.trend;
-                self.series.insert(key.clone(), s);
+                self.series.insert(key.clone(), (s, self.generation));
                 trend
             }
         }
@@ -183,7 +188,7 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
 
     /// A history with no samples, to keep outside the tracker.
     pub fn series(&self) -> Series {
-        Series::new(self.cfg.buckets, self.generation)
+        Series::new(self.cfg.buckets)
     }
 
     /// [`observe_and_assess`](Self::observe_and_assess) on a history kept
@@ -201,14 +206,14 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
     /// since the previous call: the processes no longer seen.
     pub fn retain_seen(&mut self) {
         let g = self.generation;
-        self.series.retain(|_, s| s.seen == g);
+        self.series.retain(|_, (_, seen)| *seen == g);
         self.generation = g.wrapping_add(1);
     }
 
     /// The latest verdict for `key`: `None` while less than
     /// `min_window_fraction` of the window is covered or the key is unknown.
     pub fn assess(&self, key: &K) -> Option<Trend> {
-        self.series.get(key).and_then(|s| s.trend)
+        self.series.get(key).and_then(|(s, _)| s.trend)
     }
 
     /// Keeps only the keys for which `keep` is true (processes still seen).
@@ -230,19 +235,20 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
 impl Series {
     /// Whether any sample was recorded.
     pub fn has_samples(&self) -> bool {
-        self.first_idx.is_some()
+        self.started
     }
 
-    fn new(buckets: usize, seen: u64) -> Self {
+    fn new(buckets: usize) -> Self {
         Self {
-            open: None,
+            open_idx: 0,
+            open_min: 0,
+            started: false,
             closed: Ring::new(buckets),
-            first_idx: None,
+            first_idx: 0,
             last_t: f64::NEG_INFINITY,
             trend: None,
             flagged: false,
             since: i64::MAX,
-            seen,
         }
     }
 
@@ -253,27 +259,33 @@ impl Series {
             return;
         }
         self.last_t = t;
-        let first_idx = *self.first_idx.get_or_insert(idx);
-        if let Some(open) = self.open.as_mut() {
-            if open.idx == idx {
-                open.min = open.min.min(used);
-                return;
-            }
+        let started = self.started;
+        if !started {
+            self.first_idx = idx;
+            self.started = true;
+            self.closed.set_base(used);
+        }
+        let first_idx = self.first_idx;
+        if started && self.open_idx == idx {
+            self.open_min = self.open_min.min(used);
+            return;
         }
         // Keep only the `buckets` bucket slots before the new open one. The
         // slots leaving the window are those the indices from the old open
         // bucket up to the new one map to: empty them, then file the old
         // open bucket if it is still inside.
         let oldest = idx.saturating_sub(cfg.buckets as i64);
-        if let Some(done) = self.open.replace(Bucket { idx, min: used }) {
-            let span = idx.saturating_sub(done.idx);
+        let (done_idx, done_min) = (self.open_idx, self.open_min);
+        (self.open_idx, self.open_min) = (idx, used);
+        if started {
+            let span = idx.saturating_sub(done_idx);
             if span >= cfg.buckets as i64 {
                 self.closed.clear_all();
             } else {
-                (done.idx..idx).for_each(|i| self.closed.clear(i));
+                (done_idx..idx).for_each(|i| self.closed.clear(i));
             }
-            if done.idx >= oldest {
-                self.closed.set(done.idx, done.min);
+            if done_idx >= oldest {
+                self.closed.set(done_idx, done_min);
             }
         }
         // The judged span: the last window, or the whole history if shorter.

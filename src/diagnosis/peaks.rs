@@ -4,13 +4,22 @@
 //! still in `_max_bytes` when Prometheus scrapes 15-60 s later.
 //!
 //! Owns: one fixed-size ring of slot maxima per series (`SLOTS` slots of
-//! window/`SLOTS` each), so memory per series is constant whatever the poll
-//! rate, and the window is covered to within one slot. Must not: read
+//! window/`SLOTS` each), so memory per series is constant whatever the
+//! poll rate, and the window is covered to within one slot. Must not: read
 //! clocks (time comes from the caller), or keep a series not seen in a poll
 //! past the sweep that follows it.
+//!
+//! The series a per-process record embeds ([`Series`]; 64,000 of them at
+//! 64 GPUs x 1000 processes) keeps 4-byte slots (`bytes32::pack` codes,
+//! exact for whole MiB, which is what NVML reports for processes) and the
+//! window's top exactly, so arbitrary bytes are reported exactly too while
+//! their top is in the window. The tracker's own keys (devices, whose used
+//! memory NVML reports in bytes) keep exact 8-byte slots.
 
 use std::collections::HashMap;
 use std::hash::Hash;
+
+use super::bytes32;
 
 /// Slots per window: the reported peak covers between 11/12 and the whole window.
 pub const SLOTS: usize = 12;
@@ -19,18 +28,35 @@ pub const SLOTS: usize = 12;
 /// (the pipeline keeps one record per process: one map lookup a poll).
 #[derive(Debug, Clone)]
 pub struct Series {
-    /// Per slot, 1 + the largest value seen in it; 0 = nothing seen.
-    slots: [u64; SLOTS],
+    /// Per slot, 1 + the code of the largest value seen in it; 0 = nothing
+    /// seen. Codes are monotone, so the largest code is the largest value's.
+    slots: [u32; SLOTS],
     /// The absolute slot number of the newest write.
     newest: i64,
-    seen: bool,
+    /// The largest value in the window, exactly, while `top_slot` (where
+    /// it was last seen) is in the window; a code rounds values above 128
+    /// MiB that are not whole MiB.
+    top: u64,
+    top_slot: i64,
+}
+
+/// A window of exact 8-byte slots: what the tracker keeps for its own keys
+/// (the devices: a few per host, and NVML reports their used memory in
+/// bytes, not whole MiB, so their peaks stay exact whatever the window).
+#[derive(Debug, Clone)]
+struct Exact {
+    /// Per slot, 1 + the largest value seen in it; 0 = nothing seen.
+    slots: [u64; SLOTS],
+    newest: i64,
 }
 
 /// Sliding-window maxima for many series.
 #[derive(Debug)]
 pub struct PeakTracker<K> {
     slot_seconds: f64,
-    series: HashMap<K, Series>,
+    /// Each key's window and whether it was observed since the last sweep
+    /// (kept here, not in `Series`: the pipeline's records sweep on their own).
+    series: HashMap<K, (Exact, bool)>,
 }
 
 impl<K: Eq + Hash + Clone> PeakTracker<K> {
@@ -46,11 +72,11 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
     /// the window; `None` when no value was known in the window.
     pub fn observe(&mut self, key: &K, now: f64, value: Option<u64>) -> Option<u64> {
         let slot = self.slot(now);
-        let s = match self.series.get_mut(key) {
+        let (s, seen) = match self.series.get_mut(key) {
             Some(s) => s,
-            None => self.series.entry(key.clone()).or_insert(Series::new(slot)),
+            None => self.series.entry(key.clone()).or_insert((Exact::new(slot), false)),
         };
-        s.seen = true;
+        *seen = true;
         s.observe(slot, value)
     }
 
@@ -70,7 +96,7 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
 
     /// Forgets series not observed since the previous sweep.
     pub fn retain_seen(&mut self) {
-        self.series.retain(|_, s| std::mem::take(&mut s.seen));
+        self.series.retain(|_, (_, seen)| std::mem::take(seen));
     }
 
     pub fn len(&self) -> usize {
@@ -87,28 +113,69 @@ impl Series {
         Series {
             slots: [0; SLOTS],
             newest: slot,
-            seen: false,
+            top: 0,
+            top_slot: i64::MIN,
         }
     }
 
     fn observe(&mut self, slot: i64, value: Option<u64>) -> Option<u64> {
         let s = self;
-        if slot > s.newest {
-            // Clear the slots that the window has moved past (all, after a gap).
-            let gap = (slot - s.newest).min(SLOTS as i64);
-            for k in 0..gap {
-                s.slots[index(slot - k)] = 0;
-            }
-            s.newest = slot;
-        }
-        // A clock that stepped back writes into the newest slot rather than
-        // into one the window has already left.
-        let at = index(slot.min(s.newest));
+        let at_slot = advance(&mut s.newest, &mut s.slots, slot);
+        let at = index(at_slot);
+        let top_known = s.top_slot > s.newest.saturating_sub(SLOTS as i64);
         if let Some(v) = value {
-            s.slots[at] = s.slots[at].max(v.saturating_add(1));
+            // The largest code is below u32::MAX: 1 + it cannot overflow.
+            let code = bytes32::pack(v).saturating_add(1);
+            s.slots[at] = s.slots[at].max(code);
+            // Unknown top: `v` becomes it when no slot holds more.
+            let tops = if top_known {
+                v >= s.top
+            } else {
+                s.slots.iter().all(|&c| c <= code)
+            };
+            if tops {
+                (s.top, s.top_slot) = (v, at_slot);
+            }
         }
-        s.slots.iter().max().copied().filter(|&m| m > 0).map(|m| m - 1)
+        let max = s.slots.iter().max().copied().filter(|&m| m > 0)?;
+        if s.top_slot > s.newest.saturating_sub(SLOTS as i64) {
+            Some(s.top)
+        } else {
+            Some(bytes32::unpack(max - 1))
+        }
     }
+}
+
+impl Exact {
+    fn new(slot: i64) -> Self {
+        Exact {
+            slots: [0; SLOTS],
+            newest: slot,
+        }
+    }
+
+    fn observe(&mut self, slot: i64, value: Option<u64>) -> Option<u64> {
+        let at = index(advance(&mut self.newest, &mut self.slots, slot));
+        if let Some(v) = value {
+            self.slots[at] = self.slots[at].max(v.saturating_add(1));
+        }
+        self.slots.iter().max().copied().filter(|&m| m > 0).map(|m| m - 1)
+    }
+}
+
+/// Moves a window whose newest slot is `newest` to `slot`, emptying the
+/// slots it moved past (all, after a gap), and returns the slot to write:
+/// a clock that stepped back writes into the newest slot rather than into
+/// one the window has already left.
+fn advance<T: Default + Copy>(newest: &mut i64, slots: &mut [T; SLOTS], slot: i64) -> i64 {
+    if slot > *newest {
+        let gap = (slot - *newest).min(SLOTS as i64);
+        for k in 0..gap {
+            slots[index(slot - k)] = T::default();
+        }
+        *newest = slot;
+    }
+    slot.min(*newest)
 }
 
 fn index(slot: i64) -> usize {
@@ -154,6 +221,42 @@ mod tests {
         p.observe(&1, 100.0, Some(50));
         assert_eq!(p.observe(&1, 90.0, Some(7)), Some(50));
         assert_eq!(p.observe(&1, 101.0, Some(3)), Some(50));
+    }
+
+    /// The compact series a record embeds, fed like the tracker.
+    fn compact(values: &[(f64, Option<u64>)]) -> Vec<Option<u64>> {
+        let p: PeakTracker<u8> = PeakTracker::new(12.0);
+        let mut s = p.series(values[0].0);
+        values.iter().map(|&(t, v)| p.observe_series(&mut s, t, v)).collect()
+    }
+
+    #[test]
+    fn the_compact_series_reports_what_the_exact_one_does() {
+        const MIB: u64 = 1 << 20;
+        // Whole MiB (NVML's figures) at any size, and arbitrary bytes while
+        // their top is in the window: the same peaks as 8-byte slots.
+        for big in [900, 80 << 30, (80 << 30) + 12_345, 143_771 * MIB] {
+            let feed: Vec<(f64, Option<u64>)> = (0..40)
+                .map(|t| {
+                    (
+                        f64::from(t),
+                        Some(if (5..7).contains(&t) { big } else { big / 3 * 2 + 7 }),
+                    )
+                })
+                .collect();
+            let mut p = PeakTracker::new(12.0);
+            let exact: Vec<_> = feed.iter().map(|&(t, v)| p.observe(&0, t, v)).collect();
+            assert_eq!(compact(&feed), exact, "{big}");
+        }
+        // Clock steps and gaps, as in the tests above.
+        let feed = [
+            (100.0, Some(50)),
+            (90.0, Some(7)),
+            (101.0, Some(3)),
+            (300.0, None),
+            (301.0, Some(0)),
+        ];
+        assert_eq!(compact(&feed), [Some(50), Some(50), Some(50), None, Some(0)]);
     }
 
     #[test]
