@@ -10,6 +10,10 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
+#[path = "common/fleet.rs"]
+#[allow(dead_code)] // EPOCH is for the benches that build their own state
+mod fleet;
+
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,42 +25,11 @@ use axum::routing::get;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use gpumemd::config::Config;
 use gpumemd::metrics::{self, DaemonState, Format};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::snapshot::{PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::large;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::snapshot::Snapshot;
 use tower::ServiceExt as _;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
-const EPOCH: f64 = 1_767_225_600.0;
 const SIZES: &[(usize, usize)] = &[(8, 64), (64, 1000)];
-
-/// The fleet after 5 polls 10 s apart (growth and idle tracking warmed up).
-fn snapshot(cfg: &Config, gpus: usize, per_gpu: usize) -> Snapshot {
-    let mut src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs(10), EPOCH);
-    let mut pipe = Pipeline::new(&cfg.processes);
-    let mut snap = Snapshot::default();
-    for i in 0..5u64 {
-        let now = EPOCH + 10.0 * i as f64;
-        let (driver, devices) = pipe.build(src.poll(true).expect("simulated poll"), now);
-        snap = Snapshot {
-            seq: i + 1,
-            timestamp: now,
-            nvml_up: true,
-            driver,
-            devices,
-            poll: PollStats {
-                polls_total: i + 1,
-                success: true,
-                last_success_timestamp: Some(now),
-                ..PollStats::default()
-            },
-            ..Snapshot::default()
-        };
-    }
-    snap
-}
 
 /// `/metrics` rendering `snap` at each request, behind `layer`.
 fn app(cfg: Arc<Config>, snap: Arc<Snapshot>, layer: CompressionLayer) -> Router {
@@ -98,7 +71,7 @@ fn compression(c: &mut Criterion) {
     let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
     let cfg = Arc::new(Config::defaults(false));
     for &(gpus, per_gpu) in SIZES {
-        let snap = Arc::new(snapshot(&cfg, gpus, per_gpu));
+        let snap = Arc::new(fleet::snapshot(&cfg, gpus, per_gpu));
         let daemon = app(cfg.clone(), snap.clone(), gpumemd::http::compression());
         // For comparison: gzip's default level (6), which the daemon does
         // not use.

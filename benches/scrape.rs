@@ -14,6 +14,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
+#[path = "common/fleet.rs"]
+mod fleet;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
@@ -29,43 +32,12 @@ use gpumemd::config::Config;
 use gpumemd::history::History;
 use gpumemd::http::AppState;
 use gpumemd::metrics::{self, BuildInfo, Counters, DaemonState, Format, SelfStats};
-use gpumemd::pipeline::Pipeline;
 use gpumemd::reload::ReloadStatus;
-use gpumemd::snapshot::{PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::large;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::snapshot::Snapshot;
 use tokio::sync::{mpsc, watch};
 
-const EPOCH: f64 = 1_767_225_600.0;
 const SIZES: &[(usize, usize)] = &[(8, 64), (64, 1000)];
 const ROUNDS: usize = 4;
-
-/// The fleet after 5 polls 10 s apart, as `benches/compression.rs` has it.
-fn snapshot(cfg: &Config, gpus: usize, per_gpu: usize) -> Snapshot {
-    let mut src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs(10), EPOCH);
-    let mut pipe = Pipeline::new(&cfg.processes);
-    let mut snap = Snapshot::default();
-    for i in 0..5u64 {
-        let now = EPOCH + 10.0 * i as f64;
-        let (driver, devices) = pipe.build(src.poll(true).expect("simulated poll"), now);
-        snap = Snapshot {
-            seq: i + 1,
-            timestamp: now,
-            nvml_up: true,
-            driver,
-            devices,
-            poll: PollStats {
-                polls_total: i + 1,
-                success: true,
-                last_success_timestamp: Some(now),
-                ..PollStats::default()
-            },
-            ..Snapshot::default()
-        };
-    }
-    snap
-}
 
 /// The state a daemon serving `snap` would have (no rules, no notifiers).
 /// The senders are returned so the channels stay open.
@@ -87,7 +59,7 @@ fn state(
     let (c_tx, c_rx) = watch::channel(cfg);
     let reload = ReloadStatus {
         successful: true,
-        last_success: EPOCH,
+        last_success: fleet::EPOCH,
     };
     let (r_tx, r_rx) = watch::channel(reload);
     let (reload_tx, _) = mpsc::channel(1);
@@ -214,7 +186,7 @@ fn main() {
     println!("|---|---|---:|---:|---:|");
     for &(gpus, per_gpu) in SIZES {
         let cfg = Arc::new(Config::default());
-        let snap = Arc::new(snapshot(&cfg, gpus, per_gpu));
+        let snap = Arc::new(fleet::snapshot(&cfg, gpus, per_gpu));
         let (st, _keep) = state(cfg, snap);
         let before = Router::new()
             .route("/metrics", get(uncached))

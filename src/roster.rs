@@ -21,7 +21,9 @@ use rustc_hash::FxHashMap;
 struct Slot<K, V> {
     key: K,
     value: V,
-    /// When this slot was visited in the current round (`u32::MAX`: not).
+    /// The round this slot was last visited in (0: never).
+    round: u32,
+    /// When, within that round, it was first visited.
     visit: u32,
 }
 
@@ -34,7 +36,10 @@ pub struct Roster<K, V> {
     cursor: usize,
     /// Lookups this round (the next visit number).
     visits: u32,
-    /// A lookup of this round did not find its key at the cursor.
+    /// The current round; a slot is visited when its `round` equals it, so
+    /// starting a round touches no slot.
+    round: u32,
+    /// A lookup since the last reordering did not find its key at the cursor.
     strayed: bool,
 }
 
@@ -45,12 +50,11 @@ impl<K: Copy + Eq + Hash, V> Default for Roster<K, V> {
             index: FxHashMap::default(),
             cursor: 0,
             visits: 0,
+            round: 1,
             strayed: false,
         }
     }
 }
-
-const UNVISITED: u32 = u32::MAX;
 
 impl<K, V> std::fmt::Debug for Roster<K, V> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -91,7 +95,8 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
         self.slots.push(Slot {
             key,
             value,
-            visit: UNVISITED,
+            round: 0,
+            visit: 0,
         });
         self.visit(at)
     }
@@ -109,8 +114,10 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
         self.cursor = at + 1;
         let visit = self.visits;
         self.visits = self.visits.saturating_add(1);
+        let round = self.round;
         let slot = &mut self.slots[at];
-        if slot.visit == UNVISITED {
+        if slot.round != round {
+            slot.round = round;
             slot.visit = visit;
         }
         &mut slot.value
@@ -127,7 +134,18 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
         self.index
             .get(key)
             .and_then(|&i| self.slots.get(i as usize))
-            .is_some_and(|s| s.visit != UNVISITED)
+            .is_some_and(|s| s.round == self.round)
+    }
+
+    /// Starts the next round without reordering or sweeping: no slot is
+    /// touched. For a cache swept less often than it is read in rounds; the
+    /// order of the latest round is adopted at the next
+    /// [`Roster::end_round`].
+    pub fn rewind(&mut self) {
+        self.cursor = 0;
+        self.visits = 0;
+        // Round 0 means "never"; a wrap skips it.
+        self.round = self.round.wrapping_add(1).max(1);
     }
 
     /// Ends a round: keeps the slots `keep` says yes to (it is told whether
@@ -136,12 +154,14 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
     /// one pass when nothing left and the order held.
     pub fn end_round(&mut self, mut keep: impl FnMut(&K, &mut V, bool) -> bool) {
         let before = self.slots.len();
-        self.slots
-            .retain_mut(|s| keep(&s.key, &mut s.value, s.visit != UNVISITED));
+        let round = self.round;
+        self.slots.retain_mut(|s| keep(&s.key, &mut s.value, s.round == round));
         let removed = self.slots.len() != before;
         if self.strayed {
-            // Unvisited slots sort last, in their old order (a stable sort).
-            self.slots.sort_by_key(|s| s.visit);
+            // Unvisited slots sort last, in their old order (a stable sort;
+            // the input is almost sorted, so it costs about one pass).
+            self.slots
+                .sort_by_key(|s| if s.round == round { s.visit } else { u32::MAX });
         }
         if removed || self.strayed {
             self.index.clear();
@@ -152,12 +172,8 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
                 self.index.shrink_to_fit();
             }
         }
-        for s in &mut self.slots {
-            s.visit = UNVISITED;
-        }
-        self.cursor = 0;
-        self.visits = 0;
         self.strayed = false;
+        self.rewind();
     }
 
     pub fn values(&self) -> impl Iterator<Item = &V> {
@@ -208,6 +224,23 @@ mod tests {
         for (i, k) in [3, 1, 7, 4].iter().enumerate() {
             assert_eq!(r.index.get(k), Some(&(i as u32)), "index of {k}");
         }
+    }
+
+    #[test]
+    fn a_rewound_round_touches_nothing_and_the_next_end_adopts_its_order() {
+        let mut r: Roster<u32, u32> = Roster::default();
+        for k in [1, 2, 3] {
+            r.get_or_insert_with(k, || k);
+        }
+        r.rewind();
+        for k in [3, 2] {
+            r.get_or_insert_with(k, || 0);
+        }
+        assert!(r.visited(&3) && !r.visited(&1));
+        assert_eq!(keys(&r), vec![1, 2, 3], "no reordering on a rewind");
+        r.end_round(|_, _, seen| seen);
+        assert_eq!(keys(&r), vec![3, 2]);
+        assert_eq!(r.get(&2), Some(&2));
     }
 
     #[test]

@@ -285,8 +285,16 @@ impl ProcFs {
         if sweep {
             self.last_sweep = now;
         }
-        self.identities
-            .end_round(|_, c, _| !sweep || now.duration_since(c.used_at) < period);
+        // Reordering and sweeping are one pass over the whole cache, which
+        // keeps entries for a refresh period: under PID churn many more than
+        // one poll lists. So that pass runs with the sweep only; between
+        // sweeps a new process is found through the index.
+        if sweep {
+            self.identities
+                .end_round(|_, c, _| now.duration_since(c.used_at) < period);
+        } else {
+            self.identities.rewind();
+        }
     }
 
     /// Processes whose identity is cached (for the soak's retained-state check).
