@@ -61,6 +61,8 @@ pub struct Pipeline {
     xids: crate::health::XidBook,
     /// Where each Xid event is also listed (`GET /api/v1/events`).
     events: Option<std::sync::Arc<crate::events::EventLog>>,
+    /// Listed processes that left, for a source that keeps its lists.
+    departures: departures::Departures,
 }
 
 /// Small ids for the UUIDs of the devices present, so a `ProcKey` is `Copy`
@@ -119,6 +121,7 @@ impl Pipeline {
             tensor_leaks: TensorLeaks::new(leak),
             xids: crate::health::XidBook::new(crate::health::HealthConfig::default().recent_events),
             events: None,
+            departures: departures::Departures::default(),
         }
     }
 
@@ -203,6 +206,7 @@ impl Pipeline {
             self.diagnose(&mut dev, now);
             devices.push(dev);
         }
+        self.departures.note(&devices);
         aggregate_mig_parents(&mut devices);
         if let Some(a) = self.allocator.clone() {
             a.join(&mut devices, now);
@@ -210,6 +214,13 @@ impl Pipeline {
         }
         self.forget_gone(&devices);
         (raw.driver, devices)
+    }
+
+    /// Whether the last poll found a listed process that had left since
+    /// the poll before: a source that keeps its lists between polls must
+    /// read them anew (`GpuSource::note_departure`).
+    pub fn departed(&self) -> bool {
+        self.departures.departed()
     }
 
     fn list_xids(&self, uuid: &str, xids: &[u64], now: f64) {
@@ -374,6 +385,7 @@ fn by_size(mut processes: Vec<Process>) -> Vec<Process> {
         .collect()
 }
 
+mod departures;
 mod mig;
 mod records;
 #[cfg(test)]

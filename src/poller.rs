@@ -185,7 +185,11 @@ fn worker(
             let t = Instant::now();
             let raw = source.poll(sample);
             in_source = t.elapsed();
-            raw.map(|raw| pipeline.build(raw, now))
+            let built = raw.map(|raw| pipeline.build(raw, now));
+            if pipeline.departed() {
+                source.note_departure();
+            }
+            built
         }))
         .unwrap_or_else(|_| {
             Err(SourceError::Failed {

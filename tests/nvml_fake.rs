@@ -19,6 +19,8 @@ mod devices;
 mod driver;
 #[path = "nvml_fake/fields.rs"]
 mod fields;
+#[path = "nvml_fake/gates.rs"]
+mod gates;
 #[path = "nvml_fake/harness.rs"]
 mod harness;
 #[path = "nvml_fake/health.rs"]

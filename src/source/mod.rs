@@ -110,6 +110,11 @@ pub trait GpuSource: Send {
     /// `SourceError` when nothing at all could be read.
     fn poll(&mut self, sample_utilization: bool) -> Result<RawPoll, SourceError>;
 
+    /// The pipeline saw a process of the last poll's lists leave (exit,
+    /// turn zombie, or be replaced under its PID): the next poll must read
+    /// every list anew rather than trust a source's kept answer.
+    fn note_departure(&mut self) {}
+
     /// Scenario name for a simulated source, `None` for real hardware.
     fn demo_name(&self) -> Option<String> {
         None

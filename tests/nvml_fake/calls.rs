@@ -1,5 +1,6 @@
 //! Which NVML calls a poll makes (issue 21), read from the stand-in's call
-//! log: one compute-list call per device in steady state, a burst of new
+//! log: the memory every poll and the compute list only when the memory
+//! changed (or every 10 polls) in steady state, a burst of new
 //! processes listed in the poll it appears (grow and retry), a lost GPU
 //! marked down in the poll its kept handle fails, and the count, handles
 //! and UUIDs read again on schedule (every 30 polls) and after a failure.
@@ -67,8 +68,19 @@ processes_per_gpu = 3
 first_pid = 31000
 "#;
 
+/// The process lists are read again at least this often when nothing
+/// changes (`src/source/nvml/gate.rs`, `REFRESH_POLLS`).
+const LIST_REFRESH: u64 = 10;
+
+/// Polls with a compute-list call for `dev`.
+fn list_reads(by_poll: &BTreeMap<u64, Vec<Call>>, dev: &str, upto: u64) -> Vec<u64> {
+    (1..upto)
+        .filter(|p| !codes(&by_poll[p], "compute_processes", dev).is_empty())
+        .collect()
+}
+
 #[tokio::test]
-async fn a_steady_poll_makes_one_list_call_per_device_and_rereads_the_list_every_30_polls() {
+async fn a_steady_poll_reads_memory_every_poll_the_lists_every_10_and_the_topology_every_30() {
     let (_dir, path, log) = setup(TWO_GPUS);
     let _d = Daemon::start(Opts {
         scenario_path: Some(&path),
@@ -88,8 +100,22 @@ async fn a_steady_poll_makes_one_list_call_per_device_and_rereads_the_list_every
             assert_eq!(codes(calls, "handle_by_index", dev), fresh, "poll {poll} GPU {dev}");
             assert_eq!(codes(calls, "uuid", dev), fresh, "poll {poll} GPU {dev}");
             assert_eq!(codes(calls, "memory_v2", dev), once, "poll {poll} GPU {dev}");
-            assert_eq!(codes(calls, "compute_processes", dev), once, "poll {poll} GPU {dev}");
+            assert!(
+                codes(calls, "compute_processes", dev).len() <= 1,
+                "poll {poll} GPU {dev}"
+            );
         }
+    }
+    // The memory never changes here: the lists are read at the first poll,
+    // at the second (the empty /proc of the test shows every listed process
+    // exited, a departure) and then every 10 polls, never more often.
+    for dev in ["0", "1"] {
+        let reads = list_reads(&by_poll, dev, last);
+        assert_eq!(reads[..2], [1, 2], "GPU {dev}: {reads:?}");
+        for pair in reads[1..].windows(2) {
+            assert_eq!(pair[1] - pair[0], LIST_REFRESH, "GPU {dev}: {reads:?}");
+        }
+        assert!(*reads.last().unwrap() + LIST_REFRESH >= last, "GPU {dev}: {reads:?}");
     }
 }
 
@@ -114,8 +140,15 @@ async fn a_jump_from_2_to_40_processes_is_listed_in_the_poll_it_happens() {
     // Room for 8 (2 processes listed last poll) is too little for 40: NVML
     // answers INSUFFICIENT_SIZE (7) with the count, and the second call, in
     // the same poll, gets all 40 (SUCCESS): no poll shows a partial list.
-    for poll in 1..8 {
-        let want = if poll == 6 { vec![7, 0] } else { vec![0] };
+    // Polls 3-5 change nothing, so they read no list. Polls 2 and 7 do:
+    // the empty /proc of the test shows the processes new at polls 1 and 6
+    // exited, a departure.
+    for poll in 2..8 {
+        let want = match poll {
+            6 => vec![7, 0],
+            2 | 7 => vec![0],
+            _ => vec![],
+        };
         assert_eq!(codes(&by_poll[&poll], "compute_processes", "0"), want, "poll {poll}");
     }
     let snap = d.snapshot().await;

@@ -7,7 +7,7 @@
 use nvml_wrapper::Device;
 use nvml_wrapper::error::NvmlError;
 
-use super::reads::{read_memory, read_processes, sample_util};
+use super::reads::{read_memory, sample_util};
 use super::{Memo, PollCtx, describe};
 use crate::source::RawDevice;
 
@@ -83,15 +83,16 @@ fn read_mig(mig: &Device<'_>, parent: &RawDevice, ctx: &mut PollCtx<'_>) -> RawD
     if !dev.up {
         return dev;
     }
-    let poll = ctx.poll;
+    let (poll, refresh) = (ctx.poll, ctx.refresh);
     let memo = ctx.memo.entry(dev.uuid.clone()).or_default();
-    let result = read_memory(mig, &mut dev).and_then(|()| read_processes(mig, &mut dev, memo, poll));
+    let result = read_memory(mig, &mut dev).and_then(|()| super::gate::processes(mig, &mut dev, memo, poll, refresh));
     if let Err(e) = result {
         dev.up = false;
         dev.errors.push(format!("device: {}", describe(&e)));
     }
     let uuid = dev.uuid.clone();
-    sample_util(mig, &uuid, ctx);
+    // MIG instances answer no device-level utilisation: no idle watch.
+    let _ = sample_util(mig, &uuid, ctx);
     dev
 }
 

@@ -15,14 +15,18 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
 mod errors;
+mod gate;
 mod health;
+mod idle;
+mod memo;
 mod mig;
 mod reads;
 mod topology;
 
 use errors::{describe, is_device_fatal};
 use errors::{init_error, needs_reinit};
-use reads::{read_memory, read_processes, sample_util};
+use memo::Memo;
+use reads::read_memory;
 use topology::{Handle, Topology};
 
 use super::{GpuSource, RawDevice, RawPoll, SourceError, Utilization};
@@ -63,18 +67,9 @@ pub struct NvmlSource {
     topology: Topology,
     /// Memory health reads and the Xid event set (`[health]`).
     health: health::HealthReader,
-}
-
-/// What `read_device` remembers between polls to skip costly NVML calls.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Memo {
-    /// MIG mode and the poll it was read at.
-    mig: Option<(bool, u64)>,
-    /// Polls in a row the graphics and the MPS list had no process.
-    quiet: [u32; 2],
-    /// Entries the compute, graphics and MPS list held when last read:
-    /// sizes the next read's buffer (`reads::read_list`).
-    room: [u32; 3],
+    /// The pipeline saw a listed process leave: read every list next poll
+    /// (`gate.rs`).
+    refresh_lists: bool,
 }
 
 impl NvmlSource {
@@ -95,6 +90,7 @@ impl NvmlSource {
             polls: 0,
             topology: Topology::default(),
             health: health::HealthReader::new(crate::health::HealthConfig::default()),
+            refresh_lists: false,
         }
     }
 
@@ -147,6 +143,10 @@ impl NvmlSource {
 }
 
 impl GpuSource for NvmlSource {
+    fn note_departure(&mut self) {
+        self.refresh_lists = true;
+    }
+
     fn poll(&mut self, sample_utilization: bool) -> Result<RawPoll, SourceError> {
         self.ensure_init()?;
         let Some(nvml) = self.nvml.as_ref() else {
@@ -178,6 +178,7 @@ impl GpuSource for NvmlSource {
             memo: &mut self.memo,
             poll,
             utilization: utilization.as_mut(),
+            refresh: std::mem::take(&mut self.refresh_lists),
         };
         let kept_list = kept.is_some().then_some(&self.topology);
         let Sweep {
@@ -265,6 +266,8 @@ pub(super) struct PollCtx<'a> {
     memo: &'a mut HashMap<String, Memo>,
     poll: u64,
     utilization: Option<&'a mut Utilization>,
+    /// Read every process list this poll (`gate.rs`).
+    refresh: bool,
 }
 
 /// A whole-device failure: the device marked down (when its UUID is known
@@ -327,8 +330,14 @@ fn read_device(
     if mig_on {
         out = mig::read_instances(&device, &mut gpu, ctx);
     } else {
-        read_processes(&device, &mut gpu, memo, poll).map_err(|e| down(ctx, e))?;
-        sample_util(&device, &uuid, ctx);
+        let refresh = ctx.refresh;
+        let listed = gate::processes(&device, &mut gpu, memo, poll, refresh);
+        let mut watch = memo.idle;
+        listed.map_err(|e| down(ctx, e))?;
+        idle::poll(&device, &uuid, ctx, &mut watch);
+        if let Some(memo) = ctx.memo.get_mut(&uuid) {
+            memo.idle = watch;
+        }
     }
     out.insert(0, gpu);
     Ok((Handle::of(&device), out))

@@ -25,7 +25,7 @@ use crate::source::{RawDevice, RawProcess};
 /// it shows a process again; a process only in that list meanwhile counts
 /// as unattributed memory for at most that many polls.
 const QUIET_POLLS: u32 = 10;
-const SPARSE_EVERY: u64 = 5;
+pub(super) const SPARSE_EVERY: u64 = 5;
 
 /// The three lists, in `Memo::room` order: compute, graphics, MPS.
 const KINDS: [&str; 3] = ["compute", "graphics", "mps"];
@@ -105,9 +105,15 @@ pub(super) fn read_processes(
         let quiet = i.checked_sub(1).and_then(|q| memo.quiet.get_mut(q));
         if let Some(q) = &quiet
             && **q >= QUIET_POLLS
-            && poll % SPARSE_EVERY != 0
+            && poll.saturating_sub(memo.sparse_read_at) < SPARSE_EVERY
         {
+            // Skipped: a read of the lists that changes anything must come
+            // back for it once it is due (`Memo::sparse_due`).
+            memo.sparse_pending = true;
             continue;
+        }
+        if i > 0 {
+            memo.sparse_read_at = poll;
         }
         let result = read_list(device, i, &mut memo.room[i]);
         if let Some(q) = quiet {
@@ -129,6 +135,9 @@ pub(super) fn read_processes(
             }
         };
         merge_list(&mut by_pid, list, kind);
+    }
+    if memo.sparse_read_at == poll {
+        memo.sparse_pending = false;
     }
     dev.processes = by_pid;
     Ok(())
@@ -213,21 +222,25 @@ fn merge_list(by_pid: &mut Vec<RawProcess>, list: Vec<ProcessInfo>, kind: &str) 
     }
 }
 
-pub(super) fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>) {
-    let Some(util) = ctx.utilization.as_deref_mut() else {
-        return;
-    };
+/// Takes the per-process samples newer than the last seen into this
+/// poll's `ctx.utilization`. Returns whether any process was active, or
+/// `None` when NVML gave no answer (`idle.rs` watches on that).
+pub(super) fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>) -> Option<bool> {
+    let util = ctx.utilization.as_deref_mut()?;
     let since = ctx.util_seen.get(uuid).copied().unwrap_or(0);
     let samples = match device.process_utilization_stats(since) {
         Ok(s) => s,
         // NotFound means "no sample newer than `since`": an idle GPU.
         Err(NvmlError::NotFound) => Vec::new(),
-        Err(_) => return,
+        Err(_) => return None,
     };
     let per_pid = util.entry(uuid.to_string()).or_default();
+    let mut active = false;
     for s in samples {
         ctx.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
+        active |= s.sm_util > 0;
         let e = per_pid.entry(s.pid).or_insert(0);
         *e = (*e).max(s.sm_util);
     }
+    Some(active)
 }

@@ -40,6 +40,7 @@ fn exports_match_nvml_wrapper_sys_signatures() {
     same(|l| &l.nvmlDeviceIsMigDeviceHandle)(nvmlDeviceIsMigDeviceHandle);
     same(|l| &l.nvmlDeviceGetDeviceHandleFromMigDeviceHandle)(nvmlDeviceGetDeviceHandleFromMigDeviceHandle);
     same(|l| &l.nvmlDeviceGetProcessUtilization)(nvmlDeviceGetProcessUtilization);
+    same(|l| &l.nvmlDeviceGetUtilizationRates)(nvmlDeviceGetUtilizationRates);
     same(|l| &l.nvmlDeviceGetEccMode)(nvmlDeviceGetEccMode);
     same(|l| &l.nvmlDeviceGetTotalEccErrors)(nvmlDeviceGetTotalEccErrors);
     same(|l| &l.nvmlDeviceGetRemappedRows)(nvmlDeviceGetRemappedRows);

@@ -6,6 +6,7 @@ use std::ffi::c_uint;
 
 use nvml_wrapper_sys::bindings::{
     NVML_VALUE_NOT_AVAILABLE, nvmlDevice_t, nvmlProcessInfo_t, nvmlProcessUtilizationSample_t, nvmlReturn_t,
+    nvmlUtilization_t,
 };
 
 use super::by_handle;
@@ -133,5 +134,34 @@ pub unsafe extern "C" fn nvmlDeviceGetProcessUtilization(
         }
         // SAFETY: NVML's contract for processSamplesCount/utilization.
         unsafe { hand_out(process_samples_count, utilization, samples) }
+    })
+}
+
+/// The device's busiest process's `sm_util` (and `mem_util`) as its
+/// utilisation over the last sample period, 0 with none; NOT_SUPPORTED
+/// under MIG, as real NVML answers.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetUtilizationRates(
+    device: nvmlDevice_t,
+    utilization: *mut nvmlUtilization_t,
+) -> nvmlReturn_t {
+    call(Func::UtilizationRates, &by_handle(device), |global, at| {
+        let Some((d, at)) = at.and_then(|at| Some((global.devices().get(at.dev)?, at))) else {
+            return INVALID_ARGUMENT;
+        };
+        if at.slot.is_some() || d.mig.is_some() {
+            return NOT_SUPPORTED;
+        }
+        if utilization.is_null() {
+            return INVALID_ARGUMENT;
+        }
+        let busiest = |f: fn(&crate::model::Process) -> u32| d.holder.processes.iter().map(f).max().unwrap_or(0);
+        let rates = nvmlUtilization_t {
+            gpu: busiest(|p| p.sm_util.unwrap_or(0)),
+            memory: busiest(|p| p.mem_util),
+        };
+        // SAFETY: checked non-null above; NVML's contract is one struct.
+        unsafe { utilization.write(rates) };
+        SUCCESS
     })
 }
