@@ -32,7 +32,11 @@ pub(super) struct IdleWatch {
 /// per-process sample when one is due (`ctx.utilization`).
 pub(super) fn poll(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>, w: &mut IdleWatch) {
     if w.watching && !w.busy {
-        w.busy = !matches!(device.utilization_rates(), Ok(u) if u.gpu == 0);
+        let reading = device.utilization_rates();
+        w.busy = !matches!(reading, Ok(ref u) if u.gpu == 0);
+        if w.busy {
+            tracing::debug!(uuid, ?reading, "idle watch ended: the GPU's own utilisation");
+        }
     }
     let Some(util) = ctx.utilization.as_deref_mut() else {
         return;
@@ -42,6 +46,7 @@ pub(super) fn poll(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>, w: &m
         return;
     }
     let active = sample_util(device, uuid, ctx);
+    tracing::debug!(uuid, ?active, "per-process utilisation sampled");
     *w = IdleWatch {
         watching: active == Some(false),
         busy: false,

@@ -238,6 +238,9 @@ pub(super) fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>
     let mut active = false;
     for s in samples {
         ctx.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
+        if s.sm_util > 0 {
+            tracing::trace!(uuid, pid = s.pid, sm = s.sm_util, ts = s.timestamp, "active sample");
+        }
         active |= s.sm_util > 0;
         let e = per_pid.entry(s.pid).or_insert(0);
         *e = (*e).max(s.sm_util);
