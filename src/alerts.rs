@@ -46,6 +46,10 @@ pub struct AlertEngine {
     recent: VecDeque<Transition>,
     keep_recent: usize,
     instance: String,
+    /// Whether the view changed since [`AlertEngine::take_changed`].
+    changed: bool,
+    /// The transitions of one evaluation, its buffer kept.
+    out: Vec<Transition>,
 }
 
 impl AlertEngine {
@@ -56,6 +60,8 @@ impl AlertEngine {
             recent: VecDeque::new(),
             keep_recent,
             instance,
+            changed: true,
+            out: Vec::new(),
         }
     }
 
@@ -69,6 +75,7 @@ impl AlertEngine {
             .filter(|r| self.rules.iter().any(|o| o.cfg == r.cfg))
             .map(|r| r.cfg.name.clone())
             .collect();
+        self.changed = true;
         self.state.retain(|key, a| {
             let keep = kept.iter().any(|n| n == eval::rule_of(key));
             if !keep && a.state == State::Firing {
@@ -90,11 +97,24 @@ impl AlertEngine {
     }
 
     /// Evaluates every rule on `snap`; returns the transitions it caused.
-    pub fn evaluate(&mut self, snap: &Snapshot) -> Vec<Transition> {
-        let (next, transitions) = eval::evaluate(&self.rules, &self.state, snap, &self.instance);
-        self.state = next;
-        self.remember(&transitions);
-        transitions
+    pub fn evaluate(&mut self, snap: &Snapshot) -> &[Transition] {
+        self.out.clear();
+        self.changed |= eval::update(&self.rules, &mut self.state, snap, &self.instance, &mut self.out);
+        let out = std::mem::take(&mut self.out);
+        self.remember(&out);
+        self.out = out;
+        &self.out
+    }
+
+    /// The transitions of the last [`AlertEngine::evaluate`].
+    pub fn last_transitions(&self) -> &[Transition] {
+        &self.out
+    }
+
+    /// Whether alerts, transitions or rules changed since the last call:
+    /// an evaluation that changed nothing needs no new view published.
+    pub fn take_changed(&mut self) -> bool {
+        std::mem::take(&mut self.changed)
     }
 
     fn remember(&mut self, transitions: &[Transition]) {

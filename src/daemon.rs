@@ -235,7 +235,8 @@ pub(crate) async fn alert_loop(
     mut shutdown: watch::Receiver<bool>,
 ) {
     loop {
-        let transitions = tokio::select! {
+        let reloaded;
+        let transitions: &[rules::eval::Transition] = tokio::select! {
             _ = shutdown.wait_for(|s| *s) => return,
             r = snaps.changed() => {
                 if r.is_err() {
@@ -245,21 +246,27 @@ pub(crate) async fn alert_loop(
                 if !snap.has_polled() {
                     continue;
                 }
-                engine.evaluate(&snap)
+                engine.evaluate(&snap);
+                engine.last_transitions()
             }
             r = cfg.changed() => {
                 if r.is_err() {
                     return;
                 }
                 let c = cfg.borrow_and_update().clone();
-                engine.set_rules(c.effective_rules(), clock::unix_now())
+                reloaded = engine.set_rules(c.effective_rules(), clock::unix_now());
+                &reloaded
             }
         };
-        for t in &transitions {
+        for t in transitions {
             tracing::info!(alert = %t.alert.rule, to = t.to.as_str(), labels = ?t.alert.labels, "alert state changed");
         }
-        on_alerts(&transitions, &engine);
-        out.send_replace(Arc::new(engine.view()));
+        on_alerts(transitions, &engine);
+        // An evaluation that changed nothing (the usual one at idle)
+        // leaves the published view as it is.
+        if engine.take_changed() {
+            out.send_replace(Arc::new(engine.view()));
+        }
     }
 }
 

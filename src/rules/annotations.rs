@@ -104,6 +104,23 @@ impl Annotations {
         })
     }
 
+    /// Whether these are what `from_rule(notes, model, others)` would
+    /// give, without building them (an unchanged alert builds nothing).
+    pub fn is_from(&self, notes: &Arc<Notes>, model: &str, others: Option<&str>) -> bool {
+        match &self.0 {
+            Source::Rule {
+                notes: n,
+                model: m,
+                others: o,
+            } => {
+                (Arc::ptr_eq(notes, n) || **notes == **n)
+                    && m.as_deref() == Some(model).filter(|_| notes.uses_model)
+                    && o.as_deref() == others
+            }
+            Source::Fixed(_) => false,
+        }
+    }
+
     /// The model this alert keeps, to share with its next evaluation.
     pub fn model(&self) -> Option<&Arc<str>> {
         match &self.0 {

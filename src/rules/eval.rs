@@ -4,7 +4,7 @@
 //! States go inactive -> pending -> firing -> resolved, with hysteresis
 //! (`clear`) so a value wobbling around the threshold does not flap.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -13,8 +13,11 @@ use serde::ser::{SerializeStruct, Serializer};
 
 use super::annotations::Annotations;
 pub use super::instances::ProcessRef;
-use super::instances::{Instance, holds, instances};
-use super::labels::{Labels, sort_last_wins};
+use super::instances::{Instance, for_each, holds};
+use super::labels::Labels;
+pub use super::state::{EvalState, rule_of};
+use super::state::{Plan, Scratch, Slot, pairs};
+use super::subject::LabelBuf;
 use super::{Rule, RuleKind};
 use crate::snapshot::Snapshot;
 
@@ -97,80 +100,137 @@ pub struct Transition {
     pub alert: Alert,
 }
 
-/// Active alerts keyed by the rule's name, a NUL and the instance's
-/// identity: one shared string that sorts as the pair (name, identity)
-/// does (names are letters, digits and `_`, all above NUL) and that a
-/// lookup by `&str` finds without building a key.
-pub type EvalState = BTreeMap<Arc<str>, Arc<Alert>>;
-
-/// The rule name of an [`EvalState`] key.
-pub fn rule_of(key: &str) -> &str {
-    key.split('\0').next().unwrap_or(key)
-}
-
-/// The entries of `prev` that belong to the rule `name`.
-fn of_rule<'a>(prev: &'a EvalState, name: &str) -> impl Iterator<Item = (&'a Arc<str>, &'a Arc<Alert>)> {
-    let (lo, hi) = (format!("{name}\0"), format!("{name}\u{1}"));
-    prev.range::<str, _>((Bound::Included(lo.as_str()), Bound::Excluded(hi.as_str())))
-}
-
-/// Alerts resolved this evaluation, by rule name and labels: a vanished
-/// instance already reported resolved is not reported again.
-type Resolved = HashSet<(Arc<str>, Labels)>;
-
 /// Evaluates every rule against `snap`; `instance` is the value of the
-/// `instance` label (the host).
+/// `instance` label (the host). A copy of [`update`] for callers that keep
+/// the previous state.
 pub fn evaluate(rules: &[Rule], prev: &EvalState, snap: &Snapshot, instance: &str) -> (EvalState, Vec<Transition>) {
-    let mut next = EvalState::new();
+    let mut next = prev.clone();
     let mut out = Vec::new();
-    let mut resolved = Resolved::new();
-    let mut key = String::new();
-    for rule in rules {
-        // On stale data only the poll-health rule can judge anything; the
-        // others keep their state until fresh data arrives.
-        if snap.stale && rule.cfg.kind != RuleKind::PollFailing {
-            for (k, a) in of_rule(prev, &rule.cfg.name) {
-                next.insert(k.clone(), a.clone());
-            }
-            continue;
-        }
-        let found = if rule.cfg.kind.is_health() {
-            Box::new(super::health::instances(rule, snap).into_iter())
-        } else {
-            instances(rule, snap)
-        };
-        for inst in found {
-            key.clear();
-            key.push_str(&rule.cfg.name);
-            key.push('\0');
-            key.push_str(&inst.key);
-            let was = prev.get_key_value(key.as_str());
-            if condition(rule, &inst, was.is_some()) {
-                let k = was.map_or_else(|| Arc::from(key.as_str()), |(k, _)| k.clone());
-                let a = step(rule, was.map(|(_, a)| a), inst, snap, instance, &mut out);
-                next.insert(k, a);
-            } else if let Some((_, old)) = was {
-                resolve(old, snap.timestamp, &mut out, &mut resolved);
-            }
-        }
-        for (k, old) in of_rule(prev, &rule.cfg.name) {
-            // The thing it was about is gone (process exited, GPU removed),
-            // unless we already resolved it above.
-            if !next.contains_key(k) && !resolved.contains(&(old.rule.clone(), old.labels.clone())) {
-                resolve(old, snap.timestamp, &mut out, &mut resolved);
-            }
-        }
-    }
+    update(rules, &mut next, snap, instance, &mut out);
     (next, out)
 }
 
-fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>, resolved: &mut Resolved) {
+/// Evaluates every rule against `snap`, updating `st` in place and
+/// appending the transitions to `out`; returns whether any alert was
+/// added, changed or removed (when not, a published view is still true).
+pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &str, out: &mut Vec<Transition>) -> bool {
+    st.pass = st.pass.wrapping_add(1);
+    let EvalState { alerts, pass, scratch } = st;
+    let Scratch {
+        key,
+        lo,
+        hi,
+        labels,
+        plans,
+        vanished,
+    } = scratch;
+    plans.resize_with(rules.len(), Plan::default);
+    let mut changed = false;
+    for (rule, plan) in rules.iter().zip(plans.iter_mut()) {
+        // On stale data only the poll-health rule can judge anything; the
+        // others keep their state until fresh data arrives.
+        if snap.stale && rule.cfg.kind != RuleKind::PollFailing {
+            continue;
+        }
+        let mut p = Pass {
+            rule,
+            plan,
+            alerts,
+            key,
+            labels,
+            snap,
+            instance,
+            out,
+            pass: *pass,
+            changed: false,
+        };
+        let mut visit = |inst: Instance<'_>| p.visit(inst);
+        if rule.cfg.kind.is_health() {
+            super::health::for_each(rule, snap, &mut visit);
+        } else {
+            for_each(rule, snap, &mut visit);
+        }
+        changed |= p.changed;
+        // What was not seen is gone (process exited, GPU removed).
+        lo.clear();
+        lo.push_str(&rule.cfg.name);
+        hi.clone_from(lo);
+        lo.push('\0');
+        hi.push('\u{1}');
+        let range = (Bound::Included(lo.as_str()), Bound::Excluded(hi.as_str()));
+        vanished.extend(
+            alerts
+                .range::<str, _>(range)
+                .filter(|(_, s)| s.pass != *pass)
+                .map(|(k, _)| k.clone()),
+        );
+        changed |= !vanished.is_empty();
+        for k in vanished.drain(..) {
+            if let Some(old) = alerts.remove(&*k) {
+                resolve(&old.alert, snap.timestamp, out);
+            }
+        }
+    }
+    changed
+}
+
+/// One rule's walk over its instances.
+struct Pass<'p> {
+    rule: &'p Rule,
+    plan: &'p mut Plan,
+    alerts: &'p mut BTreeMap<Arc<str>, Slot>,
+    key: &'p mut String,
+    labels: &'p mut LabelBuf,
+    snap: &'p Snapshot,
+    instance: &'p str,
+    out: &'p mut Vec<Transition>,
+    pass: u64,
+    changed: bool,
+}
+
+impl Pass<'_> {
+    fn visit(&mut self, inst: Instance<'_>) {
+        let rule = self.rule;
+        self.key.clear();
+        self.key.push_str(&rule.cfg.name);
+        self.key.push('\0');
+        inst.subject.write_key(self.key);
+        match self.alerts.get_mut(self.key.as_str()) {
+            Some(slot) if holds(rule, inst.value, inst.holds, true) => {
+                slot.pass = self.pass;
+                self.labels.clear();
+                inst.subject.write_labels(self.labels);
+                self.plan.fit(rule, self.labels);
+                let labels = pairs(&self.plan.order, rule, self.labels, self.instance);
+                self.changed |= step(rule, &mut slot.alert, inst, labels, self.snap, self.out);
+            }
+            Some(_) => {
+                if let Some(old) = self.alerts.remove(self.key.as_str()) {
+                    resolve(&old.alert, self.snap.timestamp, self.out);
+                }
+                self.changed = true;
+            }
+            None if holds(rule, inst.value, inst.holds, false) => {
+                self.labels.clear();
+                inst.subject.write_labels(self.labels);
+                self.plan.fit(rule, self.labels);
+                let labels = pairs(&self.plan.order, rule, self.labels, self.instance);
+                let alert = start(rule, inst, labels, self.snap, self.out);
+                self.alerts
+                    .insert(Arc::from(self.key.as_str()), Slot { alert, pass: self.pass });
+                self.changed = true;
+            }
+            None => {}
+        }
+    }
+}
+
+fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
     // A pending alert that clears never fired: nothing to notify.
     if old.state == State::Firing {
         let mut a = old.clone();
         a.state = State::Resolved;
         a.resolved_at = Some(now);
-        resolved.insert((a.rule.clone(), a.labels.clone()));
         out.push(Transition {
             from: Some(State::Firing),
             to: State::Resolved,
@@ -180,28 +240,7 @@ fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>, resolved: &mut Reso
     }
 }
 
-fn condition(rule: &Rule, inst: &Instance, was_active: bool) -> bool {
-    holds(rule, inst.value, inst.holds, was_active)
-}
-
-/// The alert's labels: the instance's, then alertname, severity and
-/// instance, then the rule's own, a later name replacing an earlier one.
-/// An alert whose labels did not change keeps its shared set.
-fn labels(rule: &Rule, was: Option<&Arc<Alert>>, inst: &Instance, instance: &str) -> Labels {
-    let mut pairs: Vec<(&str, &str)> = Vec::with_capacity(inst.labels.len() + 3 + rule.cfg.labels.len());
-    pairs.extend(inst.labels.iter().map(|(k, v)| (*k, v.as_str())));
-    pairs.push(("alertname", &rule.cfg.name));
-    pairs.push(("severity", &rule.cfg.severity));
-    pairs.push(("instance", instance));
-    pairs.extend(rule.cfg.labels.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    sort_last_wins(&mut pairs);
-    match was {
-        Some(old) if old.labels.same_as(&pairs) => old.labels.clone(),
-        _ => Labels::from_sorted(&pairs),
-    }
-}
-
-fn annotations(rule: &Rule, was: Option<&Arc<Alert>>, inst: &Instance) -> Annotations {
+fn annotations(rule: &Rule, was: Option<&Alert>, inst: &Instance) -> Annotations {
     let model = rule
         .notes
         .uses_model()
@@ -212,63 +251,97 @@ fn annotations(rule: &Rule, was: Option<&Arc<Alert>>, inst: &Instance) -> Annota
     Annotations::from_rule(&rule.notes, model, inst.others.map(Arc::from))
 }
 
-fn step(
-    rule: &Rule,
-    was: Option<&Arc<Alert>>,
-    inst: Instance,
-    snap: &Snapshot,
-    instance: &str,
-    out: &mut Vec<Transition>,
-) -> Arc<Alert> {
-    let now = snap.timestamp;
-    let mono = snap.monotonic;
-    let labels = labels(rule, was, &inst, instance);
-    let annotations = annotations(rule, was, &inst);
-    // The idle-holder kind measures its own duration (idle seconds >= for).
-    let hold_for = if rule.cfg.kind == RuleKind::ProcessIdleHolder {
+/// How long a condition must hold before it fires; the idle-holder kind
+/// measures its own duration (idle seconds >= for).
+fn hold_for(rule: &Rule) -> f64 {
+    if rule.cfg.kind == RuleKind::ProcessIdleHolder {
         0.0
     } else {
         rule.cfg.for_.0
-    };
-    let mut a = match was {
-        Some(old) => Alert {
-            labels,
-            annotations,
-            value: inst.value,
-            targets: inst.targets,
-            ..(**old).clone()
-        },
-        None => Alert {
-            rule: rule.name.clone(),
-            labels,
-            annotations,
-            state: State::Pending,
-            active_at: now,
-            fired_at: None,
-            resolved_at: None,
-            value: inst.value,
-            since_mono: mono,
-            targets: inst.targets,
-            action: rule.cfg.action,
-        },
-    };
-    let from = was.map(|w| w.state);
-    if a.state == State::Pending && mono - a.since_mono >= hold_for {
-        a.state = State::Firing;
-        a.fired_at = Some(now);
     }
-    if from != Some(a.state) {
+}
+
+/// A new alert: pending, or firing at once when the rule has no `for`.
+fn start<'a>(
+    rule: &Rule,
+    inst: Instance,
+    labels: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    snap: &Snapshot,
+    out: &mut Vec<Transition>,
+) -> Arc<Alert> {
+    let now = snap.timestamp;
+    let fires = hold_for(rule) <= 0.0;
+    let a = Alert {
+        rule: rule.name.clone(),
+        labels: Labels::from_sorted_iter(labels),
+        annotations: annotations(rule, None, &inst),
+        state: if fires { State::Firing } else { State::Pending },
+        active_at: now,
+        fired_at: fires.then_some(now),
+        resolved_at: None,
+        value: inst.value,
+        since_mono: snap.monotonic,
+        targets: inst.targets,
+        action: rule.cfg.action,
+    };
+    out.push(Transition {
+        from: None,
+        to: a.state,
+        at: now,
+        alert: a.clone(),
+    });
+    Arc::new(a)
+}
+
+/// An active alert seen again: it fires once pending long enough, and
+/// takes the instance's value, labels and targets. Unchanged, it keeps its
+/// `Arc` (the published view goes on sharing it) and nothing is built;
+/// returns whether it changed.
+fn step<'a>(
+    rule: &Rule,
+    slot: &mut Arc<Alert>,
+    inst: Instance,
+    labels: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    snap: &Snapshot,
+    out: &mut Vec<Transition>,
+) -> bool {
+    let now = snap.timestamp;
+    let old = &**slot;
+    let fires = old.state == State::Pending && snap.monotonic - old.since_mono >= hold_for(rule);
+    let same_labels = old.labels.same_as_iter(labels.clone());
+    let same_notes = old.annotations.is_from(&rule.notes, inst.model, inst.others);
+    if !fires && same_labels && same_notes && old.value == inst.value && old.targets == inst.targets {
+        return false;
+    }
+    let a = Alert {
+        rule: old.rule.clone(),
+        labels: if same_labels {
+            old.labels.clone()
+        } else {
+            Labels::from_sorted_iter(labels)
+        },
+        annotations: if same_notes {
+            old.annotations.clone()
+        } else {
+            annotations(rule, Some(old), &inst)
+        },
+        state: if fires { State::Firing } else { old.state },
+        active_at: old.active_at,
+        fired_at: if fires { Some(now) } else { old.fired_at },
+        resolved_at: old.resolved_at,
+        value: inst.value,
+        since_mono: old.since_mono,
+        targets: inst.targets,
+        action: old.action,
+    };
+    if fires {
         out.push(Transition {
-            from,
-            to: a.state,
+            from: Some(State::Pending),
+            to: State::Firing,
             at: now,
             alert: a.clone(),
         });
     }
-    // Unchanged (same value, same state): the published view keeps
-    // sharing the one it has.
-    match was {
-        Some(old) if **old == a => old.clone(),
-        _ => Arc::new(a),
-    }
+    *slot = Arc::new(a);
+    true
 }

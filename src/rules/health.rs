@@ -5,25 +5,25 @@
 //! transitions (that is `eval`). A GPU that reports no such health part
 //! has no instance, so an alert about it resolves rather than reads 0.
 
-use super::instances::{Instance, device_labels, device_matches};
+use super::instances::{Instance, device_matches};
 use super::{Rule, RuleKind};
 pub use crate::snapshot::health::MEMORY_XID_WINDOW;
 use crate::snapshot::{Device, Snapshot};
 
-/// The instances of a health rule: one per matching GPU that reports the
-/// part the rule is about.
-pub(super) fn instances<'a>(rule: &Rule, snap: &'a Snapshot) -> Vec<Instance<'a>> {
-    snap.devices
-        .iter()
-        .filter(|d| device_matches(&rule.cfg.matchers, d))
-        .filter_map(|d| instance(rule.cfg.kind, d, snap.timestamp))
-        .collect()
+/// Hands `f` the instances of a health rule: one per matching GPU that
+/// reports the part the rule is about.
+pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(Instance<'a>)) {
+    for d in snap.devices.iter().filter(|d| device_matches(&rule.cfg.matchers, d)) {
+        if let Some(i) = instance(rule.cfg.kind, d, snap.timestamp) {
+            f(i);
+        }
+    }
 }
 
 /// The instance of a health kind for one GPU at Unix time `now`.
 fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance<'_>> {
     let h = d.health.as_ref().filter(|_| d.up)?;
-    let mut labels = device_labels(d);
+    let mut xid = None;
     let (value, holds) = match kind {
         RuleKind::DeviceEccUncorrected => (h.ecc?.uncorrected.volatile? as f64, None),
         RuleKind::DeviceRowRemapPending => {
@@ -41,18 +41,12 @@ fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance<'_>> {
             // `memory_xids`, not `xid_recent`: the recent list is bounded
             // by `recent_events` over every code, so other Xids would push
             // a memory Xid out of it before the window ends.
-            let recent: Vec<u64> = h
-                .memory_xids
-                .iter()
-                .filter(|e| now - e.time <= MEMORY_XID_WINDOW)
-                .map(|e| e.xid)
-                .collect();
-            if let Some(last) = recent.last() {
-                labels.push(("xid", last.to_string()));
-            }
-            (recent.len() as f64, None)
+            let mut recent = h.memory_xids.iter().filter(|e| now - e.time <= MEMORY_XID_WINDOW);
+            xid = recent.next_back().map(|e| e.xid);
+            let n = recent.count() + usize::from(xid.is_some());
+            (n as f64, None)
         }
         _ => return None,
     };
-    Some(Instance::of_device(d, labels, value, holds))
+    Some(Instance::of_device(d, xid, value, holds))
 }

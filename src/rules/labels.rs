@@ -36,9 +36,17 @@ impl Labels {
     /// From pairs already sorted by name with no name repeated (what
     /// [`sort_last_wins`] leaves).
     pub fn from_sorted(pairs: &[(&str, &str)]) -> Labels {
-        let len: usize = pairs.iter().map(|(k, v)| k.len() + v.len()).sum();
+        Labels::from_sorted_iter(pairs.iter().copied())
+    }
+
+    /// As [`Labels::from_sorted`], from an iterator walked twice (sizes,
+    /// then text), so that no list of pairs is built first.
+    pub fn from_sorted_iter<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Labels {
+        let (len, n) = pairs
+            .clone()
+            .fold((0, 0), |(l, n), (k, v)| (l + k.len() + v.len(), n + 2));
         let mut text = String::with_capacity(len);
-        let mut lens = Vec::with_capacity(pairs.len() * 2);
+        let mut lens = Vec::with_capacity(n);
         for (k, v) in pairs {
             for s in [k, v] {
                 text.push_str(s);
@@ -85,8 +93,13 @@ impl Labels {
     /// Whether this set holds exactly `pairs` (sorted, no repeats): lets
     /// an alert that did not change keep its shared set.
     pub fn same_as(&self, pairs: &[(&str, &str)]) -> bool {
+        self.same_as_iter(pairs.iter().copied())
+    }
+
+    /// As [`Labels::same_as`], for pairs given by an iterator.
+    pub fn same_as_iter<'a>(&self, mut pairs: impl Iterator<Item = (&'a str, &'a str)>) -> bool {
         let mut it = self.iter();
-        pairs.iter().all(|p| it.next() == Some(*p)) && it.next().is_none()
+        pairs.all(|p| it.next() == Some(p)) && it.next().is_none()
     }
 
     /// An owned map, for payloads that leave the engine.
@@ -131,17 +144,22 @@ impl<'a> Iterator for Iter<'a> {
 
 /// Sorts `pairs` by name and keeps the last of each name given twice.
 pub fn sort_last_wins(pairs: &mut Vec<(&str, &str)>) {
+    sort_last_wins_by(pairs, |p| p.0);
+}
+
+/// [`sort_last_wins`] for anything with a name.
+pub fn sort_last_wins_by<T: Copy, F: Fn(&T) -> &str>(items: &mut Vec<T>, name: F) {
     // Stable, so equal names stay in insertion order; the last is kept.
-    pairs.sort_by(|a, b| a.0.cmp(b.0));
+    items.sort_by(|a, b| name(a).cmp(name(b)));
     let mut out = 0;
-    for i in 0..pairs.len() {
-        if i + 1 < pairs.len() && pairs[i + 1].0 == pairs[i].0 {
+    for i in 0..items.len() {
+        if i + 1 < items.len() && name(&items[i + 1]) == name(&items[i]) {
             continue;
         }
-        pairs[out] = pairs[i];
+        items[out] = items[i];
         out += 1;
     }
-    pairs.truncate(out);
+    items.truncate(out);
 }
 
 impl Default for Labels {

@@ -8,6 +8,8 @@ pub mod eval;
 mod health;
 mod instances;
 pub mod labels;
+mod state;
+mod subject;
 pub mod template;
 
 use std::collections::BTreeMap;

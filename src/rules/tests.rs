@@ -269,3 +269,47 @@ fn config_errors_name_the_rule_and_its_line() {
         "{e}"
     );
 }
+
+/// A pass over what did not change changes nothing: the same alerts (the
+/// same shared `Arc`s, so a published view stays valid), no transition, and
+/// `update` says so; a changed value or a new process is seen at once.
+#[test]
+fn an_unchanged_pass_keeps_every_alert_and_reports_no_change() {
+    let rules = [
+        rule(
+            "name = \"Big\"\nkind = \"process_used_bytes\"\nabove = \"1GiB\"\nlabels = { team = \"ml\", user = \"x\" }",
+        ),
+        rule("name = \"High\"\nkind = \"device_used_ratio\"\nabove = 0.5\nfor = \"1h\""),
+    ];
+    let procs = |used: u64| vec![proc(42, 100.0, used), proc(43, 100.0, 3 << 30)];
+    let mut st = EvalState::new();
+    let mut out = Vec::new();
+    assert!(super::eval::update(
+        &rules,
+        &mut st,
+        &snap(0.0, 0.9, procs(2 << 30)),
+        "h",
+        &mut out
+    ));
+    assert_eq!(out.len(), 3, "two firing processes and a pending device: {out:?}");
+    let before: Vec<_> = st.values().cloned().collect();
+    out.clear();
+    let same = super::eval::update(&rules, &mut st, &snap(1.0, 0.9, procs(2 << 30)), "h", &mut out);
+    assert!(!same && out.is_empty(), "nothing changed: {out:?}");
+    let after: Vec<_> = st.values().cloned().collect();
+    assert_eq!(before.len(), after.len());
+    assert!(before.iter().zip(&after).all(|(a, b)| std::sync::Arc::ptr_eq(a, b)));
+    // The rule's own label wins over the instance's.
+    assert_eq!(after[0].labels.get("user"), Some("x"));
+    assert_eq!(after[0].labels.get("team"), Some("ml"));
+    assert!(super::eval::update(
+        &rules,
+        &mut st,
+        &snap(2.0, 0.9, procs(5 << 30)),
+        "h",
+        &mut out
+    ));
+    assert!(out.is_empty(), "a new value is no transition: {out:?}");
+    let grown = st.values().find(|a| a.labels.get("pid") == Some("42")).map(|a| a.value);
+    assert_eq!(grown, Some((5u64 << 30) as f64));
+}
