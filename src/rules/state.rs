@@ -1,37 +1,12 @@
-//! The rules engine's state between evaluations: the active alerts by key,
-//! each stamped with the evaluation that last saw it, and the buffers and
-//! per-rule label plans an evaluation reuses. Owns the layout; what the
+//! What an evaluation reuses from the last one: its buffers and, per
+//! rule, how the alert labels merge. Owns that layout; what the alert
 //! state means (transitions, `for`) is `eval`'s.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::Rule;
-use super::eval::Alert;
 use super::labels::sort_last_wins_by;
 use super::subject::LabelBuf;
-
-/// Active alerts keyed by the rule's name, a NUL and the instance's
-/// identity: one shared string that sorts as the pair (name, identity)
-/// does (names are letters, digits and `_`, all above NUL) and that a
-/// lookup by `&str` finds without building a key. Updated in place by
-/// [`update`]: an alert that did not change keeps its entry and its shared
-/// `Arc` (rebuilding the map of 12,800 firing alerts every pass, and
-/// dropping the old one, was a tenth of the async side's CPU at 64 x 1000).
-#[derive(Debug, Clone, Default)]
-pub struct EvalState {
-    pub(super) alerts: BTreeMap<Arc<str>, Slot>,
-    /// Counts evaluations: an entry not seen in this one has vanished.
-    pub(super) pass: u64,
-    pub(super) scratch: Scratch,
-}
-
-#[derive(Debug, Clone)]
-pub(super) struct Slot {
-    pub(super) alert: Arc<Alert>,
-    /// The evaluation that last saw this alert's instance.
-    pub(super) pass: u64,
-}
 
 /// Buffers reused from one evaluation to the next (a pass over unchanged
 /// alerts allocates nothing).
@@ -113,25 +88,4 @@ pub(super) fn pairs<'a>(
             .nth(j)
             .map_or(("", ""), |(k, v)| (k.as_str(), v.as_str())),
     })
-}
-
-impl EvalState {
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Active alerts, in key order.
-    pub fn values(&self) -> impl Iterator<Item = &Arc<Alert>> {
-        self.alerts.values().map(|s| &s.alert)
-    }
-
-    /// Keeps the alerts for which `keep(key, alert)` says so.
-    pub fn retain(&mut self, mut keep: impl FnMut(&str, &Arc<Alert>) -> bool) {
-        self.alerts.retain(|k, s| keep(k, &s.alert));
-    }
-}
-
-/// The rule name of an [`EvalState`] key.
-pub fn rule_of(key: &str) -> &str {
-    key.split('\0').next().unwrap_or(key)
 }
