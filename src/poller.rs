@@ -8,24 +8,29 @@
 //!
 //! Why the thread keeps the time: a poll then reaches the async runtime
 //! once (the result), instead of a timer, a request and a reply crossing
-//! between them. The supervisor publishes from a worker, so the snapshot's
-//! followers are woken there, not one by one from another thread. Its
-//! deadline moves on with each result, so its timer only fires for a poll
-//! that is late.
+//! between them, through a doorbell socket the I/O driver watches (one
+//! worker woken, not two: `poller/bell.rs`). The supervisor publishes from
+//! a worker, so the snapshot's follower is woken there, not from another
+//! thread. Its deadline moves on with each result, so its timer only fires
+//! for a poll that is late.
 
+use std::os::unix::net::UnixStream;
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use thiserror::Error;
-use tokio::sync::{mpsc as ampsc, oneshot, watch};
+use tokio::sync::{oneshot, watch};
 
 use crate::clock::{monotonic_now, unix_now};
 use crate::pipeline::Pipeline;
 use crate::snapshot::{Device, DriverInfo, PollOutcome, PollStats, Snapshot};
 use crate::source::{GpuSource, SourceError};
 use crate::sysnotify::notify_systemd;
+use bell::{Bell, drain};
+
+mod bell;
 
 /// Timing of the poll loop.
 #[derive(Debug, Clone, Copy)]
@@ -41,6 +46,8 @@ pub enum PollerError {
     Spawn(std::io::Error),
     #[error("the poll thread died unexpectedly")]
     WorkerDied,
+    #[error("cannot make the poll thread's doorbell socket: {0}")]
+    Doorbell(std::io::Error),
 }
 
 /// The receiving end of the snapshot channel.
@@ -86,14 +93,17 @@ pub fn start(
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     // Dropped when the thread ends, however it ends.
     let (alive_tx, alive_rx) = oneshot::channel::<()>();
-    let (done_tx, done_rx) = ampsc::unbounded_channel::<Done>();
+    let (done_tx, done_rx) = mpsc::channel::<Done>();
+    let (ring, bell) = UnixStream::pair().map_err(PollerError::Doorbell)?;
+    ring.set_nonblocking(true).map_err(PollerError::Doorbell)?;
+    bell.set_nonblocking(true).map_err(PollerError::Doorbell)?;
     let thread_shared = shared.clone();
-    let ends = (stop_rx, alive_tx, done_tx);
+    let ends = (stop_rx, alive_tx, Bell { tx: done_tx, ring });
     std::thread::Builder::new()
         .name("gpumemd-poll".into())
         .spawn(move || worker(source, pipeline, &thread_shared, ends))
         .map_err(PollerError::Spawn)?;
-    Ok((rx, supervise(shared, stop_tx, (alive_rx, done_rx), shutdown)))
+    Ok((rx, supervise(shared, stop_tx, (alive_rx, done_rx, bell), shutdown)))
 }
 
 /// The tick grid: `next` is when the next poll is due.
@@ -160,7 +170,7 @@ fn worker(
     mut source: Box<dyn GpuSource>,
     mut pipeline: Pipeline,
     shared: &Shared,
-    (stop, _alive, done): (mpsc::Receiver<()>, oneshot::Sender<()>, ampsc::UnboundedSender<Done>),
+    (stop, _alive, done): (mpsc::Receiver<()>, oneshot::Sender<()>, Bell),
 ) {
     let mut last_util: Option<Instant> = None;
     loop {
@@ -363,22 +373,29 @@ fn note_nvml(st: &mut State, demo: bool, up: bool, msg: Option<&str>) {
 async fn supervise(
     shared: Arc<Shared>,
     stop: mpsc::Sender<()>,
-    (mut alive, mut done): (oneshot::Receiver<()>, ampsc::UnboundedReceiver<Done>),
+    (mut alive, done, bell): (oneshot::Receiver<()>, mpsc::Receiver<Done>, UnixStream),
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), PollerError> {
     let _stop = stop;
+    let bell = tokio::net::UnixStream::from_std(bell).map_err(PollerError::Doorbell)?;
     let mut look = shared.check(Instant::now());
+    let mut buf = [0u8; 64];
     loop {
         tokio::select! {
             biased;
             _ = shutdown.changed() => return Ok(()),
-            d = done.recv() => match d {
-                Some(d) => {
+            r = bell.readable() => {
+                // The bytes only ring; the thread's end closing (it ended)
+                // reads as 0 once its last results are in.
+                let ended = r.is_err() || drain(&bell, &mut buf);
+                while let Ok(d) = done.try_recv() {
                     shared.publish_done(d);
-                    look = shared.check(Instant::now());
                 }
-                None => return Err(PollerError::WorkerDied),
-            },
+                if ended {
+                    return Err(PollerError::WorkerDied);
+                }
+                look = shared.check(Instant::now());
+            }
             _ = &mut alive => return Err(PollerError::WorkerDied),
             () = tokio::time::sleep_until(look.into()) => look = shared.check(Instant::now()),
         }
