@@ -10,11 +10,11 @@
 //! Must not: read hardware, clocks or config files (it records snapshots it
 //! is handed), or hold its lock across anything slow.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use rustc_hash::FxHashMap;
 use serde::Serialize;
-use tokio::sync::watch;
 
 use crate::snapshot::{Holder, Snapshot};
 
@@ -34,10 +34,12 @@ struct DeviceSeries {
     holders: [VecDeque<u64>; 4],
 }
 
-/// A process on a device, by identity across PID reuse.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A process on a device, by identity across PID reuse. The device is a
+/// number (see `History::uuids`): a key with the UUID in it cost a String
+/// per process per poll, dropped at once when the series existed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ProcId {
-    uuid: String,
+    dev: u32,
     pid: u32,
     /// `start_time` bits; 0 when unknown.
     start: u64,
@@ -60,7 +62,12 @@ pub struct History {
     last_seq: u64,
     times: VecDeque<f64>,
     devices: BTreeMap<String, DeviceSeries>,
-    processes: HashMap<ProcId, ProcSeries>,
+    /// Our own integer keys: FxHash, not SipHash.
+    processes: FxHashMap<ProcId, ProcSeries>,
+    /// The number of each device UUID ever seen (a few per host; kept),
+    /// and the UUIDs by number.
+    uuid_ids: BTreeMap<String, u32>,
+    uuids: Vec<String>,
 }
 
 /// `GET /api/v1/history`: every series aligned to `timestamps`; `null` where
@@ -107,7 +114,9 @@ impl History {
             last_seq: 0,
             times: VecDeque::new(),
             devices: BTreeMap::new(),
-            processes: HashMap::new(),
+            processes: FxHashMap::default(),
+            uuid_ids: BTreeMap::new(),
+            uuids: Vec::new(),
         }
     }
 
@@ -126,7 +135,13 @@ impl History {
         self.last_seq = snap.seq;
         self.times.push_back(snap.timestamp);
         for d in snap.devices.iter().filter(|d| d.up) {
-            let s = self.devices.entry(d.uuid.clone()).or_default();
+            // Looked up by &str: `entry` would take a new String each poll.
+            if !self.devices.contains_key(&d.uuid) {
+                self.devices.insert(d.uuid.clone(), DeviceSeries::default());
+            }
+            let Some(s) = self.devices.get_mut(&d.uuid) else {
+                continue;
+            };
             pad_to(&mut s.used, self.times.len() - 1, ABSENT_U64);
             for h in &mut s.holders {
                 pad_to(h, self.times.len() - 1, ABSENT_U64);
@@ -140,12 +155,24 @@ impl History {
         self.close_poll();
     }
 
+    /// The number of device `uuid`, given on first sight.
+    fn dev_id(&mut self, uuid: &str) -> u32 {
+        if let Some(&i) = self.uuid_ids.get(uuid) {
+            return i;
+        }
+        let i = u32::try_from(self.uuids.len()).unwrap_or(u32::MAX);
+        self.uuids.push(uuid.to_string());
+        self.uuid_ids.insert(uuid.to_string(), i);
+        i
+    }
+
     fn record_processes(&mut self, d: &crate::snapshot::Device) {
         let len = self.times.len();
+        let dev = self.dev_id(&d.uuid);
         // `processes` is sorted largest first, as the exposition's top_n is.
         for p in d.processes.iter().take(self.top_n) {
             let id = ProcId {
-                uuid: d.uuid.clone(),
+                dev,
                 pid: p.pid,
                 start: p.start_time.map_or(0, f64::to_bits),
             };
@@ -241,12 +268,13 @@ impl History {
                     .collect(),
             })
             .collect();
+        let uuid_of = |id: &ProcId| self.uuids.get(id.dev as usize).map_or("", String::as_str);
         let mut processes: Vec<ProcessHistory> = self
             .processes
             .iter()
-            .filter(|(id, _)| o.processes && wanted(&id.uuid))
+            .filter(|(id, _)| o.processes && wanted(uuid_of(id)))
             .map(|(id, s)| ProcessHistory {
-                uuid: id.uuid.clone(),
+                uuid: uuid_of(id).to_string(),
                 pid: id.pid,
                 start_time: s.start_time,
                 comm: s.comm.clone(),
@@ -286,25 +314,12 @@ impl History {
 /// the HTTP handler. Each holds the lock for one record or one view.
 pub type SharedHistory = Arc<Mutex<History>>;
 
-/// Records every published snapshot until `shutdown` turns true (or the
-/// poller goes away).
-pub async fn follow(
-    mut snaps: watch::Receiver<Arc<Snapshot>>,
-    history: SharedHistory,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => return,
-            r = snaps.changed() => {
-                if r.is_err() {
-                    return;
-                }
-                let snap = snaps.borrow_and_update().clone();
-                // Plain data inside: a panic elsewhere cannot leave it torn.
-                history.lock().unwrap_or_else(PoisonError::into_inner).record(&snap);
-            }
-        }
+/// Records each snapshot it is handed (the daemon's alert loop hands it
+/// every published one).
+pub fn recorder(history: SharedHistory) -> impl FnMut(&Snapshot) + Send {
+    move |snap| {
+        // Plain data inside: a panic elsewhere cannot leave it torn.
+        history.lock().unwrap_or_else(PoisonError::into_inner).record(snap);
     }
 }
 

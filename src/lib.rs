@@ -100,6 +100,9 @@ struct Core {
     /// The poll thread's supervisor, spawned once the server is.
     poll_loop: std::pin::Pin<Box<dyn Future<Output = Result<(), PollerError>> + Send>>,
     history: Arc<std::sync::Mutex<history::History>>,
+    /// What follows each snapshot beside the alerts (history, the demo's
+    /// allocator feed), run in the alert loop's task.
+    followers: Vec<daemon::OnSnapshot>,
     /// `GET /api/v1/events`: Xids from the pipeline, suspends and resumes
     /// from the reclaimer.
     events: Arc<events::EventLog>,
@@ -134,9 +137,9 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
         points,
         cfg.processes.top_n,
     )));
-    tokio::spawn(history::follow(snapshots.clone(), history.clone(), stop.clone()));
+    let mut followers: Vec<daemon::OnSnapshot> = vec![Box::new(history::recorder(history.clone()))];
     if let (true, Some(a)) = (demo, &allocator) {
-        tokio::spawn(allocator::demo::follow(snapshots.clone(), a.clone(), stop.clone()));
+        followers.push(Box::new(allocator::demo::feeder(a.clone())));
     }
     Ok(Core {
         reclaimer,
@@ -148,6 +151,7 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
         poll_loop: Box::pin(poll_loop),
         history,
         events,
+        followers,
     })
 }
 
@@ -199,15 +203,21 @@ pub async fn run(
     };
     let hook = daemon::alert_hooks(core.reclaimer.clone(), core.notifiers, cfg_rx.clone());
     let snapshots = core.snapshots;
-    tokio::spawn(daemon::alert_loop(
-        snapshots.clone(),
+    let mut followers = core.followers;
+    followers.push(daemon::follow_reclaim(
+        core.reclaimer,
+        &snapshots,
         cfg_rx.clone(),
+        &stop_rx,
+    ));
+    tokio::spawn(daemon::alert_loop(
+        snapshots,
+        cfg_rx,
         alerts_tx,
         engine,
-        hook,
+        (hook, followers),
         stop_rx.clone(),
     ));
-    daemon::follow_reclaim(core.reclaimer, snapshots, cfg_rx, &stop_rx);
     tokio::spawn(reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
     let server = tokio::spawn(http::serve(listener, http::router(state), web_config, stop_rx.clone()));
     let poll_task = tokio::spawn(core.poll_loop);

@@ -9,8 +9,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
-
 use super::message::DeviceReport;
 use super::state::AllocatorState;
 use crate::snapshot::{AllocPair, Device, Snapshot};
@@ -74,7 +72,12 @@ fn figures(pid: u32, d: &Device, used: u64, t: f64) -> Option<DeviceReport> {
 /// seconds into the demo (Unix time `now`).
 pub fn feed(state: &AllocatorState, devices: &[Device], t: f64, now: f64) {
     for d in devices {
-        for p in &d.processes {
+        // The three PIDs first: most of a large fleet is none of them.
+        for p in d
+            .processes
+            .iter()
+            .filter(|p| matches!(p.pid, LEAKER | CACHER | FRAGMENTED))
+        {
             let Some(r) = p.used_bytes.and_then(|u| figures(p.pid, d, u, t)) else {
                 continue;
             };
@@ -83,21 +86,13 @@ pub fn feed(state: &AllocatorState, devices: &[Device], t: f64, now: f64) {
     }
 }
 
-/// Feeds the demo's reports after every published snapshot, until shutdown.
-pub async fn follow(
-    mut snaps: watch::Receiver<Arc<Snapshot>>,
-    state: Arc<AllocatorState>,
-    mut shutdown: watch::Receiver<bool>,
-) {
+/// Feeds the demo's reports for each snapshot it is handed (the daemon's
+/// alert loop hands it every published one).
+pub fn feeder(state: Arc<AllocatorState>) -> impl FnMut(&Snapshot) + Send {
     let mut start = None;
-    loop {
-        tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => return,
-            r = snaps.changed() => if r.is_err() { return },
-        }
-        let snap = snaps.borrow_and_update().clone();
+    move |snap| {
         if !snap.has_polled() || snap.stale {
-            continue;
+            return;
         }
         let t0 = *start.get_or_insert(snap.timestamp);
         feed(&state, &snap.devices, snap.timestamp - t0, snap.timestamp);
