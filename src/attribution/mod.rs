@@ -20,6 +20,7 @@
 //! NSS (users come from a passwd file only; `CLK_TCK` comes from the
 //! kernel's auxiliary vector through rustix).
 
+mod cache;
 mod cgroup;
 mod memtree;
 mod nss;

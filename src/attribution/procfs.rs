@@ -4,24 +4,24 @@
 //! `task.rs`, on the same low-level readers.
 //!
 //! Owns: which files are read, how their errors map to [`ProcError`], and the
-//! caches (passwd, btime, and each process's status uid and cgroup). Must not: walk all of `/proc` (it runs for every
+//! caches (passwd, btime; each process's uid, comm and cgroup are
+//! `cache.rs`'s). Must not: walk all of `/proc` (it runs for every
 //! GPU process every second, so it reads only stat, status, cgroup and, when
 //! asked, cmdline of the PIDs it is given), or fail a whole read because an
 //! optional part (cgroup, cmdline) is unreadable.
 
-use crate::roster::Roster;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::cgroup::parse_cgroup;
+use super::cache::{Identity, IdentityCache};
 use super::nss::{Lookup, NssNames, system_lookup};
 use super::redact::format_cmdline;
 use super::stat::{StatError, parse_btime, parse_stat_ref, parse_status_uid};
 use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{CgroupInfo, Placement, ProcError, ProcessIdentity, ReadOptions, Text};
+use super::{ProcError, ProcessIdentity, ReadOptions, Text};
 
 /// ESRCH on Linux (asm-generic/errno-base.h): a reaped task's open proc
 /// file. std has no ErrorKind for it.
@@ -39,22 +39,6 @@ const CMDLINE_READ_MAX: u64 = 256 * 1024;
 /// tells a reused PID from the old process) change.
 pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 
-/// uid, cgroup (raw and as the snapshot shows it) and comm of one process.
-type Identity = (Option<u32>, Arc<CgroupInfo>, Arc<Placement>, Text);
-
-/// A process's slow-changing identity, valid while its start time matches.
-#[derive(Debug, Clone)]
-struct Cached {
-    start_ticks: u64,
-    uid: Option<u32>,
-    cgroup: Arc<CgroupInfo>,
-    placement: Arc<Placement>,
-    /// The comm stat gave last; reused while stat gives the same bytes.
-    comm: Text,
-    read_at: Instant,
-    used_at: Instant,
-}
-
 /// Cheap to clone (a clone has its own caches; the tree is shared).
 #[derive(Debug, Clone)]
 pub struct ProcFs {
@@ -67,17 +51,12 @@ pub struct ProcFs {
     /// and it can move by a second, which would make start times (and so
     /// process identity) jitter.
     boot_time: Option<f64>,
-    /// Per PID, in the order a poll asks for them (`roster.rs`: the poll
-    /// walks it front to back); entries unused for a refresh period are
-    /// swept.
-    identities: Roster<u32, Cached>,
-    /// The clock of the current round of reads: a poll passes one clock
-    /// value for all its reads, so a new value starts a new round.
-    round: Option<Instant>,
-    last_sweep: Instant,
-    refresh: Duration,
+    /// Per PID: uid, comm and cgroup, while the start time holds.
+    cache: IdentityCache,
     /// Reused across reads: one allocation per process per poll saved.
     buf: Vec<u8>,
+    /// For status and cgroup, read while `buf` holds stat (and its comm).
+    aux: Vec<u8>,
 }
 
 /// The system's name service, only where it answers for the processes
@@ -116,18 +95,16 @@ impl ProcFs {
             users: UserCache::new(),
             clock_ticks: clock_ticks(),
             boot_time: None,
-            identities: Roster::default(),
-            round: None,
-            last_sweep: Instant::now(),
-            refresh: IDENTITY_REFRESH,
+            cache: IdentityCache::new(IDENTITY_REFRESH),
             buf: Vec::new(),
+            aux: Vec::new(),
         }
     }
 
     /// How long a process's uid and cgroup are reused (default
     /// [`IDENTITY_REFRESH`]; zero reads them on every call).
     pub fn with_identity_refresh(mut self, every: Duration) -> Self {
-        self.refresh = every;
+        self.cache.set_refresh(every);
         self
     }
 
@@ -163,9 +140,7 @@ impl ProcFs {
     pub fn read(&mut self, pid: u32, opts: &ReadOptions) -> Result<ProcessIdentity, ProcError> {
         let now = Instant::now();
         // One read is not a round: only the periodic sweep applies.
-        if now.duration_since(self.last_sweep) >= self.refresh.max(Duration::from_secs(1)) {
-            self.new_round(now);
-        }
+        self.cache.single(now);
         self.read_identity_at(pid, opts, now)
     }
 
@@ -173,37 +148,42 @@ impl ProcFs {
     /// a poll reads it once for all its processes (a clock read per
     /// process was 2 % of a 64 x 1000 poll).
     pub fn read_at(&mut self, pid: u32, opts: &ReadOptions, now: Instant) -> Result<ProcessIdentity, ProcError> {
-        // Taken, not borrowed: `self` is borrowed again below. An early
-        // return drops it; the next read allocates anew.
-        if self.round != Some(now) {
-            self.new_round(now);
-        }
+        self.cache.round(now);
         self.read_identity_at(pid, opts, now)
     }
 
     fn read_identity_at(&mut self, pid: u32, opts: &ReadOptions, now: Instant) -> Result<ProcessIdentity, ProcError> {
+        // Taken, not borrowed: `self` is borrowed again below.
         let mut buf = std::mem::take(&mut self.buf);
-        read_required(&*self.tree, pid, PidFile::Stat, &mut buf)?;
-        let (stat, comm) = parse_stat_ref(&buf).map_err(|e| stat_error(pid, e))?;
+        let read = self.identity_in(pid, opts, now, &mut buf);
+        self.buf = buf;
+        read
+    }
+
+    fn identity_in(
+        &mut self,
+        pid: u32,
+        opts: &ReadOptions,
+        now: Instant,
+        buf: &mut Vec<u8>,
+    ) -> Result<ProcessIdentity, ProcError> {
+        read_required(&*self.tree, pid, PidFile::Stat, buf)?;
+        let (stat, comm) = parse_stat_ref(buf).map_err(|e| stat_error(pid, e))?;
         // A zombie may lack what a live process has; never call it gone.
         let exited = stat.state.is_exited();
-        let (uid, cgroup, placement, comm) = match self.cached(pid, stat.start_ticks, &comm, now) {
-            Some(c) => c,
-            None => {
-                let comm = Text::from(comm.as_ref());
-                self.read_identity(pid, stat.start_ticks, comm, exited, now, &mut buf)?
-            }
+        let (uid, comm, cgroup, placement) = match self.cache.hit(pid, stat.start_ticks, &comm, now) {
+            Some(id) => id,
+            None => self.read_identity(pid, stat.start_ticks, &comm, exited, now)?,
         };
         let tree = &*self.tree;
         // The name is looked up every time: the passwd cache notices edits.
-        let user = uid.map(|uid| self.users.name(uid, tree)).unwrap_or_default();
+        let user = uid.map(|uid| self.users.name(uid, tree, now)).unwrap_or_default();
         let cmdline = if opts.cmdline {
-            read_optional(tree, pid, PidFile::Cmdline, exited, CMDLINE_READ_MAX, &mut buf)?
-                .map(|cut| Text::from(format_cmdline(whole_args(&buf, cut), opts.cmdline_max_bytes)))
+            read_optional(tree, pid, PidFile::Cmdline, exited, CMDLINE_READ_MAX, buf)?
+                .map(|cut| Text::from(format_cmdline(whole_args(buf, cut), opts.cmdline_max_bytes)))
         } else {
             None
         };
-        self.buf = buf;
         let start_time = self
             .boot_time()
             .ok()
@@ -223,83 +203,34 @@ impl ProcFs {
         })
     }
 
-    /// The cached uid, cgroup and comm of `pid` when it is still the same
-    /// process (same start) and was read within the refresh period.
-    fn cached(&mut self, pid: u32, start_ticks: u64, comm: &str, now: Instant) -> Option<Identity> {
-        match self.identities.find_mut(&pid) {
-            Some(c) if c.start_ticks == start_ticks && now.duration_since(c.read_at) < self.refresh => {
-                c.used_at = now;
-                if *c.comm != *comm {
-                    c.comm = Text::from(comm);
-                }
-                Some((c.uid, c.cgroup.clone(), c.placement.clone(), c.comm.clone()))
-            }
-            _ => None,
-        }
-    }
-
     /// Reads status and cgroup of `pid` and caches what they say.
     fn read_identity(
         &mut self,
         pid: u32,
         start_ticks: u64,
-        comm: Text,
+        comm: &str,
         exited: bool,
         now: Instant,
-        buf: &mut Vec<u8>,
     ) -> Result<Identity, ProcError> {
         let tree = &*self.tree;
-        read_required(tree, pid, PidFile::Status, buf)?;
-        let uid = parse_status_uid(&String::from_utf8_lossy(buf));
-        let cgroup = match read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, buf)? {
-            Some(_) => parse_cgroup(&String::from_utf8_lossy(buf)),
-            None => CgroupInfo::default(),
-        };
-        let placement = Arc::new(cgroup.placement());
-        let cgroup = Arc::new(cgroup);
-        let cached = Cached {
-            start_ticks,
-            uid,
-            cgroup: cgroup.clone(),
-            placement: placement.clone(),
-            comm: comm.clone(),
-            read_at: now,
-            used_at: now,
-        };
-        match self.identities.find_mut(&pid) {
-            Some(slot) => *slot = cached,
-            None => {
-                self.identities.insert(pid, cached);
-            }
+        let aux = &mut self.aux;
+        read_required(tree, pid, PidFile::Status, aux)?;
+        let uid = parse_status_uid(&String::from_utf8_lossy(aux));
+        // Unreadable reads as empty: both are no workload.
+        if read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, aux)?.is_none() {
+            aux.clear();
         }
-        Ok((uid, cgroup, placement, comm))
-    }
-
-    /// Starts a round of reads at `now`: lays the cache out in the order of
-    /// the last round, and at most once per refresh period forgets
-    /// processes not asked about for that long, so PID churn cannot grow it.
-    fn new_round(&mut self, now: Instant) {
-        self.round = Some(now);
-        let period = self.refresh.max(Duration::from_secs(1));
-        let sweep = now.duration_since(self.last_sweep) >= period;
-        if sweep {
-            self.last_sweep = now;
-        }
-        // Reordering and sweeping are one pass over the whole cache, which
-        // keeps entries for a refresh period: under PID churn many more than
-        // one poll lists. So that pass runs with the sweep only; between
-        // sweeps a new process is found through the index.
-        if sweep {
-            self.identities
-                .end_round(|_, c, _| now.duration_since(c.used_at) < period);
-        } else {
-            self.identities.rewind();
-        }
+        Ok(self.cache.fill(pid, start_ticks, (uid, comm), aux, now))
     }
 
     /// Processes whose identity is cached (for the soak's retained-state check).
     pub fn cached_identities(&self) -> usize {
-        self.identities.len()
+        self.cache.len()
+    }
+
+    /// Distinct workloads and identities the cached processes share.
+    pub fn shared_identities(&self) -> (usize, usize) {
+        self.cache.shared()
     }
 
     /// `btime` of `<root>/stat` in Unix seconds, read once and cached.

@@ -7,6 +7,8 @@
 //! must not cost a file read for every such process every second.
 
 use std::collections::HashMap;
+
+use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant, SystemTime};
 
 use super::Text;
@@ -26,11 +28,12 @@ const OTHERS_MAX: usize = 4096;
 #[derive(Debug, Clone)]
 pub(crate) struct UserCache {
     recheck: Duration,
-    /// Shared: every process of a user carries the same allocation.
-    names: HashMap<u32, Text>,
+    /// Shared: every process of a user carries the same allocation. FxHash:
+    /// looked up for every process every poll, by uids the kernel gives.
+    names: FxHashMap<u32, Text>,
     /// Names the name service gave, and numeric names where no name
     /// service will ever answer: each allocated once, not per poll.
-    others: HashMap<u32, Text>,
+    others: FxHashMap<u32, Text>,
     /// (mtime, len) of the file we parsed; `None` when never read or missing.
     loaded: Option<(SystemTime, u64)>,
     last_check: Option<Instant>,
@@ -45,8 +48,8 @@ impl UserCache {
     pub(crate) fn new() -> Self {
         UserCache {
             recheck: DEFAULT_RECHECK,
-            names: HashMap::new(),
-            others: HashMap::new(),
+            names: FxHashMap::default(),
+            others: FxHashMap::default(),
             loaded: None,
             last_check: None,
             nss: None,
@@ -65,8 +68,10 @@ impl UserCache {
 
     /// The user name for `uid`: from passwd, else from the name service's
     /// cache, else the uid as text (until the name service answers).
-    pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree) -> Text {
-        self.refresh_if_due(tree);
+    /// `now` is the caller's clock (a poll reads it once for all its
+    /// processes), for when passwd is checked again.
+    pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree, now: Instant) -> Text {
+        self.refresh_if_due(tree, now);
         if let Some(n) = self.names.get(&uid).or_else(|| self.others.get(&uid)) {
             return n.clone();
         }
@@ -89,12 +94,14 @@ impl UserCache {
         name
     }
 
-    fn refresh_if_due(&mut self, tree: &dyn ProcTree) {
-        let due = self.last_check.is_none_or(|at| at.elapsed() >= self.recheck);
+    fn refresh_if_due(&mut self, tree: &dyn ProcTree, now: Instant) {
+        let due = self
+            .last_check
+            .is_none_or(|at| now.saturating_duration_since(at) >= self.recheck);
         if !due {
             return;
         }
-        self.last_check = Some(Instant::now());
+        self.last_check = Some(now);
         let current = tree.stamp(TreeFile::Passwd);
         if current.is_some() && current == self.loaded {
             return;
@@ -106,7 +113,7 @@ impl UserCache {
                 .into_iter()
                 .map(|(uid, name)| (uid, Text::from(name)))
                 .collect(),
-            Err(_) => HashMap::new(),
+            Err(_) => FxHashMap::default(),
         };
         // A uid passwd now names must not keep its old name from here.
         self.others.clear();
@@ -166,7 +173,7 @@ mod tests {
     fn unknown_and_missing_file_give_numbers() {
         let tree = DirTree::new("/nonexistent", "/nonexistent/passwd");
         let mut cache = UserCache::new();
-        assert_eq!(cache.name(1234, &tree), "1234");
+        assert_eq!(cache.name(1234, &tree, Instant::now()), "1234");
     }
 
     #[test]
@@ -177,8 +184,8 @@ mod tests {
         let tree = DirTree::new(dir.path(), &path);
         let mut cache = UserCache::new();
         cache.set_recheck(Duration::ZERO);
-        assert_eq!(cache.name(1000, &tree), "alice");
-        assert_eq!(cache.name(1001, &tree), "1001");
+        assert_eq!(cache.name(1000, &tree, Instant::now()), "alice");
+        assert_eq!(cache.name(1001, &tree, Instant::now()), "1001");
 
         // Different length, and an mtime set explicitly so a coarse clock
         // cannot hide the change.
@@ -186,7 +193,7 @@ mod tests {
         let file = std::fs::File::options().write(true).open(&path).expect("open");
         file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
             .expect("set mtime");
-        assert_eq!(cache.name(1001, &tree), "bob");
+        assert_eq!(cache.name(1001, &tree, Instant::now()), "bob");
     }
 
     #[test]
@@ -198,14 +205,14 @@ mod tests {
         let nss = NssNames::start(std::sync::Arc::new(|uid| (uid != 7).then(|| format!("ldap{uid}"))));
         let mut cache = UserCache::new();
         cache.set_nss(Some(nss));
-        assert_eq!(cache.name(1000, &tree), "alice", "passwd wins");
+        assert_eq!(cache.name(1000, &tree, Instant::now()), "alice", "passwd wins");
         let deadline = Instant::now() + Duration::from_secs(10);
-        while cache.name(5000, &tree) == "5000" {
+        while cache.name(5000, &tree, Instant::now()) == "5000" {
             assert!(Instant::now() < deadline, "the name service never answered");
             std::thread::sleep(Duration::from_millis(1));
         }
-        assert_eq!(cache.name(5000, &tree), "ldap5000");
-        assert_eq!(cache.name(7, &tree), "7", "unknown to both: the number");
+        assert_eq!(cache.name(5000, &tree, Instant::now()), "ldap5000");
+        assert_eq!(cache.name(7, &tree, Instant::now()), "7", "unknown to both: the number");
     }
 
     #[test]
@@ -216,8 +223,8 @@ mod tests {
         let tree = DirTree::new(dir.path(), &path);
         let mut cache = UserCache::new();
         cache.set_recheck(Duration::from_secs(3600));
-        assert_eq!(cache.name(1000, &tree), "alice");
+        assert_eq!(cache.name(1000, &tree, Instant::now()), "alice");
         std::fs::write(&path, "carol:x:1000:1000::/:/bin/sh\nxx:x:1:1::/:/x\n").expect("w");
-        assert_eq!(cache.name(1000, &tree), "alice");
+        assert_eq!(cache.name(1000, &tree, Instant::now()), "alice");
     }
 }

@@ -5,6 +5,7 @@
 //! Owns: the fixture builder. Must not: depend on a particular host (real
 //! `/proc` tests only assert what holds on any Linux machine).
 
+mod cache;
 mod cgroup;
 mod memtree;
 mod names;

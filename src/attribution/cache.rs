@@ -1,0 +1,270 @@
+//! [`IdentityCache`]: what [`ProcFs`](super::ProcFs) remembers of each PID
+//! between polls (uid, comm and workload, while its start time holds), and
+//! the one shared copy of each that the PIDs alike hold.
+//!
+//! Owns: the per-PID entries, when they are refreshed and swept, and the
+//! interning of the parsed cgroup (keyed by the cgroup file's bytes) and of
+//! the (uid, comm, workload) triple. Must not: read files (the caller hands
+//! it the bytes it read), or grow without bound: both interning tables are
+//! capped and lose what no entry holds at each sweep.
+//!
+//! Why (issue 21): at 64 GPUs x 1000 processes each PID held its own parsed
+//! cgroup, placement (seven strings) and comm, about 700 bytes, though
+//! thousands of PIDs share one pod, job or unit (the `large` fleet has 32
+//! identities): 46 MiB of a 154 MiB peak. An entry is now 32 bytes and a
+//! pointer to what it shares.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::roster::Roster;
+
+use super::cgroup::parse_cgroup;
+use super::{CgroupInfo, Placement, Text};
+
+/// Distinct workloads, and distinct identities, shared at most. A host has
+/// far fewer cgroups with GPU processes; past the cap a new one is still
+/// parsed and cached, only not shared, until a sweep makes room.
+pub(super) const SHARED_MAX: usize = 4096;
+
+/// The parsed cgroup of the processes in one cgroup, and how the snapshot
+/// shows it.
+#[derive(Debug, Clone)]
+pub(super) struct Workload {
+    pub(super) cgroup: Arc<CgroupInfo>,
+    pub(super) placement: Arc<Placement>,
+}
+
+/// A PID's slow-changing identity; processes alike share one.
+#[derive(Debug)]
+pub(super) struct Ident {
+    pub(super) uid: Option<u32>,
+    pub(super) comm: Text,
+    pub(super) workload: Workload,
+}
+
+/// One PID: 32 bytes (the entry of 88 it replaces held its own copies).
+#[derive(Debug, Clone)]
+struct Entry {
+    start_ticks: u64,
+    /// When status and cgroup are read again, in nanoseconds from `epoch`.
+    due: u64,
+    ident: Arc<Ident>,
+    /// The sweep period it was last used in.
+    used_in: u32,
+}
+
+/// The cgroup file's bytes to its parsed workload. An unreadable file is
+/// keyed as an empty one: both parse to no workload.
+type Workloads = HashMap<Box<[u8]>, Workload>;
+
+/// What the caller gets of a cached identity: uid, comm, cgroup and placement.
+pub(super) type Identity = (Option<u32>, Text, Arc<CgroupInfo>, Arc<Placement>);
+
+/// Per PID, in the order a poll asks (`roster.rs`), plus the shared parts.
+#[derive(Debug, Clone)]
+pub(super) struct IdentityCache {
+    entries: Roster<u32, Entry>,
+    workloads: Workloads,
+    /// By (uid, address of the workload's cgroup): the comms seen with them (almost always one).
+    idents: HashMap<(Option<u32>, usize), Vec<Arc<Ident>>>,
+    ident_count: usize,
+    epoch: Instant,
+    refresh: Duration,
+    /// The clock of the current round of reads (see [`IdentityCache::round`]).
+    round: Option<Instant>,
+    last_sweep: Instant,
+    /// Sweep periods so far: an entry used in this one is kept.
+    period: u32,
+}
+
+impl IdentityCache {
+    pub(super) fn new(refresh: Duration) -> Self {
+        let now = Instant::now();
+        IdentityCache {
+            entries: Roster::default(),
+            workloads: HashMap::new(),
+            idents: HashMap::new(),
+            ident_count: 0,
+            epoch: now,
+            refresh,
+            round: None,
+            last_sweep: now,
+            period: 0,
+        }
+    }
+
+    pub(super) fn set_refresh(&mut self, every: Duration) {
+        self.refresh = every;
+    }
+
+    /// How often the unused is swept: the refresh period, at least 1 s.
+    fn sweep_period(&self) -> Duration {
+        self.refresh.max(Duration::from_secs(1))
+    }
+
+    /// A read outside a poll's round: only the periodic sweep applies.
+    pub(super) fn single(&mut self, now: Instant) {
+        if now.duration_since(self.last_sweep) >= self.sweep_period() {
+            self.start_round(now);
+        }
+    }
+
+    /// A read in the round of clock `now`: a poll passes one clock value for
+    /// all its reads, so a new value starts a new round.
+    pub(super) fn round(&mut self, now: Instant) {
+        if self.round != Some(now) {
+            self.start_round(now);
+        }
+    }
+
+    /// Lays the entries out in the order of the last round, and at most once
+    /// per sweep period forgets those not asked about in a whole period (so
+    /// PID churn cannot grow the cache) and the shared parts none holds.
+    fn start_round(&mut self, now: Instant) {
+        self.round = Some(now);
+        if now.duration_since(self.last_sweep) < self.sweep_period() {
+            // Reordering is a pass over every entry, which outlive a poll's
+            // list under churn: between sweeps a stray is found by the index.
+            self.entries.rewind();
+            return;
+        }
+        self.last_sweep = now;
+        let period = self.period;
+        self.entries.end_round(|_, e, _| e.used_in == period);
+        self.period = period.wrapping_add(1);
+        // Identities first: each holds its workload.
+        self.idents.retain(|_, same| {
+            same.retain(|i| Arc::strong_count(i) > 1);
+            !same.is_empty()
+        });
+        self.ident_count = self.idents.values().map(Vec::len).sum();
+        self.workloads.retain(|_, w| Arc::strong_count(&w.cgroup) > 1);
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    /// The identity of `pid` when it is the same process (same start) and
+    /// was read within its refresh period; `comm` (what stat says now)
+    /// replaces the cached one when it changed (exec, `PR_SET_NAME`).
+    pub(super) fn hit(&mut self, pid: u32, start_ticks: u64, comm: &str, now: Instant) -> Option<Identity> {
+        let now_ns = self.nanos(now);
+        let period = self.period;
+        let e = self.entries.find_mut(&pid)?;
+        if e.start_ticks != start_ticks || now_ns >= e.due {
+            return None;
+        }
+        e.used_in = period;
+        if *e.ident.comm != *comm {
+            let workload = e.ident.workload.clone();
+            e.ident = intern_ident(&mut self.idents, &mut self.ident_count, e.ident.uid, comm, workload);
+        }
+        Some(view(&e.ident))
+    }
+
+    /// Caches what status and cgroup (empty when unreadable) say of `pid`.
+    pub(super) fn fill(
+        &mut self,
+        pid: u32,
+        start_ticks: u64,
+        (uid, comm): (Option<u32>, &str),
+        cgroup: &[u8],
+        now: Instant,
+    ) -> Identity {
+        let workload = intern_workload(&mut self.workloads, cgroup);
+        let ident = intern_ident(&mut self.idents, &mut self.ident_count, uid, comm, workload);
+        let out = view(&ident);
+        let now_ns = self.nanos(now);
+        let refresh = u64::try_from(self.refresh.as_nanos()).unwrap_or(u64::MAX);
+        let period = self.period;
+        let slot = self.entries.find_mut(&pid);
+        // A process seen for the first time is first refreshed after 1/2 to
+        // 1 period, by its PID: processes that start together (a whole fleet
+        // at the daemon's start) are then not all read again in one poll.
+        let first = slot.as_ref().is_none_or(|e| e.start_ticks != start_ticks);
+        let stagger = if first {
+            refresh / 2 / 64 * u64::from(spread(pid))
+        } else {
+            0
+        };
+        let entry = Entry {
+            start_ticks,
+            due: now_ns.saturating_add(refresh - stagger),
+            ident,
+            used_in: period,
+        };
+        match slot {
+            Some(e) => *e = entry,
+            None => {
+                self.entries.insert(pid, entry);
+            }
+        }
+        out
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Shared workloads and identities (tests: they are bounded and swept).
+    pub(super) fn shared(&self) -> (usize, usize) {
+        (self.workloads.len(), self.ident_count)
+    }
+}
+
+/// 0..64 from a PID, scattered so that consecutive PIDs differ.
+fn spread(pid: u32) -> u32 {
+    pid.wrapping_mul(0x9E37_79B9) >> 26
+}
+
+/// The shared workload of a cgroup file's bytes, parsed on first sight.
+fn intern_workload(workloads: &mut Workloads, cgroup: &[u8]) -> Workload {
+    if let Some(w) = workloads.get(cgroup) {
+        return w.clone();
+    }
+    let info = parse_cgroup(&String::from_utf8_lossy(cgroup));
+    let w = Workload {
+        placement: Arc::new(info.placement()),
+        cgroup: Arc::new(info),
+    };
+    if workloads.len() < SHARED_MAX {
+        workloads.insert(Box::from(cgroup), w.clone());
+    }
+    w
+}
+
+fn view(i: &Ident) -> Identity {
+    (
+        i.uid,
+        i.comm.clone(),
+        i.workload.cgroup.clone(),
+        i.workload.placement.clone(),
+    )
+}
+
+/// The shared identity of (uid, comm, workload).
+fn intern_ident(
+    idents: &mut HashMap<(Option<u32>, usize), Vec<Arc<Ident>>>,
+    count: &mut usize,
+    uid: Option<u32>,
+    comm: &str,
+    workload: Workload,
+) -> Arc<Ident> {
+    let key = (uid, Arc::as_ptr(&workload.cgroup) as usize);
+    if let Some(same) = idents.get(&key).and_then(|v| v.iter().find(|i| *i.comm == *comm)) {
+        return same.clone();
+    }
+    let ident = Arc::new(Ident {
+        uid,
+        comm: Text::from(comm),
+        workload,
+    });
+    if *count < SHARED_MAX {
+        idents.entry(key).or_default().push(ident.clone());
+        *count += 1;
+    }
+    ident
+}

@@ -1,0 +1,107 @@
+//! The identity cache on its own, with a clock the test moves: what PIDs
+//! share, when an entry is read again, and that what it shares is bounded
+//! and swept.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::super::cache::{IdentityCache, SHARED_MAX};
+
+const REFRESH: Duration = Duration::from_secs(30);
+const POD: &[u8] = b"0::/kubepods/burstable/pod1c4e0f2a-9b7d-4c1e-8a3f-2b6d5e7f9a01\n";
+const JOB: &[u8] = b"0::/slurm/uid_1000/job_77/step_0/task_0\n";
+
+#[test]
+fn processes_in_one_cgroup_share_one_parsed_copy() {
+    let mut cache = IdentityCache::new(REFRESH);
+    let t = Instant::now();
+    let a = cache.fill(100, 1, (Some(1000), "python"), POD, t);
+    let b = cache.fill(101, 1, (Some(1000), "python"), POD, t);
+    let c = cache.fill(102, 1, (Some(1001), "torchrun"), POD, t);
+    let d = cache.fill(103, 1, (Some(1000), "python"), JOB, t);
+    assert!(
+        Arc::ptr_eq(&a.2, &b.2) && Arc::ptr_eq(&a.3, &b.3),
+        "same cgroup: one copy"
+    );
+    assert!(Arc::ptr_eq(&a.2, &c.2), "another user in the same cgroup");
+    assert!(!Arc::ptr_eq(&a.2, &d.2), "another cgroup");
+    assert_eq!(a.3.pod_uid, "1c4e0f2a-9b7d-4c1e-8a3f-2b6d5e7f9a01");
+    assert_eq!(d.3.job, "77");
+    assert_eq!((c.0, c.1.as_str()), (Some(1001), "torchrun"));
+    assert_eq!(cache.len(), 4);
+    // Two workloads; three identities: (1000, python, pod), (1001,
+    // torchrun, pod), (1000, python, job).
+    assert_eq!(cache.shared(), (2, 3));
+    // An unreadable cgroup reads as an empty one: no workload.
+    let none = cache.fill(104, 1, (None, "x"), b"", t);
+    assert_eq!(*none.3, Default::default());
+}
+
+#[test]
+fn a_hit_needs_the_same_start_and_a_fresh_read() {
+    let mut cache = IdentityCache::new(REFRESH);
+    let t = Instant::now();
+    cache.fill(7, 500, (Some(0), "a"), POD, t);
+    assert!(cache.hit(7, 500, "a", t + Duration::from_secs(1)).is_some());
+    assert!(cache.hit(7, 501, "a", t).is_none(), "a reused PID misses");
+    assert!(cache.hit(8, 500, "a", t).is_none(), "never seen");
+    // A new comm (exec, PR_SET_NAME) is taken from stat at once.
+    let renamed = cache.hit(7, 500, "b", t).map(|id| id.1);
+    assert_eq!(renamed.as_deref(), Some("b"));
+    assert!(
+        cache.hit(7, 500, "a", t + REFRESH).is_none(),
+        "read again after a period"
+    );
+}
+
+#[test]
+fn first_refreshes_are_spread_over_the_second_half_of_a_period() {
+    let mut cache = IdentityCache::new(REFRESH);
+    let t = Instant::now();
+    let pids = 1000..3000u32;
+    for pid in pids.clone() {
+        cache.fill(pid, 1, (Some(1), "p"), POD, t);
+    }
+    let misses = |cache: &mut IdentityCache, after: Duration| {
+        pids.clone()
+            .filter(|&pid| cache.hit(pid, 1, "p", t + after).is_none())
+            .count()
+    };
+    assert_eq!(misses(&mut cache, REFRESH / 2 - Duration::from_millis(1)), 0);
+    let halfway = misses(&mut cache, REFRESH * 3 / 4);
+    assert!(
+        halfway > 600 && halfway < 1400,
+        "{halfway} of 2000 due by 3/4 of a period"
+    );
+    // One read again is then due a whole period later.
+    cache.fill(1000, 1, (Some(1), "p"), POD, t + REFRESH);
+    assert!(
+        cache
+            .hit(1000, 1, "p", t + REFRESH * 2 - Duration::from_millis(1))
+            .is_some()
+    );
+    assert_eq!(misses(&mut cache, REFRESH), 1999, "all but the one read again");
+}
+
+#[test]
+fn what_no_process_holds_is_swept_and_sharing_is_bounded() {
+    let mut cache = IdentityCache::new(REFRESH);
+    let t = Instant::now();
+    let n = SHARED_MAX as u32 + 100;
+    for pid in 1..=n {
+        let cgroup = format!("0::/system.slice/unit-{pid}.service\n");
+        let id = cache.fill(pid, 1, (Some(1), "p"), cgroup.as_bytes(), t);
+        assert_eq!(id.3.unit, format!("unit-{pid}.service"), "parsed even past the cap");
+    }
+    let (workloads, idents) = cache.shared();
+    assert!(workloads <= SHARED_MAX && idents <= SHARED_MAX, "{workloads} {idents}");
+    // Only PID 1 is used for two sweep periods: the rest is forgotten.
+    for k in 1..=2 {
+        let now = t + REFRESH * k;
+        cache.round(now);
+        cache.fill(1, 1, (Some(1), "p"), b"0::/system.slice/unit-1.service\n", now);
+    }
+    cache.round(t + REFRESH * 3);
+    assert_eq!(cache.len(), 1);
+    assert_eq!(cache.shared(), (1, 1));
+}
