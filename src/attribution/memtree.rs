@@ -306,7 +306,10 @@ fn comm(name: &str) -> &str {
 /// and `fmt` cost as much as the rest of the read.
 fn render_stat(e: &Entry, buf: &mut Vec<u8>) {
     let id = &*e.ident;
-    push_u64(buf, e.pid.into());
+    // The PID shows three times (pid, pgrp, session): its digits once.
+    let mut digits = [0; 20];
+    let pid = decimal(e.pid.into(), &mut digits);
+    buf.extend_from_slice(pid);
     buf.extend_from_slice(b" (");
     buf.extend_from_slice(comm(&id.comm).as_bytes());
     buf.extend_from_slice(b") ");
@@ -316,7 +319,7 @@ fn render_stat(e: &Entry, buf: &mut Vec<u8>) {
     push_u64(buf, id.ppid.into());
     for _ in 0..2 {
         buf.push(b' ');
-        push_u64(buf, e.pid.into());
+        buf.extend_from_slice(pid);
     }
     // flags 0x400100: a user task as Linux 6.x shows one (no PF_KTHREAD).
     buf.extend_from_slice(b" 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 ");
@@ -325,8 +328,13 @@ fn render_stat(e: &Entry, buf: &mut Vec<u8>) {
 }
 
 /// `n` in decimal.
-fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
-    let mut digits = [0u8; 20];
+fn push_u64(buf: &mut Vec<u8>, n: u64) {
+    let mut digits = [0; 20];
+    buf.extend_from_slice(decimal(n, &mut digits));
+}
+
+/// `n`'s decimal digits, at the end of `digits`.
+fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -336,7 +344,7 @@ fn push_u64(buf: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    buf.extend_from_slice(&digits[at..]);
+    &digits[at..]
 }
 
 /// A cgroup v2 path that [`parse_cgroup`](super::parse_cgroup) reads back as
