@@ -36,7 +36,9 @@ const CMDLINE_READ_MAX: u64 = 256 * 1024;
 /// in its cgroup) and almost never change after; re-reading status and
 /// cgroup every poll was two of the three file reads per GPU process.
 /// stat is still read every poll: state, ppid and the start time (which
-/// tells a reused PID from the old process) change.
+/// tells a reused PID from the old process) change. A process seen for the
+/// first time is read again after half to all of it (by its PID), so
+/// processes that start together are not all read again in one poll.
 pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 
 /// Cheap to clone (a clone has its own caches; the tree is shared).
