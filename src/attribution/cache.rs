@@ -28,6 +28,11 @@ use super::{CgroupInfo, Placement, Text};
 /// parsed and cached, only not shared, until a sweep makes room.
 pub(super) const SHARED_MAX: usize = 4096;
 
+/// A cgroup file longer than this is parsed for its process alone: keys
+/// stay small whatever a container nests (real files are 30 bytes to 1 KiB,
+/// cgroup v1 with a line per hierarchy), so the table holds at most 8 MiB.
+pub(super) const KEY_MAX: usize = 2048;
+
 /// The parsed cgroup of the processes in one cgroup, and how the snapshot
 /// shows it.
 #[derive(Debug, Clone)]
@@ -230,7 +235,7 @@ fn intern_workload(workloads: &mut Workloads, cgroup: &[u8]) -> Workload {
         placement: Arc::new(info.placement()),
         cgroup: Arc::new(info),
     };
-    if workloads.len() < SHARED_MAX {
+    if workloads.len() < SHARED_MAX && cgroup.len() <= KEY_MAX {
         workloads.insert(Box::from(cgroup), w.clone());
     }
     w

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::super::cache::{IdentityCache, SHARED_MAX};
+use super::super::cache::{IdentityCache, KEY_MAX, SHARED_MAX};
 
 const REFRESH: Duration = Duration::from_secs(30);
 const POD: &[u8] = b"0::/kubepods/burstable/pod1c4e0f2a-9b7d-4c1e-8a3f-2b6d5e7f9a01\n";
@@ -35,6 +35,15 @@ fn processes_in_one_cgroup_share_one_parsed_copy() {
     // An unreadable cgroup reads as an empty one: no workload.
     let none = cache.fill(104, 1, (None, "x"), b"", t);
     assert_eq!(*none.3, Default::default());
+    // A file longer than a key may be is parsed for its process alone.
+    let long = format!("0::/{}/job.slice/slurm/job_9\n", "n".repeat(KEY_MAX));
+    let (x, y) = (
+        cache.fill(105, 1, (None, "x"), long.as_bytes(), t),
+        cache.fill(106, 1, (None, "x"), long.as_bytes(), t),
+    );
+    assert_eq!((x.3.job.as_str(), y.3.job.as_str()), ("9", "9"));
+    assert!(!Arc::ptr_eq(&x.2, &y.2), "not shared");
+    assert_eq!(cache.shared().0, 3, "the empty file's workload, not the long one");
 }
 
 #[test]
