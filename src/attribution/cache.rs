@@ -11,8 +11,8 @@
 //! Why (issue 21): at 64 GPUs x 1000 processes each PID held its own parsed
 //! cgroup, placement (seven strings) and comm, about 700 bytes, though
 //! thousands of PIDs share one pod, job or unit (the `large` fleet has 32
-//! identities): 46 MiB of a 154 MiB peak. An entry is now 32 bytes and a
-//! pointer to what it shares.
+//! identities): 46 MiB of a 154 MiB peak. An entry is now 32 bytes, one
+//! pointer of them to what it shares.
 
 use std::collections::HashMap;
 use std::sync::Arc;
