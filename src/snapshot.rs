@@ -10,6 +10,7 @@ mod suspended;
 use std::collections::BTreeMap;
 
 mod allocator;
+mod empty;
 mod text;
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
 use serde::{Deserialize, Serialize};
@@ -128,8 +129,9 @@ pub struct Placement {
     pub job: Text,
 }
 
-/// One process holding a context on one device.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// One process holding a context on one device. Its `Default` (in
+/// `snapshot/empty.rs`) shares one empty placement rather than allocating.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Process {
     pub pid: u32,
