@@ -100,6 +100,11 @@ impl Listed {
             .map(String::as_str)
     }
 
+    #[cfg(test)]
+    pub(super) fn rebuilds(&self) -> u64 {
+        self.rebuilds
+    }
+
     /// How many distinct PIDs are listed.
     pub(super) fn pids(&self) -> usize {
         self.entries.chunk_by(|a, b| a.pid == b.pid).count()

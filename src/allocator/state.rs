@@ -290,6 +290,12 @@ impl AllocatorState {
         self.lock().events.list()
     }
 
+    /// How many polls rebuilt the listing: once for a steady fleet.
+    #[cfg(test)]
+    pub(crate) fn listing_rebuilds(&self) -> u64 {
+        self.lock().listed.rebuilds()
+    }
+
     /// PIDs with a report, a rate bucket or a listing: what is held.
     pub fn tracked(&self) -> (usize, usize, usize) {
         let g = self.lock();
