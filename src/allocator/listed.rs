@@ -121,17 +121,34 @@ fn fingerprint(devices: &[Device]) -> (u64, usize) {
     let (mut sum, mut n) = (0u64, 0usize);
     for (i, d) in devices.iter().enumerate() {
         for p in &d.processes {
-            let mut h = mix(u64::from(p.pid) | ((i as u64) << 32));
-            for t in [&p.comm, &p.user] {
-                h = mix(h ^ t.as_ptr() as u64);
-                h = mix(h ^ t.len() as u64);
-            }
-            sum = sum.wrapping_add(h);
+            // One mix of the fields, each multiplied by its own odd
+            // constant first: a per-field mix was 4 % of the daemon's poll.
+            let fields = [
+                u64::from(p.pid) | ((i as u64) << 32),
+                p.comm.as_ptr() as u64,
+                p.comm.len() as u64,
+                p.user.as_ptr() as u64,
+                p.user.len() as u64,
+            ];
+            let folded = fields
+                .iter()
+                .zip(ODD)
+                .fold(0u64, |h, (&f, k)| h.rotate_left(23) ^ f.wrapping_mul(k));
+            sum = sum.wrapping_add(mix(folded));
             n += 1;
         }
     }
     (sum, n)
 }
+
+/// Odd multipliers (SplitMix64's and golden-ratio constants), one a field.
+const ODD: [u64; 5] = [
+    0x9e37_79b9_7f4a_7c15,
+    0xbf58_476d_1ce4_e5b9,
+    0x94d0_49bb_1331_11eb,
+    0xd6e8_feb8_6659_fd93,
+    0xa076_1d64_78bd_642f,
+];
 
 /// SplitMix64's finaliser: every input bit moves every output bit.
 fn mix(mut x: u64) -> u64 {

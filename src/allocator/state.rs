@@ -18,6 +18,7 @@ use super::events::{Events, OomEvent, Table};
 use super::listed::Listed;
 use super::message::{self, DeviceReport, MessageError};
 use crate::snapshot::{AllocatorFigures, Device};
+use rustc_hash::FxHashMap;
 
 /// How long a reported OOM stays on its device in the snapshot (what the
 /// `process_oom` rule kind sees): ten minutes.
@@ -92,8 +93,10 @@ struct Report {
 struct Inner {
     /// Who NVML listed on which GPU at the latest poll (`listed.rs`).
     listed: Listed,
-    reports: HashMap<u32, Report>,
-    buckets: HashMap<u32, Bucket>,
+    /// FxHash, like every PID-keyed map (docs/design.md): `join` looks up
+    /// every listed process here each poll.
+    reports: FxHashMap<u32, Report>,
+    buckets: FxHashMap<u32, Bucket>,
     /// Holder tables of the GPUs that have a reporting process, as of the
     /// latest poll: what an OOM event shows.
     tables: HashMap<String, Table>,
