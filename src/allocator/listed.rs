@@ -15,7 +15,7 @@
 //! poll changes: a steady poll hashes each process's integers and touches
 //! no reference count.
 
-use crate::snapshot::{Device, Text};
+use crate::snapshot::{Device, Process, Text};
 
 /// One process on one GPU.
 #[derive(Debug)]
@@ -41,15 +41,16 @@ pub(super) struct Listed {
 }
 
 impl Listed {
-    /// Takes the listing of `devices`, rebuilding only when it changed.
-    pub(super) fn refill(&mut self, devices: &[Device]) {
+    /// Takes the listing of `devices`, whose fingerprint is `print`,
+    /// rebuilding only when it changed.
+    pub(super) fn refill(&mut self, devices: &[Device], print: Fingerprint) {
         if self.uuids.len() != devices.len() || self.uuids.iter().zip(devices).any(|(u, d)| *u != d.uuid) {
             self.uuids.clear();
             self.uuids.extend(devices.iter().map(|d| d.uuid.clone()));
             // The indices changed meaning: rebuild whatever the print says.
             self.print = (0, usize::MAX);
         }
-        let print = fingerprint(devices);
+        let print = (print.sum, print.n);
         if print == self.print {
             return;
         }
@@ -116,29 +117,43 @@ impl Listed {
 /// collision). Names are compared by address: a `Text` is immutable and the
 /// listing holds a clone of each, so an address seen last poll is still the
 /// same string. The sort order of a device's processes (by size, which
-/// changes every poll) does not matter.
-fn fingerprint(devices: &[Device]) -> (u64, usize) {
-    let (mut sum, mut n) = (0u64, 0usize);
-    for (i, d) in devices.iter().enumerate() {
-        for p in &d.processes {
-            // One mix of the fields, each multiplied by its own odd
-            // constant first: a per-field mix was 4 % of the daemon's poll.
-            let fields = [
-                u64::from(p.pid) | ((i as u64) << 32),
-                p.comm.as_ptr() as u64,
-                p.comm.len() as u64,
-                p.user.as_ptr() as u64,
-                p.user.len() as u64,
-            ];
-            let folded = fields
-                .iter()
-                .zip(ODD)
-                .fold(0u64, |h, (&f, k)| h.rotate_left(23) ^ f.wrapping_mul(k));
-            sum = sum.wrapping_add(mix(folded));
-            n += 1;
-        }
+/// changes every poll) does not matter. Fed by the join's own walk over
+/// the processes.
+#[derive(Debug, Default)]
+pub(super) struct Fingerprint {
+    sum: u64,
+    n: usize,
+}
+
+impl Fingerprint {
+    /// Adds process `p` of the device at index `gpu`.
+    pub(super) fn add(&mut self, gpu: usize, p: &Process) {
+        // One mix of the fields, each multiplied by its own odd constant
+        // first: a per-field mix was 4 % of the daemon's poll.
+        let fields = [
+            u64::from(p.pid) | ((gpu as u64) << 32),
+            p.comm.as_ptr() as u64,
+            p.comm.len() as u64,
+            p.user.as_ptr() as u64,
+            p.user.len() as u64,
+        ];
+        let folded = fields
+            .iter()
+            .zip(ODD)
+            .fold(0u64, |h, (&f, k)| h.rotate_left(23) ^ f.wrapping_mul(k));
+        self.sum = self.sum.wrapping_add(mix(folded));
+        self.n += 1;
     }
-    (sum, n)
+
+    /// The digest of all of `devices`.
+    #[cfg(test)]
+    fn of(devices: &[Device]) -> Fingerprint {
+        let mut f = Fingerprint::default();
+        for (i, d) in devices.iter().enumerate() {
+            d.processes.iter().for_each(|p| f.add(i, p));
+        }
+        f
+    }
 }
 
 /// Odd multipliers (SplitMix64's and golden-ratio constants), one a field.
@@ -160,7 +175,6 @@ fn mix(mut x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Process;
 
     fn device(uuid: &str, procs: &[(u32, &str)]) -> Device {
         Device {
@@ -181,27 +195,27 @@ mod tests {
     fn lookups_follow_each_poll_and_a_reordered_poll_keeps_the_listing() {
         let mut l = Listed::default();
         let mut devs = vec![device("GPU-a", &[(30, "x"), (10, "y")]), device("GPU-b", &[(10, "y")])];
-        l.refill(&devs);
+        l.refill(&devs, Fingerprint::of(&devs));
         assert!(l.contains(10) && l.contains(30) && !l.contains(20));
         assert_eq!(l.uuids_of(10).collect::<Vec<_>>(), ["GPU-a", "GPU-b"]);
         assert_eq!(l.pids(), 2);
         assert_eq!(l.names(30).map(|(c, _)| c.as_str()), Some("x"));
         // The same processes in another order: nothing rebuilt.
         devs[0].processes.reverse();
-        l.refill(&devs);
+        l.refill(&devs, Fingerprint::of(&devs));
         assert_eq!(l.rebuilds, 1);
         assert_eq!(l.uuids_of(10).count(), 2);
         // A process gone and a renamed one: rebuilt.
         devs[1].processes.clear();
         devs[0].processes[0].comm = "z".into();
-        l.refill(&devs);
+        l.refill(&devs, Fingerprint::of(&devs));
         assert_eq!(l.rebuilds, 2);
         assert_eq!(l.uuids_of(10).collect::<Vec<_>>(), ["GPU-a"]);
         let renamed = devs[0].processes[0].pid;
         assert_eq!(l.names(renamed).map(|(c, _)| c.as_str()), Some("z"));
         // Devices in another order: the indices follow.
         devs.swap(0, 1);
-        l.refill(&devs);
+        l.refill(&devs, Fingerprint::of(&devs));
         assert_eq!(l.uuids_of(30).collect::<Vec<_>>(), ["GPU-a"]);
     }
 }

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::config::AllocatorConfig;
 use super::events::{Events, OomEvent, Table};
-use super::listed::Listed;
+use super::listed::{Fingerprint, Listed};
 use super::message::{self, DeviceReport, MessageError};
 use crate::snapshot::{AllocatorFigures, Device};
 use rustc_hash::FxHashMap;
@@ -242,7 +242,6 @@ impl AllocatorState {
     /// process's figures (fresh ones only) on `devices`.
     pub fn join(&self, devices: &mut [Device], now: f64) {
         let mut g = self.lock();
-        g.listed.refill(devices);
         let Inner {
             listed,
             reports,
@@ -251,12 +250,16 @@ impl AllocatorState {
             pending,
             events,
         } = &mut *g;
-        reports.retain(|&pid, _| listed.contains(pid));
-        buckets.retain(|&pid, _| listed.contains(pid));
         tables.clear();
-        for d in devices.iter_mut() {
+        // One walk over every process (64,000 cache misses at 64 x 1000):
+        // the listing's fingerprint and the figures of those that report.
+        // A report of a PID no longer listed matches no process here, so
+        // forgetting it after the walk changes nothing.
+        let mut print = Fingerprint::default();
+        for (i, d) in devices.iter_mut().enumerate() {
             let mut any = false;
             for p in &mut d.processes {
+                print.add(i, p);
                 p.allocator = reports
                     .get(&p.pid)
                     .filter(|r| now - r.at <= self.stale_after)
@@ -268,6 +271,9 @@ impl AllocatorState {
                 tables.insert(d.uuid.clone(), Table::of(d, now));
             }
         }
+        listed.refill(devices, print);
+        reports.retain(|&pid, _| listed.contains(pid));
+        buckets.retain(|&pid, _| listed.contains(pid));
         if std::mem::take(pending) > 0 {
             // This poll is the first after those OOMs: their tables.
             events.fill_pending(|uuid| {
