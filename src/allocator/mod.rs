@@ -8,6 +8,7 @@
 pub mod config;
 pub mod demo;
 pub mod events;
+mod listed;
 pub mod message;
 pub mod receiver;
 pub mod state;

@@ -10,14 +10,15 @@
 
 use std::collections::HashMap;
 
-use rustc_hash::FxHashMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::config::AllocatorConfig;
 use super::events::{Events, OomEvent, Table};
+use super::listed::{Fingerprint, Listed};
 use super::message::{self, DeviceReport, MessageError};
-use crate::snapshot::{AllocatorFigures, Device, Text};
+use crate::snapshot::{AllocatorFigures, Device};
+use rustc_hash::FxHashMap;
 
 /// How long a reported OOM stays on its device in the snapshot (what the
 /// `process_oom` rule kind sees): ten minutes.
@@ -88,29 +89,14 @@ struct Report {
     last_retry: Vec<Option<f64>>,
 }
 
-/// The devices one PID is listed on (almost always one, which needs no
-/// allocation), and who it is: an OOM event's name for a process that
-/// reports before its GPU has a holder table, and may be gone by the next
-/// poll. `Text` clones share, so this costs no allocation per poll.
-#[derive(Debug)]
-struct Uses {
-    first: u32,
-    more: Vec<u32>,
-    comm: Text,
-    user: Text,
-}
-
 #[derive(Debug, Default)]
 struct Inner {
-    /// PID -> the GPUs NVML lists it on, as of the latest poll, as
-    /// indices into `uuids`: the pipeline fills this for every process every
-    /// poll, and a UUID copy and a Vec per process were 128,000
-    /// allocations a poll at 64 GPUs x 1000 processes.
-    listed: FxHashMap<u32, Uses>,
-    /// The UUIDs of the latest poll's devices.
-    uuids: Vec<String>,
-    reports: HashMap<u32, Report>,
-    buckets: HashMap<u32, Bucket>,
+    /// Who NVML listed on which GPU at the latest poll (`listed.rs`).
+    listed: Listed,
+    /// FxHash, like every PID-keyed map (docs/design.md): `join` looks up
+    /// every listed process here each poll.
+    reports: FxHashMap<u32, Report>,
+    buckets: FxHashMap<u32, Bucket>,
     /// Holder tables of the GPUs that have a reporting process, as of the
     /// latest poll: what an OOM event shows.
     tables: HashMap<String, Table>,
@@ -188,7 +174,7 @@ impl AllocatorState {
     /// for listed PIDs, so a sender cannot grow the map.
     fn admit(&self, pid: u32, now: f64) -> Result<(), Outcome> {
         let mut g = self.lock();
-        if !g.listed.contains_key(&pid) {
+        if !g.listed.contains(pid) {
             return Err(Outcome::UnknownPid);
         }
         let cap = self.rate * 4.0;
@@ -206,11 +192,11 @@ impl AllocatorState {
     /// feeder, which has no socket). Does not count it.
     pub fn record(&self, pid: u32, mut devices: Vec<DeviceReport>, now: f64) -> Outcome {
         let mut g = self.lock();
-        let Some(uses) = g.listed.get(&pid) else {
+        if !g.listed.contains(pid) {
             return Outcome::UnknownPid;
-        };
+        }
         for d in &mut devices {
-            match nvml_uuid(&g.uuids, uses, &d.uuid) {
+            match nvml_uuid(g.listed.uuids_of(pid), &d.uuid) {
                 Some(u) if u != d.uuid => d.uuid = u.to_string(),
                 Some(_) => {}
                 None => return Outcome::ForeignGpu,
@@ -229,9 +215,9 @@ impl AllocatorState {
             if d.ooms > old_ooms {
                 last_oom.push(Some(now));
                 let mut ev = OomEvent::new(now, pid, d, g.tables.get(&d.uuid).cloned().unwrap_or_default());
-                if let Some(u) = g.listed.get(&pid).filter(|_| ev.gpu.processes.is_empty()) {
+                if let Some((comm, user)) = g.listed.names(pid).filter(|_| ev.gpu.processes.is_empty()) {
                     // No table yet: the next poll fills it (`join`).
-                    ev.name(&u.comm, &u.user);
+                    ev.name(comm, user);
                     g.pending += 1;
                 }
                 g.events.push(ev);
@@ -256,38 +242,24 @@ impl AllocatorState {
     /// process's figures (fresh ones only) on `devices`.
     pub fn join(&self, devices: &mut [Device], now: f64) {
         let mut g = self.lock();
-        g.listed.clear();
-        g.uuids.clear();
-        for (i, d) in devices.iter().enumerate() {
-            g.uuids.push(d.uuid.clone());
-            let i = u32::try_from(i).unwrap_or(u32::MAX);
-            for p in &d.processes {
-                g.listed
-                    .entry(p.pid)
-                    .and_modify(|u| u.more.push(i))
-                    .or_insert_with(|| Uses {
-                        first: i,
-                        more: Vec::new(),
-                        comm: p.comm.clone(),
-                        user: p.user.clone(),
-                    });
-            }
-        }
         let Inner {
             listed,
-            uuids: _,
             reports,
             buckets,
             tables,
             pending,
             events,
         } = &mut *g;
-        reports.retain(|pid, _| listed.contains_key(pid));
-        buckets.retain(|pid, _| listed.contains_key(pid));
         tables.clear();
-        for d in devices.iter_mut() {
+        // One walk over every process (64,000 cache misses at 64 x 1000):
+        // the listing's fingerprint and the figures of those that report.
+        // A report of a PID no longer listed matches no process here, so
+        // forgetting it after the walk changes nothing.
+        let mut print = Fingerprint::default();
+        for (i, d) in devices.iter_mut().enumerate() {
             let mut any = false;
             for p in &mut d.processes {
+                print.add(i, p);
                 p.allocator = reports
                     .get(&p.pid)
                     .filter(|r| now - r.at <= self.stale_after)
@@ -299,6 +271,9 @@ impl AllocatorState {
                 tables.insert(d.uuid.clone(), Table::of(d, now));
             }
         }
+        listed.refill(devices, print);
+        reports.retain(|&pid, _| listed.contains(pid));
+        buckets.retain(|&pid, _| listed.contains(pid));
         if std::mem::take(pending) > 0 {
             // This poll is the first after those OOMs: their tables.
             events.fill_pending(|uuid| {
@@ -324,10 +299,16 @@ impl AllocatorState {
         self.lock().events.list()
     }
 
+    /// How many polls rebuilt the listing: once for a steady fleet.
+    #[cfg(test)]
+    pub(crate) fn listing_rebuilds(&self) -> u64 {
+        self.lock().listed.rebuilds()
+    }
+
     /// PIDs with a report, a rate bucket or a listing: what is held.
     pub fn tracked(&self) -> (usize, usize, usize) {
         let g = self.lock();
-        (g.reports.len(), g.buckets.len(), g.listed.len())
+        (g.reports.len(), g.buckets.len(), g.listed.pids())
     }
 }
 
@@ -335,12 +316,7 @@ impl AllocatorState {
 /// on: the same text, or else the same UUID under another prefix. A MIG
 /// job's torch gives the instance's UUID bare, the package cannot tell it
 /// from a GPU's and writes `GPU-`, while NVML lists `MIG-` (docs/design.md).
-fn nvml_uuid<'a>(uuids: &'a [String], uses: &Uses, uuid: &str) -> Option<&'a str> {
-    let mine = uuids
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| u32::try_from(*i).is_ok_and(|i| uses.first == i || uses.more.contains(&i)))
-        .map(|(_, u)| u.as_str());
+fn nvml_uuid<'a>(mine: impl Iterator<Item = &'a str>, uuid: &str) -> Option<&'a str> {
     fn bare(u: &str) -> &str {
         u.strip_prefix("GPU-").or_else(|| u.strip_prefix("MIG-")).unwrap_or(u)
     }

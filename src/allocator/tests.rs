@@ -318,3 +318,25 @@ fn the_pipeline_tells_a_tensor_leak_from_a_growing_cache() {
 
 #[path = "socket_tests.rs"]
 mod socket;
+
+#[test]
+fn a_steady_simulated_fleet_is_listed_once_in_whatever_order() {
+    use crate::source::GpuSource;
+    use crate::source::scenario::large;
+    use crate::source::simulated::SimulatedSource;
+    let mut src = SimulatedSource::new(large(4, 50), Duration::from_secs(1), 1.0e9);
+    let s = Arc::new(state());
+    let mut pipe = crate::pipeline::Pipeline::for_source(&crate::config::Processes::default(), &src)
+        .with_allocator(Arc::clone(&s));
+    for i in 0..5 {
+        let now = 1.0e9 + f64::from(i);
+        let raw = src.poll(true).expect("simulated poll");
+        let (_, mut devices) = pipe.build(raw, now);
+        // The same listing in another order (sizes change the order).
+        devices.iter_mut().for_each(|d| d.processes.reverse());
+        s.join(&mut devices, now);
+    }
+    assert_eq!(s.tracked().2, 200);
+    // Names are the attribution cache's shared values: same addresses.
+    assert_eq!(s.listing_rebuilds(), 1);
+}

@@ -128,6 +128,11 @@ struct Scratch {
     floors: Vec<Option<(u64, i64)>>,
     /// Non-empty segment floors as (seconds since window start, bytes).
     points: Vec<(f64, f64)>,
+    /// The segment of each bucket offset from the window start, for the
+    /// (slots, segments) in `seg_for`: every full window has the same, so
+    /// a close looks it up instead of dividing.
+    seg_of: Vec<u32>,
+    seg_for: (u64, usize),
     judge: Buffers,
 }
 
@@ -356,25 +361,18 @@ fn evaluate(
     let segments = cfg.segments.min(usize::try_from(slots).unwrap_or(usize::MAX));
     scratch.floors.clear();
     scratch.floors.resize(segments, None);
-    // The bucket at offset `o` from `start` is in segment
-    // floor(o * segments / slots); segment `s` starts at offset
-    // ceil(s * slots / segments). Walking those boundaries saves a division
-    // per bucket.
-    let first_of = |s: usize| (s as u64).saturating_mul(slots).div_ceil(segments as u64);
-    let (mut seg, mut next) = (0, first_of(1));
-    for b in closed.iter(start, end) {
+    segment_table(scratch, slots, segments);
+    let (floors, seg_of) = (&mut scratch.floors, &scratch.seg_of);
+    closed.for_each(start, end, |b| {
         let offset = b.idx.abs_diff(start);
-        while offset >= next {
-            seg += 1;
-            next = first_of(seg + 1);
-        }
-        if let Some(slot) = scratch.floors.get_mut(seg) {
+        let seg = usize::try_from(offset).ok().and_then(|o| seg_of.get(o));
+        if let Some(slot) = seg.and_then(|&s| floors.get_mut(s as usize)) {
             // Ties keep the earliest bucket: where a flat floor began.
             if slot.is_none_or(|(m, _)| b.min < m) {
                 *slot = Some((b.min, b.idx));
             }
         }
-    }
+    });
     let width = cfg.window / cfg.buckets as f64;
     scratch.points.clear();
     scratch
@@ -386,6 +384,27 @@ fn evaluate(
             ((idx.abs_diff(start) as f64 + 0.5) * width, min as f64)
         }));
     judge(&scratch.points, covered, flagged, cfg, &mut scratch.judge)
+}
+
+/// Fills `scratch.seg_of` for a window of `slots` buckets cut into
+/// `segments`, unless it already is. The bucket at offset `o` from the
+/// window start is in segment floor(o * segments / slots); segment `s`
+/// starts at offset ceil(s * slots / segments).
+fn segment_table(scratch: &mut Scratch, slots: u64, segments: usize) {
+    if scratch.seg_for == (slots, segments) {
+        return;
+    }
+    let first_of = |s: usize| (s as u64).saturating_mul(slots).div_ceil(segments as u64);
+    let (mut seg, mut next) = (0, first_of(1));
+    scratch.seg_of.clear();
+    for offset in 0..slots {
+        while offset >= next {
+            seg += 1;
+            next = first_of(seg + 1);
+        }
+        scratch.seg_of.push(u32::try_from(seg).unwrap_or(u32::MAX));
+    }
+    scratch.seg_for = (slots, segments);
 }
 
 #[cfg(test)]

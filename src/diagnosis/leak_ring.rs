@@ -108,17 +108,47 @@ impl Ring {
         }
     }
 
-    /// The closed buckets with an index in `lo..hi` (at most `len` apart),
-    /// oldest first. The slot advances with the index (one modulo in all:
-    /// this runs for every key each time a bucket closes).
-    pub(super) fn iter(&self, lo: i64, hi: i64) -> impl Iterator<Item = Bucket> + '_ {
-        let mut slot = self.slot(lo);
+    /// Calls `f` with the closed buckets with an index in `lo..hi` (at most
+    /// `len` apart), oldest first. The layout is matched once and the slots
+    /// are walked as two plain slices (from `lo`'s slot to the end, then
+    /// from the start): this runs for every key each time a bucket closes,
+    /// and a per-slot enum match, modulo and bounds check were most of it.
+    pub(super) fn for_each(&self, lo: i64, hi: i64, mut f: impl FnMut(Bucket)) {
         let len = self.len();
-        (lo..hi).filter_map(move |idx| {
-            let s = slot;
-            slot = if slot + 1 == len { 0 } else { slot + 1 };
-            self.get_slot(s).map(|min| Bucket { idx, min })
-        })
+        let n = usize::try_from(hi.saturating_sub(lo)).unwrap_or(0).min(len);
+        let first = self.slot(lo);
+        // Slot `first + k` (wrapped) holds index `lo + k`.
+        let (tail, head) = (first..len.min(first + n), 0..n.saturating_sub(len - first));
+        let at = |k: usize| lo.saturating_add(k as i64);
+        match self {
+            Ring::Narrow { base, words } => {
+                let mut k = 0;
+                for s in [tail, head] {
+                    for &w in words.get(s).unwrap_or_default() {
+                        if w != NONE {
+                            f(Bucket {
+                                idx: at(k),
+                                min: bytes32::undelta(*base, w),
+                            });
+                        }
+                        k += 1;
+                    }
+                }
+            }
+            Ring::Wide { words, len } => {
+                let (mins, bits) = words.split_at(*len);
+                let mut k = 0;
+                for s in [tail, head] {
+                    for i in s {
+                        let filled = bits.get(i / 64).is_some_and(|b| (b >> (i % 64)) & 1 == 1);
+                        if let (true, Some(&min)) = (filled, mins.get(i)) {
+                            f(Bucket { idx: at(k), min });
+                        }
+                        k += 1;
+                    }
+                }
+            }
+        }
     }
 
     /// How many slots hold a bucket.

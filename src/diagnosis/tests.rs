@@ -169,3 +169,25 @@ fn departures_keep_the_list_order() {
     let r = lr.observe("g", 1.0, 0.0, &[], &holders(600));
     assert_eq!(r.iter().map(|u| u.pid).collect::<Vec<_>>(), [5, 9, 2]);
 }
+
+#[test]
+fn a_reordered_list_loses_nobody_and_a_newcomer_keeps_the_others_watched() {
+    let mut lr = LateRelease::default();
+    let mut ps: Vec<Process> = [(5, 300), (9, 200), (2, 100)]
+        .iter()
+        .map(|&(pid, b)| proc(pid, Some(b), Holder::Live))
+        .collect();
+    lr.observe("g", 0.0, 0.0, &ps, &holders(0));
+    // The list sorts by size, which changes: the same processes.
+    ps.reverse();
+    assert!(lr.observe("g", 1.0, 0.0, &ps, &holders(0)).is_empty());
+    assert_eq!(lr.sizes(), (1, 0));
+    // 9 leaves with its latest bytes while 4 arrives; 5 and 2 stay.
+    ps[1] = proc(4, Some(50), Holder::Live);
+    ps[0].used_bytes = Some(150);
+    let r = lr.observe("g", 2.0, 0.0, &ps, &holders(200));
+    assert_eq!(r.iter().map(|u| (u.pid, u.bytes)).collect::<Vec<_>>(), [(9, 200)]);
+    // Then everyone leaves, in the order of the list they were last in.
+    let r = lr.observe("g", 3.0, 0.0, &[], &holders(600));
+    assert_eq!(r.iter().map(|u| u.pid).collect::<Vec<_>>(), [9, 2, 4, 5]);
+}
