@@ -4,6 +4,7 @@
 //! library; nothing here polls or serves by itself.
 
 mod hangup;
+mod malloc;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -79,6 +80,7 @@ enum CliError {
 }
 
 fn main() -> ExitCode {
+    malloc::tune();
     // Again, in case the constructor did not run (a static build without
     // .init_array support): the window is then only the runtime's start.
     hangup::hold(true);
