@@ -8,37 +8,15 @@
 //! Own binary, one test: the allocator counts every thread.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed step is the test failing
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+#[path = "counting/mod.rs"]
+mod counting;
+
 use std::time::{Duration, Instant};
 
 use gpumemd::attribution::{ProcFs, ReadOptions};
 use gpumemd::source::GpuSource;
 use gpumemd::source::scenario::large;
 use gpumemd::source::simulated::SimulatedSource;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-struct Counting;
-
-// SAFETY: every call forwards to System with the caller's arguments.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as i64 - l.size() as i64, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 const GPUS: usize = 64;
 const PER_GPU: usize = 1000;
@@ -60,7 +38,7 @@ fn identity_cache_at_64_x_1000_stays_within_its_bound() {
         .collect();
     assert_eq!(pids.len(), GPUS * PER_GPU);
     let tree = src.proc_tree().expect("the simulated fleet's /proc");
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = counting::live();
     let mut procfs = ProcFs::on(tree);
     let opts = ReadOptions::default();
     let mut gone = 0;
@@ -77,7 +55,7 @@ fn identity_cache_at_64_x_1000_stays_within_its_bound() {
     }
     let cached = procfs.cached_identities();
     assert!(cached + gone / 3 >= pids.len() * 9 / 10, "{cached} cached, {gone} gone");
-    let held = LIVE.load(Ordering::Relaxed) - before;
+    let held = counting::live() - before;
     drop(procfs);
     let per = held as f64 / cached as f64;
     eprintln!(

@@ -11,8 +11,9 @@
 //! 80). Own binary, one test: the allocator counts every thread.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed step is the test failing
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicI64, Ordering};
+#[path = "counting/mod.rs"]
+mod counting;
+
 use std::time::Duration;
 
 use gpumemd::config::Processes;
@@ -20,29 +21,6 @@ use gpumemd::pipeline::Pipeline;
 use gpumemd::source::GpuSource;
 use gpumemd::source::scenario::large;
 use gpumemd::source::simulated::SimulatedSource;
-
-static LIVE: AtomicI64 = AtomicI64::new(0);
-
-struct Counting;
-
-// SAFETY: every call forwards to System with the caller's arguments.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as i64, Ordering::Relaxed);
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as i64, Ordering::Relaxed);
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as i64 - l.size() as i64, Ordering::Relaxed);
-        unsafe { System.realloc(p, l, new) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
 
 const GPUS: usize = 64;
 const PER_GPU: usize = 1000;
@@ -70,9 +48,9 @@ fn per_process_history_at_64_x_1000_stays_within_its_bound() {
     let retained = pipe.retained();
     assert_eq!(retained.leak_series, GPUS * PER_GPU, "every process has a leak history");
     assert!(retained.peak_series >= GPUS * PER_GPU, "{retained:?}");
-    let with = LIVE.load(Ordering::Relaxed);
+    let with = counting::live();
     drop(pipe);
-    let held = with - LIVE.load(Ordering::Relaxed);
+    let held = with - counting::live();
     let per = held as f64 / (GPUS * PER_GPU) as f64;
     eprintln!(
         "pipeline state at {GPUS} x {PER_GPU}: {:.2} MB, {per:.1} bytes per process (bound {BOUND_PER_PROCESS:.0})",

@@ -53,7 +53,7 @@ fn count_of(calls: &[Call], func: &str) -> usize {
 }
 
 /// A scenario file and a call log in one temp dir.
-fn setup(scenario: &str) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
+pub fn setup(scenario: &str) -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("scenario.toml");
     std::fs::write(&path, scenario).unwrap();

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use crate::calls::setup;
 use crate::common::wait_until;
 use crate::harness::*;
 
@@ -66,10 +67,7 @@ async fn a_process_that_exits_while_its_memory_stays_is_read_out_of_the_lists_th
          [[device.process]]\npid = {pid}\nused = \"1GiB\"\n\
          [[step]]\npoll = 2\ndevice = 0\nremove = [{pid}]\n"
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("scenario.toml");
-    std::fs::write(&path, scenario).unwrap();
-    let log = dir.path().join("calls.log");
+    let (_dir, path, log) = setup(&scenario);
     let d = Daemon::start(Opts {
         scenario_path: Some(&path),
         poll: "interval = \"300ms\"",
@@ -116,10 +114,7 @@ async fn the_per_process_utilisation_call_waits_while_the_gpu_is_idle_and_return
     let scenario = "[[device]]\nuuid = \"GPU-32000000-0000-4000-8000-000000000001\"\n\
          [[device.process]]\npid = 4100\nused = \"1GiB\"\nsm_util = 0\n\
          [[step]]\npoll = 10\ndevice = 0\n[[step.add]]\npid = 4100\nused = \"1GiB\"\nsm_util = 50\n";
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("scenario.toml");
-    std::fs::write(&path, scenario).unwrap();
-    let log = dir.path().join("calls.log");
+    let (_dir, path, log) = setup(scenario);
     let d = Daemon::start(Opts {
         scenario_path: Some(&path),
         poll: "interval = \"50ms\"",
