@@ -18,16 +18,9 @@ port=${PORT:-19959}
 pids=()
 cleanup() { kill "${pids[@]}" 2>/dev/null; [ -n "${gpid:-}" ] && kill "$gpid" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
-for i in $(seq "${IDLE_WORKERS:-8}"); do
-  timeout 900 python3 -c '
-import torch, time, sys
-x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-torch.cuda.synchronize()
-open(sys.argv[1], "w").close()
-time.sleep(3600)' "$work/ready.$i" >"$work/w$i.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 600); do [ "$(ls "$work"/ready.* 2>/dev/null | wc -l)" -ge "${IDLE_WORKERS:-8}" ] && break; sleep 0.1; done
+# shellcheck source=workers.sh
+. "$here/workers.sh"
+start_workers "${IDLE_WORKERS:-8}" "$work" 900
 echo "workers ready: $(ls "$work"/ready.* 2>/dev/null | wc -l)" | tee -a "$out/summary.txt"
 
 run_variant() {

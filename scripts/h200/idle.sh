@@ -12,16 +12,9 @@ work=$(mktemp -d)
 port=${PORT:-19949}
 printf '[poll]\ninterval = "1s"\n[state]\ndir = "%s/state"\n%s\n' "$work" "${IDLE_EXTRA_TOML:-}" >"$work/gpumemd.toml"
 pids=()
-for i in $(seq 8); do
-  timeout $((secs + 60)) python3 -c '
-import torch, time, sys
-x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
-torch.cuda.synchronize()
-open(sys.argv[1], "w").close()
-time.sleep(3600)' "$work/ready.$i" >"$work/w$i.log" 2>&1 &
-  pids+=($!)
-done
-for _ in $(seq 600); do [ "$(ls "$work"/ready.* 2>/dev/null | wc -l)" -ge 8 ] && break; sleep 0.1; done
+# shellcheck source=workers.sh
+. "$(dirname "$0")/workers.sh"
+start_workers 8 "$work" $((secs + 60))
 "$gm" --config "$work/gpumemd.toml" --web.listen-address "127.0.0.1:$port" >"$out/idle-gpumemd.log" 2>&1 &
 gpid=$!
 trap 'kill $gpid "${pids[@]}" 2>/dev/null; rm -rf "$work"' EXIT
