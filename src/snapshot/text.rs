@@ -18,29 +18,102 @@ use std::borrow::Borrow;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::ops::Deref;
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 /// A shared or static immutable string. Compares, hashes and orders as its
 /// `str`, whichever way it is stored.
-#[derive(Clone)]
-pub enum Text {
-    Static(&'static str),
-    Shared(Arc<str>),
+///
+/// Two words, not the three of an enum of `&'static str` and `Arc<str>`:
+/// a `Process` holds six of them, and at 64 x 1000 two snapshot generations
+/// hold 128,000 processes (issue 21). The words are the string's start and
+/// its length, whose top bit (never set in a real length: no allocation
+/// exceeds `isize::MAX`) says whether an `Arc<str>` owns the bytes. The
+/// pointer is never null, so `Option<Text>` is two words as well.
+pub struct Text {
+    ptr: NonNull<u8>,
+    tagged_len: usize,
 }
+
+/// The length bit that marks bytes owned by an `Arc<str>`.
+const SHARED: usize = 1 << (usize::BITS - 1);
+
+// SAFETY: a `Text` is either a `&'static str` or an `Arc<str>`, both `Send`
+// and `Sync`; it never hands out mutable access.
+unsafe impl Send for Text {}
+// SAFETY: as above.
+unsafe impl Sync for Text {}
 
 impl Text {
     /// The empty string, without allocating.
-    pub const EMPTY: Text = Text::Static("");
+    pub const EMPTY: Text = Text::from_static("");
 
     /// A static string, without allocating.
     pub const fn from_static(s: &'static str) -> Self {
-        Text::Static(s)
+        // SAFETY: a reference's pointer is never null, even for "".
+        let ptr = unsafe { NonNull::new_unchecked(s.as_ptr().cast_mut()) };
+        Text {
+            ptr,
+            tagged_len: s.len(),
+        }
+    }
+
+    fn from_arc(s: Arc<str>) -> Self {
+        let len = s.len();
+        let raw = Arc::into_raw(s);
+        // SAFETY: `Arc::into_raw` never returns null.
+        let ptr = unsafe { NonNull::new_unchecked(raw as *const u8 as *mut u8) };
+        Text {
+            ptr,
+            tagged_len: len | SHARED,
+        }
+    }
+
+    fn len_bytes(&self) -> usize {
+        self.tagged_len & !SHARED
+    }
+
+    fn is_shared(&self) -> bool {
+        self.tagged_len & SHARED != 0
+    }
+
+    /// The `Arc<str>` pointer this was made from (shared texts only).
+    fn raw_arc(&self) -> *const str {
+        std::ptr::slice_from_raw_parts(self.ptr.as_ptr().cast_const(), self.len_bytes()) as *const str
     }
 
     pub fn as_str(&self) -> &str {
-        match self {
-            Text::Static(s) => s,
-            Text::Shared(s) => s,
+        // SAFETY: `ptr` and the length came from a `&'static str` or from
+        // an `Arc<str>` this value holds a count of, so the bytes are live,
+        // immutable and UTF-8 for as long as `self` is borrowed.
+        unsafe {
+            std::str::from_utf8_unchecked(std::slice::from_raw_parts(
+                self.ptr.as_ptr().cast_const(),
+                self.len_bytes(),
+            ))
+        }
+    }
+}
+
+impl Clone for Text {
+    fn clone(&self) -> Self {
+        if self.is_shared() {
+            // SAFETY: `raw_arc` is the pointer `Arc::into_raw` returned, and
+            // `self` holds one count, so the allocation is live.
+            unsafe { Arc::increment_strong_count(self.raw_arc()) };
+        }
+        Text {
+            ptr: self.ptr,
+            tagged_len: self.tagged_len,
+        }
+    }
+}
+
+impl Drop for Text {
+    fn drop(&mut self) {
+        if self.is_shared() {
+            // SAFETY: gives back the one count this value holds, once.
+            unsafe { Arc::decrement_strong_count(self.raw_arc()) };
         }
     }
 }
@@ -75,7 +148,7 @@ impl From<&str> for Text {
         if s.is_empty() {
             Text::EMPTY
         } else {
-            Text::Shared(Arc::from(s))
+            Text::from_arc(Arc::from(s))
         }
     }
 }
@@ -85,7 +158,7 @@ impl From<String> for Text {
         if s.is_empty() {
             Text::EMPTY
         } else {
-            Text::Shared(Arc::from(s))
+            Text::from_arc(Arc::from(s))
         }
     }
 }
@@ -98,7 +171,7 @@ impl From<&String> for Text {
 
 impl From<Arc<str>> for Text {
     fn from(s: Arc<str>) -> Self {
-        Text::Shared(s)
+        Text::from_arc(s)
     }
 }
 
@@ -234,7 +307,7 @@ mod tests {
         let a = Text::from("job-12345");
         let b = a.clone();
         assert!(std::ptr::eq(a.as_str().as_ptr(), b.as_str().as_ptr()));
-        assert!(matches!(Text::from(String::new()), Text::Static("")));
+        assert!(!Text::from(String::new()).is_shared());
         assert!(Text::default().is_empty());
     }
 
@@ -245,5 +318,32 @@ mod tests {
         assert_eq!(json, "\"gpu-user\"");
         let back: Text = serde_json::from_str(&json).unwrap_or_default();
         assert_eq!(back, t);
+    }
+
+    #[test]
+    fn counts_follow_clones_and_drops_and_the_layout_is_two_words() {
+        let arc: Arc<str> = Arc::from("user0");
+        let t = Text::from(Arc::clone(&arc));
+        assert_eq!(Arc::strong_count(&arc), 2);
+        let copies: Vec<Text> = (0..5).map(|_| t.clone()).collect();
+        assert_eq!(Arc::strong_count(&arc), 7);
+        assert!(copies.iter().all(|c| c == "user0" && c.as_ptr() == arc.as_ptr()));
+        drop(copies);
+        drop(t);
+        assert_eq!(Arc::strong_count(&arc), 1);
+        let word = std::mem::size_of::<usize>();
+        assert_eq!(std::mem::size_of::<Text>(), 2 * word);
+        assert_eq!(std::mem::size_of::<Option<Text>>(), 2 * word);
+        let s = Text::from_static("static");
+        assert!(!s.is_shared() && s.clone() == "static" && Text::EMPTY.is_empty());
+    }
+
+    #[test]
+    fn a_text_moved_to_another_thread_keeps_its_bytes() {
+        let t = Text::from(String::from("crosses threads"));
+        let back = std::thread::spawn(move || t.as_str().to_owned())
+            .join()
+            .unwrap_or_default();
+        assert_eq!(back, "crosses threads");
     }
 }
