@@ -183,3 +183,38 @@ fn a_gpu_down_for_a_poll_keeps_its_xids_and_lists_them() {
         .collect();
     assert_eq!(listed, [("xid:13".to_string(), 1.0), ("xid:79".to_string(), 2.0)]);
 }
+
+/// `by_size` puts every list in the order a stable sort by (size
+/// descending, PID) gives, ties in the list's order, whatever cycles the
+/// permutation has: checked on lists with repeated sizes, repeated PIDs
+/// and unknown sizes, shuffled by a small deterministic generator.
+#[test]
+fn by_size_matches_a_stable_sort_for_any_permutation() {
+    use crate::snapshot::{Process, Text};
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for n in [0usize, 1, 2, 3, 7, 64, 1000] {
+        for _ in 0..20 {
+            let list: Vec<Process> = (0..n)
+                .map(|i| Process {
+                    pid: (next() % 8) as u32,
+                    used_bytes: (next() % 5 != 0).then(|| next() % 4),
+                    // Tells values with equal keys apart.
+                    comm: Text::from(format!("p{i}")),
+                    ..Process::default()
+                })
+                .collect();
+            let mut want = list.clone();
+            want.sort_by_key(|p| (std::cmp::Reverse(p.used_bytes), p.pid));
+            let mut got = list;
+            super::by_size(&mut got);
+            let names = |v: &[Process]| v.iter().map(|p| p.comm.to_string()).collect::<Vec<_>>();
+            assert_eq!(names(&got), names(&want), "n = {n}");
+        }
+    }
+}
