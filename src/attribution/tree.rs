@@ -99,6 +99,22 @@ impl DirTree {
         &self.passwd
     }
 
+    /// Where `pid`'s stat is read. On a procfs, the main thread's
+    /// `task/<pid>/stat`: the fields attribution reads (state, ppid, flags,
+    /// starttime, comm) are the main thread's in both files, but the
+    /// process's file also sums the fault counts and CPU times of every
+    /// thread, under a lock, at each read (a PyTorch process has dozens of
+    /// threads; issue 21's idle budget). A fixture directory has no task
+    /// directories.
+    fn stat_path(&self, pid: u32, procfs: bool) -> PathBuf {
+        let dir = self.root.join(pid.to_string());
+        if procfs {
+            dir.join("task").join(pid.to_string()).join("stat")
+        } else {
+            dir.join("stat")
+        }
+    }
+
     fn path(&self, file: TreeFile) -> PathBuf {
         match file {
             TreeFile::Pid(pid, f) => self.root.join(pid.to_string()).join(f.name()),
@@ -112,7 +128,8 @@ impl ProcTree for DirTree {
     fn read(&self, file: TreeFile, limit: u64, buf: &mut Vec<u8>) -> io::Result<bool> {
         if let TreeFile::Pid(pid, PidFile::Stat) = file {
             let mut fds = self.stat_fds.lock().unwrap_or_else(PoisonError::into_inner);
-            return fds.read(pid, || self.path(file), limit, buf);
+            let procfs = fds.is_procfs(&self.root);
+            return fds.read(pid, || self.stat_path(pid, procfs), limit, buf);
         }
         buf.clear();
         File::open(self.path(file))?
@@ -150,7 +167,7 @@ const STAT_READ: usize = 1024;
 struct StatFds {
     open: HashMap<u32, (File, Instant)>,
     last_sweep: Option<Instant>,
-    /// Whether the tree is a procfs, learnt from the first stat opened.
+    /// Whether the tree is a procfs, learnt from its root once.
     procfs: Option<bool>,
     max: Option<usize>,
 }
@@ -170,19 +187,23 @@ impl StatFds {
         }
         let file = File::open(path())?;
         let cut = read_once(&file, limit, buf)?;
-        if self.keeps(&file) {
+        if self.keeps() {
             self.open.insert(pid, (file, now));
         }
         Ok(cut)
     }
 
-    /// Whether `file` (just opened) may stay open: a procfs, below the cap.
-    fn keeps(&mut self, file: &File) -> bool {
-        let procfs = *self
+    /// Whether `root` is a procfs (asked once; an unreadable root is not).
+    fn is_procfs(&mut self, root: &Path) -> bool {
+        *self
             .procfs
-            .get_or_insert_with(|| rustix::fs::fstatfs(file).is_ok_and(|s| s.f_type == rustix::fs::PROC_SUPER_MAGIC));
+            .get_or_insert_with(|| rustix::fs::statfs(root).is_ok_and(|s| s.f_type == rustix::fs::PROC_SUPER_MAGIC))
+    }
+
+    /// Whether a file just opened may stay open: a procfs, below the cap.
+    fn keeps(&mut self) -> bool {
         let max = *self.max.get_or_insert_with(open_files_max);
-        procfs && self.open.len() < max
+        self.procfs == Some(true) && self.open.len() < max
     }
 
     /// Closes the files not read lately, at most once per `STAT_FD_UNUSED`.
@@ -302,6 +323,31 @@ mod tests {
             "{gone:?}"
         );
         assert_eq!(open_count(&tree), 0, "nothing held for a gone process");
+    }
+
+    /// On the real /proc the main thread's stat is what is kept open, and
+    /// it names the same process as the process's own stat: this test
+    /// process has several threads (the harness's), whose sums the
+    /// process's file would add up at every read.
+    #[test]
+    fn a_procfs_stat_is_the_main_threads() {
+        let tree = DirTree::new("/proc", "/etc/passwd");
+        let pid = std::process::id();
+        let worker = std::thread::spawn(|| std::thread::park_timeout(std::time::Duration::from_secs(5)));
+        let ours = stat(&tree, pid).expect("this process");
+        let whole = std::fs::read(format!("/proc/{pid}/stat")).expect("/proc/PID/stat");
+        assert_eq!(identity(&ours), identity(&whole));
+        assert!(identity(&ours).is_some(), "{ours:?}");
+        let held = tree
+            .stat_fds
+            .lock()
+            .ok()
+            .and_then(|f| f.open.get(&pid).map(|(file, _)| std::os::fd::AsRawFd::as_raw_fd(file)))
+            .expect("kept open");
+        let target = std::fs::read_link(format!("/proc/self/fd/{held}")).expect("readlink");
+        assert_eq!(target, PathBuf::from(format!("/proc/{pid}/task/{pid}/stat")));
+        worker.thread().unpark();
+        let _ = worker.join();
     }
 
     /// A fixture directory is read by path each time: a removed process
