@@ -43,6 +43,38 @@ pub(super) fn judge(
     if points.len() < 3 {
         return None;
     }
+    let first = points.first()?.1;
+    // Floors all at one value (a process that holds its memory, most of a
+    // real fleet in whole MiB): every slope, rise and spread below is 0
+    // and neither verdict holds, so skip the 21 slopes. `flat_is_exact`
+    // in the tests checks this against the full path.
+    if points.iter().all(|p| p.1 == first) {
+        return Some(flat(covered));
+    }
+    judge_full(points, covered, flagged, cfg, buf)
+}
+
+/// What [`judge`] finds for floors that are all equal.
+fn flat(covered: f64) -> Judged {
+    let trend = Trend {
+        growth_bytes_per_second: 0.0,
+        suspected: false,
+        spread: 0.0,
+        floor_rise_bytes: 0.0,
+        kept_rise_bytes: 0.0,
+        window_covered: covered,
+    };
+    Judged { trend, verdict: false }
+}
+
+/// [`judge`] without its shortcut, for at least three points.
+pub(super) fn judge_full(
+    points: &[(f64, f64)],
+    covered: f64,
+    flagged: bool,
+    cfg: &LeakConfig,
+    buf: &mut Buffers,
+) -> Option<Judged> {
     let (first, last) = (points.first()?.1, points.last()?.1);
     let growth = theil_sen(points, &mut buf.slopes)?;
     // The kept floor is monotone: memory handed back later lowers every

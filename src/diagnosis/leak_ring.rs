@@ -151,6 +151,40 @@ impl Ring {
         }
     }
 
+    /// The lowest closed bucket with an index in `lo..hi` (at most `len`
+    /// apart) as (minimum, index), the earliest on ties; `None` when none
+    /// is filled. A segment's floor: this runs for every segment of every
+    /// key each time a bucket closes, so the narrow layout compares codes
+    /// as ordered keys ([`order`]) and decodes only the winner.
+    pub(super) fn min_in(&self, lo: i64, hi: i64) -> Option<(u64, i64)> {
+        let Ring::Narrow { base, words } = self else {
+            let mut best: Option<(u64, i64)> = None;
+            self.for_each(lo, hi, |b| {
+                if best.is_none_or(|(m, _)| b.min < m) {
+                    best = Some((b.min, b.idx));
+                }
+            });
+            return best;
+        };
+        let len = words.len();
+        let n = usize::try_from(hi.saturating_sub(lo)).unwrap_or(0).min(len);
+        let first = self.slot(lo);
+        let (tail, head) = (first..len.min(first + n), 0..n.saturating_sub(len - first));
+        // (key, offset from `lo`, code) of the lowest so far.
+        let (mut best, mut at, mut code) = (u32::MAX, 0, NONE);
+        let mut k = 0usize;
+        for s in [tail, head] {
+            for &w in words.get(s).unwrap_or_default() {
+                let key = order(w);
+                if key < best {
+                    (best, at, code) = (key, k, w);
+                }
+                k += 1;
+            }
+        }
+        (code != NONE).then(|| (bytes32::undelta(*base, code), lo.saturating_add(at as i64)))
+    }
+
     /// How many slots hold a bucket.
     #[cfg(test)]
     pub(super) fn filled(&self) -> usize {
@@ -165,4 +199,15 @@ impl Ring {
             Ring::Wide { .. } => 8,
         }
     }
+}
+
+/// A narrow code as a key ordered like the value it stands for, `NONE`
+/// last. Codes are sign and magnitude (`bytes32::delta`, magnitude codes
+/// monotone): a negative one flips all its bits, a positive one its sign,
+/// so both sit in value order; `NONE` becomes 0, which no code does (the
+/// largest magnitude code is below 2^31 - 1), and the wrapping decrement
+/// moves it last.
+fn order(code: u32) -> u32 {
+    let negative = 0u32.wrapping_sub(code >> 31);
+    (code ^ (negative | 1 << 31)).wrapping_sub(1)
 }

@@ -329,3 +329,6 @@ mod traces;
 
 #[path = "leak_rate_tests.rs"]
 mod rates;
+
+#[path = "leak_phase_tests.rs"]
+mod phases;
