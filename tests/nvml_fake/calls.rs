@@ -72,6 +72,10 @@ first_pid = 31000
 /// changes (`src/source/nvml/gate.rs`, `REFRESH_POLLS`).
 const LIST_REFRESH: u64 = 10;
 
+/// Quiet graphics and MPS lists are read at most this often while nothing
+/// changes (`src/source/nvml/reads.rs`, `QUIET_REFRESH_POLLS`).
+const QUIET_REFRESH: u64 = 30;
+
 /// Polls with a compute-list call for `dev`.
 fn list_reads(by_poll: &BTreeMap<u64, Vec<Call>>, dev: &str, upto: u64) -> Vec<u64> {
     (1..upto)
@@ -116,6 +120,19 @@ async fn a_steady_poll_reads_memory_every_poll_the_lists_every_10_and_the_topolo
             assert_eq!(pair[1] - pair[0], LIST_REFRESH, "GPU {dev}: {reads:?}");
         }
         assert!(*reads.last().unwrap() + LIST_REFRESH >= last, "GPU {dev}: {reads:?}");
+        // The graphics and MPS lists stay empty: read with the compute list
+        // until that has been so three times, then, since nothing moves,
+        // only every 30 polls (`reads::QUIET_REFRESH_POLLS`).
+        for kind in ["graphics_processes", "mps_processes"] {
+            let quiet: Vec<u64> = (1..last)
+                .filter(|p| !codes(&by_poll[p], kind, dev).is_empty())
+                .collect();
+            assert_eq!(quiet[..3], reads[..3], "GPU {dev} {kind}: {quiet:?}");
+            assert!(quiet.len() >= 4, "GPU {dev} {kind}: {quiet:?}");
+            for pair in quiet[2..].windows(2) {
+                assert_eq!(pair[1] - pair[0], QUIET_REFRESH, "GPU {dev} {kind}: {quiet:?}");
+            }
+        }
     }
 }
 

@@ -13,7 +13,9 @@
 //! - the caller says a listed process left (`refresh`: the pipeline saw
 //!   one exit, turn zombie or be replaced, which covers the two cases
 //!   above, one poll later at most);
-//! - `REFRESH_POLLS` polls have passed (a bound on anything else);
+//! - `REFRESH_POLLS` polls have passed (a bound on anything else; such a
+//!   read leaves quiet graphics and MPS lists to their own, longer bound,
+//!   `reads::QUIET_REFRESH_POLLS`);
 //! - a quiet graphics or MPS list is due (see `reads.rs`) after a change;
 //! - the last read failed in part, or memory could not be read.
 //!
@@ -49,15 +51,18 @@ pub(super) fn processes(
     refresh: bool,
 ) -> Result<(), NvmlError> {
     let used = dev.memory.map(|m| m.used_bytes);
+    let mut periodic = false;
     if let (Some(kept), Some(used)) = (&memo.kept, used) {
         let fresh = poll.saturating_sub(kept.read_at) < REFRESH_POLLS;
-        if !refresh && fresh && kept.used == used && !memo.sparse_due(poll) {
+        let still = !refresh && kept.used == used && !memo.sparse_due(poll);
+        if still && fresh {
             dev.processes.clone_from(&kept.processes);
             return Ok(());
         }
+        periodic = still;
     }
     let errors_before = dev.errors.len();
-    let result = read_processes(device, dev, memo, poll);
+    let result = read_processes(device, dev, memo, poll, periodic);
     let whole = result.is_ok() && !dev.processes_unreadable && dev.errors.len() == errors_before;
     memo.kept = match used {
         Some(used) if whole => Some(Kept {

@@ -19,13 +19,19 @@ use super::{Memo, PollCtx, describe, is_device_fatal};
 use crate::snapshot::Memory;
 use crate::source::{RawDevice, RawProcess};
 
-/// The graphics and MPS process lists (50 and 60 us on that H200) are empty
-/// on most compute nodes. Once one has been empty (or unsupported) for
-/// `QUIET_POLLS` polls in a row it is read every `SPARSE_EVERY` polls until
-/// it shows a process again; a process only in that list meanwhile counts
-/// as unattributed memory for at most that many polls.
-const QUIET_POLLS: u32 = 10;
+/// The graphics and MPS process lists (135 and 70 us of CPU on the H200)
+/// are empty on most compute nodes. Once one has been empty (or
+/// unsupported) for `QUIET_READS` reads in a row (reads, not polls: the
+/// lists are read only when something may have changed, `gate.rs`), it is
+/// read at most every `SPARSE_EVERY` polls while memory moves, so a process
+/// only in that list counts as unattributed memory for at most that many
+/// polls; and at most every `QUIET_REFRESH_POLLS` polls when nothing moved
+/// and the lists are read only because `gate::REFRESH_POLLS` passed, when
+/// no process can have appeared there unseen but by memory that cancels to
+/// the byte.
+const QUIET_READS: u32 = 3;
 pub(super) const SPARSE_EVERY: u64 = 5;
+const QUIET_REFRESH_POLLS: u64 = 30;
 
 /// The three lists, in `Memo::room` order: compute, graphics, MPS.
 const KINDS: [&str; 3] = ["compute", "graphics", "mps"];
@@ -93,23 +99,31 @@ fn memory_v1(device: &Device<'_>) -> Result<Memory, NvmlError> {
 /// Merges the compute, graphics and MPS lists by PID: a process in several
 /// lists is one process (its memory is the same allocation reported twice).
 /// The graphics and MPS lists are read sparsely while quiet (see `Memo`).
+/// `periodic`: nothing moved since the last read; the lists are read only
+/// because they are old.
 pub(super) fn read_processes(
     device: &Device<'_>,
     dev: &mut RawDevice,
     memo: &mut Memo,
     poll: u64,
+    periodic: bool,
 ) -> Result<(), NvmlError> {
     let mut by_pid: Vec<RawProcess> = Vec::new();
+    let every = if periodic { QUIET_REFRESH_POLLS } else { SPARSE_EVERY };
+    // Decided once for both quiet lists: deciding per list let the graphics
+    // read (which moves `sparse_read_at`) keep a quiet MPS list unread.
+    let sparse_due = poll.saturating_sub(memo.sparse_read_at) >= every;
     for (i, kind) in KINDS.into_iter().enumerate() {
         // Slot of this list in `memo.quiet`; the compute list is always read.
         let quiet = i.checked_sub(1).and_then(|q| memo.quiet.get_mut(q));
         if let Some(q) = &quiet
-            && **q >= QUIET_POLLS
-            && poll.saturating_sub(memo.sparse_read_at) < SPARSE_EVERY
+            && **q >= QUIET_READS
+            && !sparse_due
         {
             // Skipped: a read of the lists that changes anything must come
-            // back for it once it is due (`Memo::sparse_due`).
-            memo.sparse_pending = true;
+            // back for it once it is due (`Memo::sparse_due`). A periodic
+            // read saw no change to come back for.
+            memo.sparse_pending |= !periodic;
             continue;
         }
         if i > 0 {
