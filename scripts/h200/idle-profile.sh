@@ -33,7 +33,10 @@ run_variant() {
     --web.listen-address "127.0.0.1:$port" >"$out/$name-gpumemd.log" 2>&1 &
   gpid=$!
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/-/ready" >/dev/null && break; sleep 0.1; done
-  sleep 8   # warm-up: identity cache filled, first utilisation samples taken
+  # Warm-up: identity cache filled, first utilisation samples taken; IDLE_WARMUP
+  # longer lets the workers' start-up kernels leave the utilisation samples, so
+  # the window sees the steady state of an idle node.
+  sleep "${IDLE_WARMUP:-8}"
   python3 "$here/nvml_timer_read.py" "$counters" >"$out/$name-nvml-start.txt"
   # IDLE_PERF=path/to/perf also samples where the daemon's CPU goes, in the
   # same window (function symbols are enough: a flat profile per thread).
