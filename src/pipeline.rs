@@ -295,36 +295,37 @@ impl Pipeline {
 
     /// Attributes one PID from the /proc tree seen at time `now`.
     fn attribute(&mut self, rp: &RawProcess, now: f64, clock: std::time::Instant) -> Process {
-        let mut p = Process {
-            pid: rp.pid,
-            used_bytes: rp.used_bytes,
-            kind: Text::from_static(rp.kinds.label()),
-            ..Process::default()
-        };
+        let kind = Text::from_static(rp.kinds.label());
         let opts = ReadOptions {
             cmdline: self.cfg.cmdline,
             cmdline_max_bytes: self.cfg.label_max_bytes,
         };
-        match self.procfs.read_at(rp.pid, &opts, clock) {
-            Ok(id) => self.fill(&mut p, id, now),
+        let (holder, state) = match self.procfs.read_at(rp.pid, &opts, clock) {
+            Ok(id) => return self.identified(rp, kind, id, now),
             // A PID that exited between NVML's list and our read, or that
             // NVML keeps listing after exit: an exited holder, not an error.
-            Err(ProcError::Gone { .. }) => {
-                p.holder = Some(Holder::Exited);
-                p.state = Text::from_static("exited");
-            }
+            Err(ProcError::Gone { .. }) => (Holder::Exited, "exited"),
             Err(e) => {
                 tracing::debug!(pid = rp.pid, error = %e, "cannot attribute process");
-                p.holder = Some(Holder::Live);
-                p.state = Text::from_static("unknown");
+                (Holder::Live, "unknown")
             }
+        };
+        Process {
+            pid: rp.pid,
+            used_bytes: rp.used_bytes,
+            kind,
+            holder: Some(holder),
+            state: Text::from_static(state),
+            ..Process::default()
         }
-        p
     }
 
-    /// Fills `p` from its identity. A D that has lasted `stuck_after` is
+    /// The process `id` describes. A D that has lasted `stuck_after` is
     /// `Stuck`, and with Z and X holds as `zombie`; a shorter D is live.
-    fn fill(&mut self, p: &mut Process, id: ProcessIdentity, now: f64) {
+    /// Built in one literal rather than from `Process::default()`: at 64 x
+    /// 1000 the default's shared empty placement cost two reference-count
+    /// updates per process and poll, and every field was written twice.
+    fn identified(&mut self, rp: &RawProcess, kind: Text, id: ProcessIdentity, now: f64) -> Process {
         let after = self.cfg.stuck_after.get().as_secs_f64();
         let in_d = id.state == ProcState::DiskSleep;
         let state = if self.stuck.observe((id.pid, id.start_ticks), in_d, now, after) {
@@ -332,20 +333,32 @@ impl Pipeline {
         } else {
             id.state
         };
-        p.holder = Some(if state.is_unkillable() {
-            Holder::Zombie
-        } else {
-            Holder::Live
-        });
-        p.state = Text::from_static(state.as_str());
-        p.comm = id.comm;
-        p.user = id.user;
-        p.uid = id.uid;
-        p.ppid = Some(id.ppid);
-        p.start_time = id.start_time;
-        p.start_ticks = Some(id.start_ticks);
-        p.cmdline = id.cmdline;
-        p.placement = id.placement;
+        Process {
+            pid: rp.pid,
+            used_bytes: rp.used_bytes,
+            used_max_bytes: None,
+            kind,
+            comm: id.comm,
+            user: id.user,
+            uid: id.uid,
+            ppid: Some(id.ppid),
+            state: Text::from_static(state.as_str()),
+            holder: Some(if state.is_unkillable() {
+                Holder::Zombie
+            } else {
+                Holder::Live
+            }),
+            start_time: id.start_time,
+            start_ticks: Some(id.start_ticks),
+            placement: id.placement,
+            cmdline: id.cmdline,
+            growth_bytes_per_second: None,
+            leak_suspected: false,
+            sm_util_percent: None,
+            idle_seconds: None,
+            idle: false,
+            allocator: None,
+        }
     }
 
     /// Drops per-process history of processes and devices not seen this
@@ -370,43 +383,13 @@ impl Pipeline {
     }
 }
 
-/// Largest first, then by PID, ties in the source's order (as a stable
-/// sort of the source's list). Sorts small keys, then moves each `Process`
-/// into place by following the permutation's cycles: no second vector (a
-/// fresh 224 KB one per GPU and poll was a page fault per 4 KiB at 64 x
-/// 1000) and no placeholder values, and moving whole values through a
-/// sort would move each one log n times.
-fn by_size(processes: &mut [Process]) {
-    let mut order: Vec<(std::cmp::Reverse<Option<u64>>, u32, u32)> = processes
-        .iter()
-        .enumerate()
-        .map(|(i, p)| (std::cmp::Reverse(p.used_bytes), p.pid, i as u32))
-        .collect();
-    order.sort_unstable();
-    // `from[k]`: where the value that belongs at `k` is now; a slot is set
-    // to itself once its value is in place.
-    let mut from: Vec<u32> = order.into_iter().map(|(_, _, i)| i).collect();
-    for start in 0..from.len() {
-        let mut k = start;
-        // Each swap puts one value in place and carries the displaced one
-        // (first the value that was at `start`) along the cycle.
-        while from[k] as usize != k {
-            let src = from[k] as usize;
-            from[k] = k as u32;
-            if src == start {
-                break;
-            }
-            processes.swap(k, src);
-            k = src;
-        }
-    }
-}
-
 mod departures;
 mod mig;
+mod order;
 mod records;
 #[cfg(test)]
 mod tests;
 
 use mig::aggregate_mig_parents;
+use order::by_size;
 use records::{Activity, Records};
