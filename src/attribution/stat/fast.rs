@@ -16,7 +16,10 @@ use super::{FLAGS_INDEX, ProcState, STARTTIME_INDEX};
 
 /// State, ppid, flags and starttime from the fields after the comm as the
 /// kernel prints them, in one pass that stops at starttime; `None` for
-/// anything else.
+/// anything else. The spaces are found with `memchr` (SIMD) and the bytes
+/// before starttime checked for control characters in one branch-free
+/// pass, rather than byte by byte per field (at 64 x 1000 this parser was
+/// 9 % of the poll thread in round 7's first profile).
 pub(super) fn fields(after: &[u8]) -> Option<(ProcState, u32, u64, u64)> {
     let [b' ', state, b' ', rest @ ..] = after else {
         return None;
@@ -26,33 +29,40 @@ pub(super) fn fields(after: &[u8]) -> Option<(ProcState, u32, u64, u64)> {
     }
     let (mut ppid, mut flags) = (0, 0);
     let mut at = 0;
-    // Field `index` starts at `rest[at]` (the state is index 0).
-    for index in 1..=STARTTIME_INDEX {
-        if matches!(index, 1 | FLAGS_INDEX | STARTTIME_INDEX) {
-            let (n, end) = digits(rest, at)?;
-            match index {
-                1 => ppid = u32::try_from(n).ok()?,
-                FLAGS_INDEX => flags = n,
-                _ => {
-                    // The last one used may end the line or be followed by
-                    // any whitespace, as a split would see it.
-                    if rest.get(end).is_some_and(|b| !b.is_ascii_whitespace()) {
-                        return None;
-                    }
-                    return Some((ProcState::from_code(char::from(*state)), ppid, flags, n));
-                }
-            }
-            at = end;
-        } else {
-            at = skip_field(rest, at)?;
+    let mut spaces = memchr::memchr_iter(b' ', rest);
+    // Field `index` starts at `rest[at]` (the state is index 0); each one
+    // before starttime ends at exactly one space.
+    for index in 1..STARTTIME_INDEX {
+        let end = spaces.next()?;
+        let field = &rest[at..end];
+        match index {
+            1 => ppid = u32::try_from(all_digits(field)?).ok()?,
+            FLAGS_INDEX => flags = all_digits(field)?,
+            _ if field.is_empty() => return None,
+            _ => {}
         }
-        // Exactly one space, then a field.
-        if rest.get(at) != Some(&b' ') {
-            return None;
-        }
-        at += 1;
+        at = end + 1;
     }
-    None
+    // A tab, newline or other control byte inside a field: the general
+    // parser splits there, so decline. (Spaces were the separators.)
+    if rest[..at].iter().fold(false, |bad, &b| bad | (b < b' ')) {
+        return None;
+    }
+    let (start, end) = digits(rest, at)?;
+    // The last one used may end the line or be followed by any whitespace,
+    // as a split would see it.
+    if rest.get(end).is_some_and(|b| !b.is_ascii_whitespace()) {
+        return None;
+    }
+    Some((ProcState::from_code(char::from(*state)), ppid, flags, start))
+}
+
+/// A field that is a non-empty run of ASCII digits, as a u64.
+fn all_digits(field: &[u8]) -> Option<u64> {
+    match digits(field, 0)? {
+        (n, end) if end == field.len() => Some(n),
+        _ => None,
+    }
 }
 
 /// A non-empty run of ASCII digits at `at` as a u64, and where it ends.
@@ -64,19 +74,6 @@ fn digits(bytes: &[u8], at: usize) -> Option<(u64, usize)> {
         end += 1;
     }
     (end > at).then_some((n, end))
-}
-
-/// The end of a non-empty field at `at` holding no whitespace but ending
-/// at a space (or at the end of the line).
-fn skip_field(bytes: &[u8], at: usize) -> Option<usize> {
-    let len = bytes[at.min(bytes.len())..]
-        .iter()
-        .position(|&b| b <= b' ')
-        .unwrap_or(bytes.len().saturating_sub(at));
-    let end = at + len;
-    // Stopped at a control byte or whitespace other than a space: let the
-    // general parser judge.
-    (len > 0 && bytes.get(end).is_none_or(|&b| b == b' ')).then_some(end)
 }
 
 #[cfg(test)]
