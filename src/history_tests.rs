@@ -62,6 +62,22 @@ fn series_stay_aligned_and_bounded() {
 }
 
 #[test]
+fn series_grow_to_the_window_and_no_further() {
+    // 900 points: doubling would reach 1,024.
+    let mut h = History::new(900, 10);
+    for seq in 1..=1000 {
+        h.record(&snap(seq, vec![("GPU-a", 1, vec![proc(7, seq)])]));
+    }
+    assert_eq!(h.view(None, None).timestamps.len(), 900);
+    let s = &h.devices["GPU-a"];
+    let p = h.processes.values().next().map(|p| p.kib.capacity());
+    for cap in [h.times.capacity(), s.used.capacity(), s.holders[0].capacity()] {
+        assert!((900..1000).contains(&cap), "{cap}");
+    }
+    assert!(p.is_some_and(|c| (900..1000).contains(&c)), "{p:?}");
+}
+
+#[test]
 fn a_series_that_starts_late_or_leaves_is_null_there_and_dropped_after_the_window() {
     let mut h = History::new(3, 10);
     h.record(&snap(1, vec![("GPU-a", 1, vec![])]));

@@ -27,10 +27,12 @@ use rustc_hash::FxBuildHasher;
 struct Slot<K, V> {
     key: K,
     value: V,
-    /// The round this slot was last visited in (0: never).
-    round: u32,
-    /// When, within that round, it was first visited.
-    visit: u32,
+    /// The lookup count when it was first visited in its latest round: it
+    /// was visited this round when at least the round's `start` (0: never).
+    /// One number, not a round and a visit: a 4-byte key and a 32-byte
+    /// value then make a 40-byte slot, not 48 (the attribution cache at
+    /// 64,000 PIDs, round 7).
+    stamp: u32,
 }
 
 /// Slots in last round's visit order, plus an index from key to slot.
@@ -40,11 +42,11 @@ pub struct Roster<K, V> {
     index: Index,
     /// The slot after the last one found.
     cursor: usize,
-    /// Lookups this round (the next visit number).
+    /// Lookups so far (the next stamp); restarts when it nears the top.
     visits: u32,
-    /// The current round; a slot is visited when its `round` equals it, so
-    /// starting a round touches no slot.
-    round: u32,
+    /// `visits` when the current round started; a slot is visited when its
+    /// stamp is at least this, so starting a round touches no slot.
+    start: u32,
     /// A lookup since the last reordering did not find its key at the cursor.
     strayed: bool,
 }
@@ -55,8 +57,8 @@ impl<K: Copy + Eq + Hash, V> Default for Roster<K, V> {
             slots: Vec::new(),
             index: Index::default(),
             cursor: 0,
-            visits: 0,
-            round: 1,
+            visits: 1,
+            start: 1,
             strayed: false,
         }
     }
@@ -98,12 +100,7 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
         self.strayed = true;
         let at = self.slots.len();
         self.index.insert(&key, at as u32, &self.slots);
-        self.slots.push(Slot {
-            key,
-            value,
-            round: 0,
-            visit: 0,
-        });
+        self.slots.push(Slot { key, value, stamp: 0 });
         self.visit(at)
     }
 
@@ -120,11 +117,10 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
         self.cursor = at + 1;
         let visit = self.visits;
         self.visits = self.visits.saturating_add(1);
-        let round = self.round;
+        let start = self.start;
         let slot = &mut self.slots[at];
-        if slot.round != round {
-            slot.round = round;
-            slot.visit = visit;
+        if slot.stamp < start {
+            slot.stamp = visit;
         }
         &mut slot.value
     }
@@ -140,18 +136,22 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
         self.index
             .find(key, &self.slots)
             .and_then(|i| self.slots.get(i))
-            .is_some_and(|s| s.round == self.round)
+            .is_some_and(|s| s.stamp >= self.start)
     }
 
     /// Starts the next round without reordering or sweeping: no slot is
-    /// touched. For a cache swept less often than it is read in rounds; the
+    /// touched (but once in 2^31 lookups, see [`RESTAMP_AT`]). For a cache swept less often than it is read in rounds; the
     /// order of the latest round is adopted at the next
     /// [`Roster::end_round`].
     pub fn rewind(&mut self) {
         self.cursor = 0;
-        self.visits = 0;
-        // Round 0 means "never"; a wrap skips it.
-        self.round = self.round.wrapping_add(1).max(1);
+        if self.visits >= RESTAMP_AT {
+            // No slot is visited in the round about to start: every stamp
+            // can go back to "never", and the count to its start.
+            self.slots.iter_mut().for_each(|s| s.stamp = 0);
+            self.visits = 1;
+        }
+        self.start = self.visits;
     }
 
     /// Ends a round: keeps the slots `keep` says yes to (it is told whether
@@ -160,14 +160,14 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
     /// one pass when nothing left and the order held.
     pub fn end_round(&mut self, mut keep: impl FnMut(&K, &mut V, bool) -> bool) {
         let before = self.slots.len();
-        let round = self.round;
-        self.slots.retain_mut(|s| keep(&s.key, &mut s.value, s.round == round));
+        let start = self.start;
+        self.slots.retain_mut(|s| keep(&s.key, &mut s.value, s.stamp >= start));
         let removed = self.slots.len() != before;
         if self.strayed {
             // Unvisited slots sort last, in their old order (a stable sort;
             // the input is almost sorted, so it costs about one pass).
             self.slots
-                .sort_by_key(|s| if s.round == round { s.visit } else { u32::MAX });
+                .sort_by_key(|s| if s.stamp >= start { s.stamp } else { u32::MAX });
         }
         if removed || self.strayed {
             // A fleet that shrank gives back the slots' slack (a growing
@@ -186,6 +186,11 @@ impl<K: Copy + Eq + Hash, V> Roster<K, V> {
         self.slots.iter().map(|s| &s.value)
     }
 }
+
+/// The lookup count at which [`Roster::rewind`] restamps every slot: half
+/// the range, so a round may still count 2^31 lookups before its stamps
+/// saturate (a poll of 64,000 keys a second restamps every 9 hours).
+const RESTAMP_AT: u32 = 1 << 31;
 
 /// Slot numbers in an open-addressing table (linear probing, at most half
 /// full; `EMPTY` marks a free entry), found by the key in the slot.
@@ -224,7 +229,10 @@ impl Index {
     /// others, should the table grow.
     fn insert<K: Hash, V>(&mut self, key: &K, at: u32, slots: &[Slot<K, V>]) {
         if 2 * (self.len + 1) > self.table.len() {
-            self.resize(2 * (slots.len() + 1), slots);
+            // Room for one more key, at most half full: the table doubles.
+            // (Twice that again left a growing fleet's table a quarter
+            // full, 1 MiB at 64,000 keys until the round's end rebuilt it.)
+            self.resize(slots.len() + 1, slots);
         }
         self.put(hash(key), at);
     }
@@ -341,5 +349,31 @@ mod tests {
         r.get_or_insert_with(1, || 0);
         r.end_round(|_, _, seen| seen);
         assert_eq!(keys(&r), vec![2, 1]);
+    }
+
+    #[test]
+    fn a_restamp_keeps_what_a_round_sees_and_the_order_it_adopts() {
+        let mut r: Roster<u32, u32> = Roster::default();
+        for k in [1, 2, 3] {
+            r.get_or_insert_with(k, || k);
+        }
+        r.end_round(|_, _, seen| seen);
+        r.get_or_insert_with(2, || 0);
+        r.visits = RESTAMP_AT;
+        r.get_or_insert_with(3, || 0);
+        r.rewind();
+        assert_eq!((r.visits, r.start), (1, 1), "restamped");
+        assert!(!r.visited(&3) && !r.visited(&2), "a new round sees nobody yet");
+        for k in [3, 1] {
+            r.get_or_insert_with(k, || 0);
+        }
+        assert!(r.visited(&1) && !r.visited(&2));
+        r.end_round(|_, _, _| true);
+        assert_eq!(keys(&r), vec![3, 1, 2]);
+        assert_eq!(
+            std::mem::size_of::<Slot<u32, [u64; 4]>>(),
+            40,
+            "a stamp, not a round and a visit"
+        );
     }
 }
