@@ -12,7 +12,7 @@
 //! own code, above it keeps its top `bits` bits and the shift. So whole-MiB
 //! values are exact up to 2^(`bits` + 20) bytes (64 TiB and more). NVML
 //! reports process memory in whole MiB on the drivers we read (every row
-//! of the H200 traces in tests/traces and /work/shared/traces is a multiple
+//! of the H200 traces in tests/traces and ../shared/traces is a multiple
 //! of 1 MiB), so for real figures nothing is lost. The simulated fleets
 //! report arbitrary bytes: for them a leak series whose values do not fit
 //! exactly keeps 8-byte entries (`leak_ring.rs`), and a peak keeps its
