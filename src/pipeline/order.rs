@@ -11,15 +11,25 @@ use crate::snapshot::Process;
 /// 1000) and no placeholder values, and moving whole values through a
 /// sort would move each one log n times.
 pub(super) fn by_size(processes: &mut [Process]) {
-    let mut order: Vec<(std::cmp::Reverse<Option<u64>>, u32, u32)> = processes
+    // One 128-bit key per process, so the sort compares integers rather
+    // than an `Option` and two fields (the tuple sort was 10 % of a 64 x
+    // 1000 `Pipeline::build`): the bytes inverted (largest first), then
+    // the PID, then the list position.
+    let mut order: Vec<u128> = processes
         .iter()
         .enumerate()
-        .map(|(i, p)| (std::cmp::Reverse(p.used_bytes), p.pid, i as u32))
+        .map(|(i, p)| {
+            let rank = p.used_bytes.map_or(u64::MAX, |b| !b);
+            (u128::from(rank) << 64) | (u128::from(p.pid) << 32) | i as u128
+        })
         .collect();
     order.sort_unstable();
+    // Used 0 and unknown share the last rank; unknown goes after.
+    let last = order.partition_point(|&k| (k >> 64) as u64 != u64::MAX);
+    order[last..].sort_unstable_by_key(|&k| (processes[position(k)].used_bytes.is_none(), k));
     // `from[k]`: where the value that belongs at `k` is now; a slot is set
     // to itself once its value is in place.
-    let mut from: Vec<u32> = order.into_iter().map(|(_, _, i)| i).collect();
+    let mut from: Vec<u32> = order.into_iter().map(|k| position(k) as u32).collect();
     for start in 0..from.len() {
         let mut k = start;
         // Each swap puts one value in place and carries the displaced one
@@ -34,4 +44,9 @@ pub(super) fn by_size(processes: &mut [Process]) {
             k = src;
         }
     }
+}
+
+/// The list position a key of `by_size` carries (its low 32 bits).
+fn position(key: u128) -> usize {
+    (key & u128::from(u32::MAX)) as usize
 }
