@@ -467,7 +467,7 @@ impl GpuSource for ChurnSource {
         for (g, gpu) in self.gpus.iter().enumerate() {
             let mut processes = Vec::with_capacity(self.fleet.per_gpu + gpu.lingering.len());
             let mut used = 0u64;
-            let mut util = std::collections::HashMap::new();
+            let mut util = rustc_hash::FxHashMap::default();
             for (slot, p) in gpu.slots.iter().enumerate() {
                 let b = self.bytes(p, g, slot);
                 used += b + CONTEXT;
