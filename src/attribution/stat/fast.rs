@@ -80,6 +80,11 @@ const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 /// once `at` is past the end.
 fn word_at(bytes: &[u8], at: usize) -> Option<u64> {
     let tail = bytes.get(at..).filter(|t| !t.is_empty())?;
+    // A whole word is one load; only the last, short one is copied (a copy
+    // of a variable length is a call to `memcpy`).
+    if let Some(whole) = tail.first_chunk::<8>() {
+        return Some(u64::from_le_bytes(*whole));
+    }
     let mut word = [b'x'; 8];
     let n = tail.len().min(8);
     word[..n].copy_from_slice(&tail[..n]);
