@@ -21,7 +21,8 @@ use std::time::{Duration, Instant};
 use crate::roster::Roster;
 
 use super::cgroup::parse_cgroup;
-use super::{CgroupInfo, Placement, Text};
+use super::quiet::{Quiet, spread};
+use super::{CgroupInfo, Placement, ProcState, Text};
 
 /// Distinct workloads, and distinct identities, shared at most. A host has
 /// far fewer cgroups with GPU processes; past the cap a new one is still
@@ -49,7 +50,7 @@ pub(super) struct Ident {
     pub(super) workload: Workload,
 }
 
-/// One PID: 32 bytes (the entry of 88 it replaces held its own copies).
+/// One PID: 40 bytes (the entry of 88 it replaces held its own copies).
 #[derive(Debug, Clone)]
 struct Entry {
     start_ticks: u64,
@@ -58,6 +59,8 @@ struct Entry {
     ident: Arc<Ident>,
     /// The sweep period it was last used in.
     used_in: u32,
+    /// The last stat read, while it may stand in for the next ones.
+    quiet: Quiet,
 }
 
 /// The cgroup file's bytes to its parsed workload. An unreadable file is
@@ -82,6 +85,10 @@ pub(super) struct IdentityCache {
     last_sweep: Instant,
     /// Sweep periods so far: an entry used in this one is kept.
     period: u32,
+    /// Forgets of every stat note so far (see [`Quiet::epoch`]).
+    stat_epoch: u16,
+    /// Watched PIDs whose entries a sweep dropped, for the tree to unwatch.
+    unwatched: Vec<u32>,
 }
 
 impl IdentityCache {
@@ -97,6 +104,8 @@ impl IdentityCache {
             round: None,
             last_sweep: now,
             period: 0,
+            stat_epoch: 0,
+            unwatched: Vec::new(),
         }
     }
 
@@ -118,10 +127,13 @@ impl IdentityCache {
 
     /// A read in the round of clock `now`: a poll passes one clock value for
     /// all its reads, so a new value starts a new round.
-    pub(super) fn round(&mut self, now: Instant) {
-        if self.round != Some(now) {
+    /// True when `now` started a new round.
+    pub(super) fn round(&mut self, now: Instant) -> bool {
+        let new = self.round != Some(now);
+        if new {
             self.start_round(now);
         }
+        new
     }
 
     /// Lays the entries out in the order of the last round, and at most once
@@ -137,7 +149,14 @@ impl IdentityCache {
         }
         self.last_sweep = now;
         let period = self.period;
-        self.entries.end_round(|_, e, _| e.used_in == period);
+        let unwatched = &mut self.unwatched;
+        self.entries.end_round(|&pid, e, _| {
+            let keep = e.used_in == period;
+            if !keep && e.quiet.watched {
+                unwatched.push(pid);
+            }
+            keep
+        });
         self.period = period.wrapping_add(1);
         // Identities first: each holds its workload.
         self.idents.retain(|_, same| {
@@ -200,6 +219,7 @@ impl IdentityCache {
             due: now_ns.saturating_add(refresh - stagger),
             ident,
             used_in: period,
+            quiet: Quiet::default(),
         };
         match slot {
             Some(e) => *e = entry,
@@ -210,6 +230,55 @@ impl IdentityCache {
         out
     }
 
+    /// What the last stat read of `pid` said, with its cached identity,
+    /// while that read may stand in for one now (see `quiet.rs`): (identity,
+    /// start ticks, state, ppid).
+    pub(super) fn quiet(&mut self, pid: u32, now: Instant) -> Option<(Identity, u64, ProcState, u32)> {
+        let now_ns = self.nanos(now);
+        let (period, epoch) = (self.period, self.stat_epoch);
+        let e = self.entries.find_mut(&pid)?;
+        if now_ns >= e.due {
+            return None;
+        }
+        let (state, ppid) = e.quiet.trusted(now_ns, epoch)?;
+        e.used_in = period;
+        Some((view(&e.ident), e.start_ticks, state, ppid))
+    }
+
+    /// Notes what a stat read of `pid` (the process started at
+    /// `start_ticks`, just cached by `hit` or `fill`) said at `now`.
+    pub(super) fn note_stat(
+        &mut self,
+        pid: u32,
+        start_ticks: u64,
+        (state, ppid): (ProcState, u32),
+        watched: bool,
+        now: Instant,
+    ) {
+        let now_ns = self.nanos(now);
+        let epoch = self.stat_epoch;
+        if let Some(e) = self.entries.find_mut(&pid).filter(|e| e.start_ticks == start_ticks) {
+            e.quiet = Quiet::noted(pid, state, ppid, watched, now_ns, epoch);
+        }
+    }
+
+    /// `pid` is read again at its next read (it exited, or was written).
+    pub(super) fn forget_stat(&mut self, pid: u32) {
+        if let Some(e) = self.entries.find_mut(&pid) {
+            e.quiet = Quiet::default();
+        }
+    }
+
+    /// Every PID is read again at its next read.
+    pub(super) fn forget_stats(&mut self) {
+        self.stat_epoch = self.stat_epoch.wrapping_add(1);
+    }
+
+    /// The watched PIDs whose entries were swept since the last call.
+    pub(super) fn take_unwatched(&mut self) -> std::vec::Drain<'_, u32> {
+        self.unwatched.drain(..)
+    }
+
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
@@ -218,11 +287,6 @@ impl IdentityCache {
     pub(super) fn shared(&self) -> (usize, usize) {
         (self.workloads.len(), self.ident_count)
     }
-}
-
-/// 0..64 from a PID, scattered so that consecutive PIDs differ.
-fn spread(pid: u32) -> u32 {
-    pid.wrapping_mul(0x9E37_79B9) >> 26
 }
 
 /// The shared workload of a cgroup file's bytes, parsed on first sight.

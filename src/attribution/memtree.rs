@@ -24,10 +24,14 @@ use std::io::{self, Write as _};
 use std::sync::{Arc, PoisonError, RwLock, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::tree::{PidFile, ProcTree, TreeFile, cap};
-use super::{CgroupInfo, ProcState, Runtime};
+use super::ProcState;
+use super::tree::{Notices, PidFile, ProcTree, TreeFile, cap};
 
+mod cgroup_path;
+mod log;
 mod pids;
+pub use cgroup_path::cgroup_path;
+use log::WriteLog;
 use pids::PidIndex;
 
 /// What a simulated process shows in `/proc`.
@@ -102,6 +106,8 @@ struct Inner {
     passwd: Vec<u8>,
     /// Bumped on each passwd change: the reader's cache notices it.
     passwd_generation: u64,
+    /// Every PID written, for readers that skip re-reading watched ones.
+    log: WriteLog,
 }
 
 /// A shared in-memory `/proc` (see the module docs).
@@ -182,6 +188,7 @@ impl MemWriter<'_> {
     /// caller with many processes and few identities keeps one `Arc` each).
     pub fn insert_as(&mut self, pid: u32, state: ProcState, start_ticks: u64, ident: Arc<MemIdentity>) {
         let inner = &mut *self.inner;
+        inner.log.push(pid);
         let entry = Entry {
             start_ticks,
             ident,
@@ -203,6 +210,7 @@ impl MemWriter<'_> {
         let Some(slot) = inner.index.get(pid) else {
             return false;
         };
+        inner.log.push(pid);
         inner.procs[slot as usize].code = state.code();
         true
     }
@@ -213,6 +221,7 @@ impl MemWriter<'_> {
         let Some(slot) = inner.index.remove(pid) else {
             return;
         };
+        inner.log.push(pid);
         // The last process moves into the hole: the vector stays dense.
         inner.procs.swap_remove(slot as usize);
         if let Some(moved) = inner.procs.get(slot as usize) {
@@ -248,6 +257,16 @@ impl ProcTree for MemTree {
             }
         }
         Ok(cap(buf, limit))
+    }
+
+    /// Every PID is watched: every write is logged.
+    fn watch(&self, _pid: u32) -> bool {
+        true
+    }
+
+    fn changed(&self, notices: &mut Notices, out: &mut Vec<u32>) -> bool {
+        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
+        inner.log.since(&mut notices.seen, out)
     }
 
     fn stamp(&self, file: TreeFile) -> Option<(SystemTime, u64)> {
@@ -345,48 +364,6 @@ fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
         }
     }
     &digits[at..]
-}
-
-/// A cgroup v2 path that [`parse_cgroup`](super::parse_cgroup) reads back as
-/// `info` (fields it cannot name, such as a container id that is not 64 hex
-/// digits, come back `None`): `/<slice>/slurm/job_<id>/step_<s>`, then
-/// `/kubepods/<qos>/pod<uid>` (cgroupfs driver, so no slice is added), then
-/// the container as its runtime names it, then the unit.
-pub fn cgroup_path(info: &CgroupInfo) -> String {
-    let mut path = String::new();
-    if let Some(slice) = &info.slice {
-        let _ = write!(path, "/{slice}");
-    }
-    if let Some(job) = &info.job {
-        let _ = write!(path, "/slurm/job_{job}");
-        if let Some(step) = &info.job_step {
-            let _ = write!(path, "/step_{step}");
-        }
-    }
-    if let Some(pod) = &info.pod_uid {
-        path.push_str("/kubepods");
-        if let Some(q @ ("burstable" | "besteffort")) = info.qos_class.as_deref() {
-            let _ = write!(path, "/{q}");
-        }
-        let _ = write!(path, "/pod{pod}");
-    }
-    if let Some(id) = &info.container_id {
-        let prefix = match info.container_runtime {
-            Some(Runtime::Docker) => "docker-",
-            Some(Runtime::Containerd) => "cri-containerd-",
-            Some(Runtime::CriO) => "crio-",
-            Some(Runtime::Podman) => "libpod-",
-            None => "",
-        };
-        let _ = write!(path, "/{prefix}{id}");
-    }
-    if let Some(unit) = &info.unit {
-        let _ = write!(path, "/{unit}");
-    }
-    if path.is_empty() {
-        path.push('/');
-    }
-    path
 }
 
 #[cfg(test)]

@@ -22,9 +22,12 @@
 
 mod cache;
 mod cgroup;
+mod exits;
+mod files;
 mod memtree;
 mod nss;
 mod procfs;
+mod quiet;
 mod redact;
 mod stat;
 mod task;
@@ -44,7 +47,7 @@ pub use redact::{format_cmdline, redact_cmdline};
 pub use task::{Task, read_task};
 // Public for tests/fuzz.rs, which feeds them arbitrary bytes.
 pub use stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
-pub use tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
+pub use tree::{DirTree, Notices, PidFile, ProcTree, TreeFile, clock_ticks};
 
 /// What [`ProcFs::read`] reads besides the always-read stat/status/cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]

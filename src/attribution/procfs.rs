@@ -10,39 +10,40 @@
 //! asked, cmdline of the PIDs it is given), or fail a whole read because an
 //! optional part (cgroup, cmdline) is unreadable.
 
-use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::cache::{Identity, IdentityCache};
+use super::files::{CMDLINE_READ_MAX, SMALL_FILE_MAX, read_optional, read_required, stat_error, whole_args};
 use super::nss::{Lookup, NssNames, system_lookup};
 use super::redact::format_cmdline;
-use super::stat::{StatError, parse_btime, parse_stat_ref, parse_status_uid};
-use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
+use super::stat::{parse_btime, parse_stat_ref, parse_status_uid};
+use super::tree::{DirTree, Notices, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{ProcError, ProcessIdentity, ReadOptions, Text};
+use super::{ProcError, ProcState, ProcessIdentity, ReadOptions, Text};
 
-/// ESRCH on Linux (asm-generic/errno-base.h): a reaped task's open proc
-/// file. std has no ErrorKind for it.
-const ESRCH: i32 = 3;
-
-/// Caps on what is read, so a hostile or huge file cannot cost memory.
-const SMALL_FILE_MAX: u64 = 64 * 1024;
-const CMDLINE_READ_MAX: u64 = 256 * 1024;
+/// What an identity takes from stat (read now, or noted at the last read).
+#[derive(Debug, Clone, Copy)]
+struct StatFacts {
+    state: ProcState,
+    ppid: u32,
+    start_ticks: u64,
+}
 
 /// How long a process's uid and cgroup are reused before they are read
 /// again. Both are set when a job starts (setuid, the scheduler placing it
 /// in its cgroup) and almost never change after; re-reading status and
 /// cgroup every poll was two of the three file reads per GPU process.
-/// stat is still read every poll: state, ppid and the start time (which
-/// tells a reused PID from the old process) change. A process seen for the
+/// stat is read at each poll for a process the tree does not watch, and
+/// every few seconds for one it does (`quiet.rs`). A process seen for the
 /// first time is read again after half to all of it (by its PID), so
 /// processes that start together are not all read again in one poll.
 pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 
-/// Cheap to clone (a clone has its own caches; the tree is shared).
-#[derive(Debug, Clone)]
+/// A clone has its own caches and, on a directory, its own tree (open
+/// files, exit watches); an in-memory tree is shared.
+#[derive(Debug)]
 pub struct ProcFs {
     tree: Arc<dyn ProcTree>,
     /// The directory tree `tree` is, while it is one: `with_passwd` edits it.
@@ -59,6 +60,38 @@ pub struct ProcFs {
     buf: Vec<u8>,
     /// For status and cgroup, read while `buf` holds stat (and its comm).
     aux: Vec<u8>,
+    /// This reader's place in the tree's change notices, and scratch for
+    /// the PIDs they name.
+    notices: Notices,
+    changed: Vec<u32>,
+    /// Stat files read so far (benchmarks and tests: how many reads the
+    /// watches save).
+    stat_reads: u64,
+}
+
+impl Clone for ProcFs {
+    fn clone(&self) -> Self {
+        let tree = match &self.dir {
+            Some(dir) => Arc::new(dir.clone()) as Arc<dyn ProcTree>,
+            None => self.tree.clone(),
+        };
+        let mut cache = self.cache.clone();
+        // The clone's tree watches nothing yet.
+        cache.forget_stats();
+        ProcFs {
+            tree,
+            dir: self.dir.clone(),
+            users: self.users.clone(),
+            clock_ticks: self.clock_ticks,
+            boot_time: self.boot_time,
+            cache,
+            buf: Vec::new(),
+            aux: Vec::new(),
+            notices: self.notices,
+            changed: Vec::new(),
+            stat_reads: 0,
+        }
+    }
 }
 
 /// The system's name service, only where it answers for the processes
@@ -100,6 +133,9 @@ impl ProcFs {
             cache: IdentityCache::new(IDENTITY_REFRESH),
             buf: Vec::new(),
             aux: Vec::new(),
+            notices: Notices::default(),
+            changed: Vec::new(),
+            stat_reads: 0,
         }
     }
 
@@ -143,21 +179,65 @@ impl ProcFs {
         let now = Instant::now();
         // One read is not a round: only the periodic sweep applies.
         self.cache.single(now);
-        self.read_identity_at(pid, opts, now)
+        self.unwatch_swept();
+        self.read_identity_at(pid, opts, now, false)
     }
 
     /// [`ProcFs::read`] with the caller's clock for the cache's refresh:
     /// a poll reads it once for all its processes (a clock read per
-    /// process was 2 % of a 64 x 1000 poll).
+    /// process was 2 % of a 64 x 1000 poll). A new clock value is a new
+    /// poll: the tree's change notices are taken then, and a watched
+    /// process's last stat read may stand in for this one (`quiet.rs`).
     pub fn read_at(&mut self, pid: u32, opts: &ReadOptions, now: Instant) -> Result<ProcessIdentity, ProcError> {
-        self.cache.round(now);
-        self.read_identity_at(pid, opts, now)
+        if self.cache.round(now) {
+            self.take_notices();
+            self.unwatch_swept();
+        }
+        self.read_identity_at(pid, opts, now, true)
     }
 
-    fn read_identity_at(&mut self, pid: u32, opts: &ReadOptions, now: Instant) -> Result<ProcessIdentity, ProcError> {
+    /// What the tree says changed since the last poll is read again.
+    fn take_notices(&mut self) {
+        self.changed.clear();
+        if self.tree.changed(&mut self.notices, &mut self.changed) {
+            for &pid in &self.changed {
+                self.cache.forget_stat(pid);
+            }
+        } else {
+            self.cache.forget_stats();
+        }
+    }
+
+    fn unwatch_swept(&mut self) {
+        for pid in self.cache.take_unwatched() {
+            self.tree.unwatch(pid);
+        }
+    }
+
+    fn read_identity_at(
+        &mut self,
+        pid: u32,
+        opts: &ReadOptions,
+        now: Instant,
+        quiet: bool,
+    ) -> Result<ProcessIdentity, ProcError> {
         // Taken, not borrowed: `self` is borrowed again below.
         let mut buf = std::mem::take(&mut self.buf);
-        let read = self.identity_in(pid, opts, now, &mut buf);
+        let read = match self.cache.quiet(pid, now).filter(|_| quiet) {
+            Some((id, start_ticks, state, ppid)) => {
+                let stat = StatFacts {
+                    state,
+                    ppid,
+                    start_ticks,
+                };
+                self.identity_of(pid, stat, id, opts, now, &mut buf)
+            }
+            None => self.identity_in(pid, opts, now, &mut buf),
+        };
+        if read.is_err() {
+            // Whatever was noted of it, the next read is a real one.
+            self.cache.forget_stat(pid);
+        }
         self.buf = buf;
         read
     }
@@ -169,14 +249,40 @@ impl ProcFs {
         now: Instant,
         buf: &mut Vec<u8>,
     ) -> Result<ProcessIdentity, ProcError> {
+        // Watched before the read: if the PID changes hands in between,
+        // the watched process has exited and the next poll reads again.
+        let watched = self.tree.watch(pid);
+        self.stat_reads += 1;
         read_required(&*self.tree, pid, PidFile::Stat, buf)?;
         let (stat, comm) = parse_stat_ref(buf).map_err(|e| stat_error(pid, e))?;
         // A zombie may lack what a live process has; never call it gone.
         let exited = stat.state.is_exited();
-        let (uid, comm, cgroup, placement) = match self.cache.hit(pid, stat.start_ticks, &comm, now) {
+        let id = match self.cache.hit(pid, stat.start_ticks, &comm, now) {
             Some(id) => id,
             None => self.read_identity(pid, stat.start_ticks, &comm, exited, now)?,
         };
+        self.cache
+            .note_stat(pid, stat.start_ticks, (stat.state, stat.ppid), watched, now);
+        let facts = StatFacts {
+            state: stat.state,
+            ppid: stat.ppid,
+            start_ticks: stat.start_ticks,
+        };
+        self.identity_of(pid, facts, id, opts, now, buf)
+    }
+
+    /// The identity from stat's facts and the cached rest; cmdline is read
+    /// here when asked for.
+    fn identity_of(
+        &mut self,
+        pid: u32,
+        stat: StatFacts,
+        (uid, comm, cgroup, placement): Identity,
+        opts: &ReadOptions,
+        now: Instant,
+        buf: &mut Vec<u8>,
+    ) -> Result<ProcessIdentity, ProcError> {
+        let exited = stat.state.is_exited();
         let tree = &*self.tree;
         // The name is looked up every time: the passwd cache notices edits.
         let user = uid.map(|uid| self.users.name(uid, tree, now)).unwrap_or_default();
@@ -225,6 +331,11 @@ impl ProcFs {
         Ok(self.cache.fill(pid, start_ticks, (uid, comm), aux, now))
     }
 
+    /// Stat files read so far.
+    pub fn stat_reads(&self) -> u64 {
+        self.stat_reads
+    }
+
     /// Processes whose identity is cached (for the soak's retained-state check).
     pub fn cached_identities(&self) -> usize {
         self.cache.len()
@@ -263,64 +374,5 @@ impl Default for ProcFs {
     /// The host's `/proc` and `/etc/passwd`.
     fn default() -> Self {
         ProcFs::new("/proc")
-    }
-}
-
-pub(super) fn stat_error(pid: u32, e: StatError) -> ProcError {
-    match e {
-        StatError::Empty => ProcError::Gone { pid },
-        StatError::Malformed(detail) => ProcError::Malformed {
-            pid,
-            what: "stat",
-            detail,
-        },
-    }
-}
-
-/// NotFound or ESRCH: the process exited (or never existed).
-fn is_gone(err: &io::Error) -> bool {
-    err.kind() == io::ErrorKind::NotFound || err.raw_os_error() == Some(ESRCH)
-}
-
-/// A file the identity cannot do without (stat, status), into `buf`.
-pub(super) fn read_required(tree: &dyn ProcTree, pid: u32, file: PidFile, buf: &mut Vec<u8>) -> Result<(), ProcError> {
-    match tree.read(TreeFile::Pid(pid, file), SMALL_FILE_MAX, buf) {
-        Ok(_) => Ok(()),
-        Err(e) if is_gone(&e) => Err(ProcError::Gone { pid }),
-        Err(source) => Err(ProcError::Unreadable {
-            pid,
-            what: file.name(),
-            source,
-        }),
-    }
-}
-
-/// A file the identity can do without, into `buf`: `Ok(Some(cut))` when
-/// read, `Ok(None)` when unreadable (permission denied, a zombie's missing
-/// parts); `Err(Gone)` only when a live-looking process vanished between reads.
-fn read_optional(
-    tree: &dyn ProcTree,
-    pid: u32,
-    file: PidFile,
-    exited: bool,
-    limit: u64,
-    buf: &mut Vec<u8>,
-) -> Result<Option<bool>, ProcError> {
-    match tree.read(TreeFile::Pid(pid, file), limit, buf) {
-        Ok(cut) => Ok(Some(cut)),
-        Err(e) if is_gone(&e) && !exited => Err(ProcError::Gone { pid }),
-        Err(_) => Ok(None),
-    }
-}
-
-/// A cut cmdline ends in a partial arg: drop it, so that half of a secret
-/// (`https://user:pa`) is never shown unredacted because its end is missing.
-fn whole_args(bytes: &[u8], cut: bool) -> &[u8] {
-    if !cut {
-        return bytes;
-    }
-    match bytes.iter().rposition(|&b| b == 0) {
-        Some(last_nul) => &bytes[..last_nul],
-        None => bytes,
     }
 }

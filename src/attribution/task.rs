@@ -2,7 +2,7 @@
 //! argv[0]), read just before it signals, on `procfs`'s low-level readers.
 //! Must not cache: a stale view is what reclaim's re-check exists to avoid.
 
-use super::procfs::{read_required, stat_error};
+use super::files::{read_required, stat_error};
 use super::stat::{StatFields, parse_stat, parse_status_uid};
 use super::tree::{PidFile, ProcTree, TreeFile};
 use super::{ProcError, ProcState};

@@ -116,3 +116,60 @@ fn procfs_reads_back_what_was_written() {
     assert!(tree.is_empty());
     assert!(!tree.update(|w| w.set_state(42, ProcState::Running)), "absent");
 }
+
+/// A poll after the first reads no stat of a process the tree did not
+/// write since; a write (a state change, a new process in the PID, a
+/// removal) is read at the next poll; a process in D, a zombie and a PID
+/// not in the tree are read every poll;
+/// after the recheck period every process is read again. What each poll
+/// reports is what reading every stat would.
+#[test]
+fn procfs_reads_again_only_what_changed_or_is_due() {
+    use std::time::{Duration, Instant};
+    let tree = Arc::new(MemTree::new(1_700_000_000));
+    let pids: Vec<u32> = (100..110).collect();
+    tree.update(|w| pids.iter().for_each(|&p| w.insert(python(p, ProcState::Sleeping))));
+    let mut fs = ProcFs::on(tree.clone());
+    let opts = ReadOptions::default();
+    let start = Instant::now();
+    let poll = |fs: &mut ProcFs, at: Duration| -> (u64, Vec<Option<ProcState>>) {
+        let before = fs.stat_reads();
+        let states = pids
+            .iter()
+            .map(|&p| fs.read_at(p, &opts, start + at).ok().map(|i| i.state))
+            .collect();
+        (fs.stat_reads() - before, states)
+    };
+    let ms = Duration::from_millis;
+    let (reads, _) = poll(&mut fs, ms(1));
+    assert_eq!(reads, 10, "first sight: every stat");
+    let (reads, states) = poll(&mut fs, ms(2));
+    assert_eq!(reads, 0, "nothing written");
+    assert!(states.iter().all(|s| *s == Some(ProcState::Sleeping)));
+    tree.update(|w| {
+        w.set_state(100, ProcState::Zombie);
+        w.set_state(101, ProcState::DiskSleep);
+        w.remove(102);
+        w.insert(MemProcess {
+            start_ticks: 9_999,
+            ..python(103, ProcState::Running)
+        });
+    });
+    let (reads, states) = poll(&mut fs, ms(3));
+    assert_eq!(reads, 4, "the four written");
+    assert_eq!(
+        states[..4],
+        [
+            Some(ProcState::Zombie),
+            Some(ProcState::DiskSleep),
+            None,
+            Some(ProcState::Running)
+        ]
+    );
+    let (reads, states) = poll(&mut fs, ms(4));
+    assert_eq!(reads, 3, "the zombie, the D and the gone one, each poll");
+    assert_eq!(states[1], Some(ProcState::DiskSleep));
+    let recheck = Duration::from_secs(5);
+    let (reads, _) = poll(&mut fs, ms(4) + recheck);
+    assert_eq!(reads, 10, "every one once due");
+}
