@@ -126,6 +126,18 @@ for _ in $(seq 100); do
 done
 [ "$state" = Z ] && say "INFO zombie: pid $zombie is a zombie (parent $zparent does not reap it)" \
   || say "FAIL zombie: pid $zombie did not become a zombie (state '$state')"
+# How soon the daemon names it: it reads a watched process's stat only
+# every few seconds, so its exit watch must tell it by the next poll.
+holder_of() {  # holder of pid $1 in the daemon's snapshot, or "absent"
+  curl -sf -m 2 "$url/api/v1/snapshot" 2>/dev/null | python3 -c 'import json,sys; s=json.load(sys.stdin); print(" ".join(p.get("holder","?") for d in s["devices"] for p in d["processes"] if p["pid"]==int(sys.argv[1])) or "absent")' "$1" 2>/dev/null
+}
+zt0=$(date +%s.%N); named=""
+for _ in $(seq 100); do
+  h=$(holder_of "$zombie")
+  if [ "$h" = zombie ]; then named=$(awk -v a="$(date +%s.%N)" -v b="$zt0" 'BEGIN { printf "%.1f", a - b }'); break; fi
+  [ "$h" = absent ] && break
+  sleep 0.1
+done
 sleep 3  # three polls
 listed=no; smi_has "$zombie" && listed=yes
 r=$(check --url "$url"); echo "listed=$listed check=$r" >>"$out/zombie.txt"
@@ -135,6 +147,11 @@ if [ "$listed" = yes ]; then
   say "INFO zombie: NVML still lists the zombie pid $zombie"
   holder=$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(" ".join(p.get("holder","?") for d in s["devices"] for p in d["processes"] if p["pid"]==int(sys.argv[2])) or "absent")' "$out/snapshot-zombie.json" "$zombie" 2>/dev/null)
   say "INFO zombie: the daemon calls pid $zombie's memory: $holder"
+  if [ -n "$named" ] && awk -v t="$named" 'BEGIN { exit !(t <= 2.5) }'; then
+    say "PASS zombie: the daemon named it zombie ${named}s after the kernel did (within two 1 s polls)"
+  else
+    say "FAIL zombie: the daemon took ${named:-more than 10 }s to name it zombie (two polls allowed)"
+  fi
   [ "${r%% *}" = 1 ] && echo "$r" | grep -q LEFT && [ "$holder" = zombie ] \
     && say "PASS zombie: check exit 1 LEFT, the daemon names the holder zombie ($r)" \
     || say "FAIL zombie: listed zombie, holder '$holder', check says: $r"
