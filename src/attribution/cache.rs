@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use crate::roster::Roster;
 
 use super::cgroup::parse_cgroup;
-use super::quiet::{Quiet, spread};
+use super::quiet::{Quiet, STAT_RECHECK, spread};
 use super::{CgroupInfo, Placement, ProcState, Text};
 
 /// Distinct workloads, and distinct identities, shared at most. A host has
@@ -87,6 +87,8 @@ pub(super) struct IdentityCache {
     period: u32,
     /// Forgets of every stat note so far (see [`Quiet::epoch`]).
     stat_epoch: u16,
+    /// How long a watched process's stat note is trusted (see `quiet.rs`).
+    stat_recheck: Duration,
     /// Watched PIDs whose entries a sweep dropped, for the tree to unwatch.
     unwatched: Vec<u32>,
 }
@@ -105,12 +107,17 @@ impl IdentityCache {
             last_sweep: now,
             period: 0,
             stat_epoch: 0,
+            stat_recheck: STAT_RECHECK,
             unwatched: Vec::new(),
         }
     }
 
     pub(super) fn set_refresh(&mut self, every: Duration) {
         self.refresh = every;
+    }
+
+    pub(super) fn set_stat_recheck(&mut self, every: Duration) {
+        self.stat_recheck = every;
     }
 
     /// How often the unused is swept: the refresh period, at least 1 s.
@@ -258,7 +265,7 @@ impl IdentityCache {
         let now_ns = self.nanos(now);
         let epoch = self.stat_epoch;
         if let Some(e) = self.entries.find_mut(&pid).filter(|e| e.start_ticks == start_ticks) {
-            e.quiet = Quiet::noted(pid, state, ppid, watched, now_ns, epoch);
+            e.quiet = Quiet::noted(pid, (state, ppid), watched, (now_ns, self.stat_recheck), epoch);
         }
     }
 

@@ -43,6 +43,7 @@ pub use cgroup::parse_cgroup;
 pub use memtree::{MemIdentity, MemProcess, MemTree, MemWriter, cgroup_path};
 pub use nss::{Lookup, NssNames, system_lookup};
 pub use procfs::ProcFs;
+pub use quiet::recheck_for;
 pub use redact::{format_cmdline, redact_cmdline};
 pub use task::{Task, read_task};
 // Public for tests/fuzz.rs, which feeds them arbitrary bytes.

@@ -146,6 +146,14 @@ impl ProcFs {
         self
     }
 
+    /// How long a watched process's state, ppid and comm are trusted
+    /// between reads: half to all of `every`, by PID (default 10 s; the
+    /// pipeline sets [`recheck_for`](super::recheck_for) its `stuck_after`).
+    pub fn with_stat_recheck(mut self, every: Duration) -> Self {
+        self.cache.set_stat_recheck(every);
+        self
+    }
+
     /// Resolve users from this passwd file instead (e.g. "/host/etc/passwd");
     /// only for a directory tree (an in-memory tree has its own passwd).
     pub fn with_passwd(mut self, path: impl Into<PathBuf>) -> Self {

@@ -6,20 +6,28 @@
 //! things: that it is still the same process, its state, and its ppid and
 //! comm. The tree now says when a watched process exits (a pidfd on a real
 //! `/proc`, the write log of the demo's), so the same-process question no
-//! longer needs the read. State, ppid and comm are read again every
-//! [`STAT_RECHECK`] (a process's phase set by its PID, so reads spread over
-//! polls), and a process in any state but R, S or I is read every poll: a
-//! D that lasts is what `stuck_after` times, and Z, X, T are about to
-//! change. A process NVML lists for the first time is read at once, and
+//! longer needs the read. State, ppid and comm are read again within a
+//! recheck period (a process's phase set by its PID, so reads spread over
+//! polls): a third of `stuck_after`, at most [`STAT_RECHECK`], so a D
+//! spell is timed at most a third of its threshold late. A process in any
+//! state but R, S or I is read every poll: a D that lasts is what
+//! `stuck_after` times, and Z, X, T are about to change. A process NVML lists for the first time is read at once, and
 //! one that exits is seen at the next poll, as before.
 
 use std::time::Duration;
 
 use super::ProcState;
 
-/// How long a watched process's state, ppid and comm are trusted: 2.5 to 5
-/// s by PID. A D spell must last `stuck_after` (30 s by default) to matter.
-pub(super) const STAT_RECHECK: Duration = Duration::from_secs(5);
+/// The longest recheck period: a watched process's state, ppid and comm
+/// are trusted for half to all of it, by PID. With `stuck_after` at its 30
+/// s default the period is this.
+pub(super) const STAT_RECHECK: Duration = Duration::from_secs(10);
+
+/// The recheck period for `stuck_after`: a third of it, from 1 s to
+/// [`STAT_RECHECK`].
+pub fn recheck_for(stuck_after: Duration) -> Duration {
+    (stuck_after / 3).clamp(Duration::from_secs(1), STAT_RECHECK)
+}
 
 /// Sixteenths of a second: the unit of [`Quiet::due`], so that it fits 32
 /// bits for 8 years of uptime (past that it saturates and every poll reads,
@@ -43,9 +51,16 @@ pub(super) struct Quiet {
 }
 
 impl Quiet {
-    /// A note of a read at `now_ns` of a process in `state`.
-    pub(super) fn noted(pid: u32, state: ProcState, ppid: u32, watched: bool, now_ns: u64, epoch: u16) -> Self {
-        let recheck = u64::try_from(STAT_RECHECK.as_nanos()).unwrap_or(u64::MAX);
+    /// A note of a read at `now_ns` of a process in `state`, trusted for
+    /// half to all of `recheck`.
+    pub(super) fn noted(
+        pid: u32,
+        (state, ppid): (ProcState, u32),
+        watched: bool,
+        (now_ns, recheck): (u64, Duration),
+        epoch: u16,
+    ) -> Self {
+        let recheck = u64::try_from(recheck.as_nanos()).unwrap_or(u64::MAX);
         // 64 phases from half the period to the whole of it.
         let phase = recheck / 2 + recheck / 2 / 64 * u64::from(spread(pid));
         let code = u8::try_from(state.code()).unwrap_or(0);
@@ -93,14 +108,14 @@ mod tests {
         let period = u64::try_from(STAT_RECHECK.as_nanos()).unwrap_or(u64::MAX);
         for pid in [1, 2, 1000, 4_194_303] {
             let now = 10 * UNIT_NS;
-            let q = Quiet::noted(pid, ProcState::Sleeping, 7, true, now, 3);
+            let q = Quiet::noted(pid, (ProcState::Sleeping, 7), true, (now, STAT_RECHECK), 3);
             let due = u64::from(q.due) * UNIT_NS;
             assert!(due + UNIT_NS > now + period / 2 && due <= now + period, "{pid}: {due}");
             assert_eq!(q.trusted(now, 3), Some((ProcState::Sleeping, 7)));
             assert_eq!(q.trusted(due, 3), None, "due");
             assert_eq!(q.trusted(now, 4), None, "forgotten");
         }
-        let unwatched = Quiet::noted(5, ProcState::Running, 1, false, 0, 0);
+        let unwatched = Quiet::noted(5, (ProcState::Running, 1), false, (0, STAT_RECHECK), 0);
         assert_eq!(unwatched.trusted(0, 0), None);
         for state in [
             ProcState::DiskSleep,
@@ -108,9 +123,22 @@ mod tests {
             ProcState::Stopped,
             ProcState::Dead,
         ] {
-            assert_eq!(Quiet::noted(5, state, 1, true, 0, 0).trusted(0, 0), None, "{state:?}");
+            assert_eq!(
+                Quiet::noted(5, (state, 1), true, (0, STAT_RECHECK), 0).trusted(0, 0),
+                None,
+                "{state:?}"
+            );
         }
         assert_eq!(Quiet::default().trusted(0, 0), None, "a default note is due");
         assert_eq!(std::mem::size_of::<Quiet>(), 12);
+    }
+
+    #[test]
+    fn the_recheck_is_a_third_of_stuck_after_from_1_to_10_s() {
+        let s = Duration::from_secs;
+        assert_eq!(recheck_for(s(30)), s(10));
+        assert_eq!(recheck_for(s(600)), s(10));
+        assert_eq!(recheck_for(s(6)), s(2));
+        assert_eq!(recheck_for(Duration::from_millis(100)), s(1));
     }
 }

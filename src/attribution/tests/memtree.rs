@@ -169,7 +169,7 @@ fn procfs_reads_again_only_what_changed_or_is_due() {
     let (reads, states) = poll(&mut fs, ms(4));
     assert_eq!(reads, 3, "the zombie, the D and the gone one, each poll");
     assert_eq!(states[1], Some(ProcState::DiskSleep));
-    let recheck = Duration::from_secs(5);
+    let recheck = Duration::from_secs(10);
     let (reads, _) = poll(&mut fs, ms(4) + recheck);
     assert_eq!(reads, 10, "every one once due");
 }
