@@ -23,9 +23,9 @@
 //! Warm-ups (rise, then flat), periodic allocate/free (flat kept floor),
 //! single steps and floors that only jitter fail the spread.
 //!
-//! Cost: memory per key is one 4-byte minimum per bucket in a fixed ring
-//! (60 buckets by default: 240 bytes; `leak_ring.rs` says why 4 bytes lose
-//! nothing NVML reports) plus a 128-byte `Series`, whatever the poll rate.
+//! Cost: memory per key is one 3-byte minimum per bucket in a fixed ring
+//! (60 buckets by default: 180 bytes, in the `Series`; `leak_ring.rs` says
+//! why 3 bytes lose nothing) plus 88 bytes, whatever the poll rate.
 //! A sample that stays in the open bucket is O(1); the verdict is
 //! recomputed once per bucket, in O(buckets + segments²), at the key's
 //! phase of the next bucket ([`PHASES`]: keys do not all judge in one
@@ -151,17 +151,18 @@ pub struct Series {
     /// deque: a quarter of the memory per key at the same verdicts (64
     /// GPUs x 1000 processes track 64k keys).
     closed: Ring,
-    /// Bucket of the first sample (once `started`): how long the process
-    /// has been seen.
-    first_idx: i64,
+    /// Buckets from the first sample's to the open one, saturating: how
+    /// long the process has been seen (a count, not an index: 4 bytes).
+    seen: u32,
     last_t: f64,
     trend: Option<Trend>,
     /// The flag behind `trend.suspected`, kept across verdicts for its
     /// hysteresis.
     flagged: bool,
-    /// Bucket at whose opening the verdicts began to disagree with the
-    /// flag (and have at every verdict since); `i64::MAX` while they agree.
-    since: i64,
+    /// 1 + buckets since the one at whose opening the verdicts began to
+    /// disagree with the flag (and have at every verdict since); 0 while
+    /// they agree. Counted like `seen`.
+    disagree: u32,
     /// When in a bucket this key judges the window closed at its start
     /// (in 1/[`PHASES`] of a bucket).
     phase: u8,
@@ -292,11 +293,11 @@ impl Series {
             open_min: 0,
             started: false,
             closed: Ring::new(buckets),
-            first_idx: 0,
+            seen: 0,
             last_t: f64::NEG_INFINITY,
             trend: None,
             flagged: false,
-            since: i64::MAX,
+            disagree: 0,
             phase: 0,
             pending: false,
         }
@@ -312,7 +313,7 @@ impl Series {
         self.last_t = at.t;
         let (started, idx) = (self.started, at.idx);
         if !started {
-            self.first_idx = idx;
+            self.seen = 0;
             self.started = true;
             self.closed.set_base(used);
         }
@@ -336,6 +337,11 @@ impl Series {
         (self.open_idx, self.open_min) = (idx, used);
         if started {
             let span = idx.saturating_sub(done_idx);
+            let add = u32::try_from(span).unwrap_or(u32::MAX);
+            self.seen = self.seen.saturating_add(add);
+            if self.disagree > 0 {
+                self.disagree = self.disagree.saturating_add(add);
+            }
             if span >= cfg.buckets as i64 {
                 self.closed.clear_all();
             } else {
@@ -367,7 +373,8 @@ impl Series {
         self.pending = false;
         let idx = self.open_idx;
         // The judged span: the last window, or the whole history if shorter.
-        let start = idx.saturating_sub(cfg.buckets as i64).max(self.first_idx);
+        // The first sample's bucket, or the window's first if later.
+        let start = idx.saturating_sub(i64::from(self.seen).min(cfg.buckets as i64));
         // No verdict (too short a history, a gap) lowers the flag: the next
         // one starts afresh.
         let flagged = self.flagged;
@@ -376,17 +383,17 @@ impl Series {
         // `persistence` of the window: floors that jitter line up by
         // chance for a verdict or two, and noise can hide a leak's rise as
         // briefly.
-        self.since = match judged {
-            Some(j) if j.verdict != flagged => self.since.min(idx),
-            _ => i64::MAX,
+        self.disagree = match judged {
+            Some(j) if j.verdict != flagged => self.disagree.max(1),
+            _ => 0,
         };
         // Verdicts before `min_window_fraction` only count towards a start.
         let judged = judged.filter(|j| j.trend.window_covered + 1e-9 >= cfg.min_window_fraction);
         if judged.is_none() {
             self.flagged = false;
-        } else if idx.saturating_sub(self.since) >= persistence_buckets(cfg, flagged) {
+        } else if i64::from(self.disagree) > persistence_buckets(cfg, flagged) {
             self.flagged = !flagged;
-            self.since = i64::MAX;
+            self.disagree = 0;
         }
         self.trend = judged.map(|j| Trend {
             suspected: self.flagged,
