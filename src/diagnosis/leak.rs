@@ -25,7 +25,7 @@
 //!
 //! Cost: memory per key is one 3-byte minimum per bucket in a fixed ring
 //! (60 buckets by default: 180 bytes, in the `Series`; `leak_ring.rs` says
-//! why 3 bytes lose nothing) plus 88 bytes, whatever the poll rate.
+//! why 3 bytes lose nothing) plus 80 bytes, whatever the poll rate.
 //! A sample that stays in the open bucket is O(1); the verdict is
 //! recomputed once per bucket, in O(buckets + segments²), at the key's
 //! phase of the next bucket ([`PHASES`]: keys do not all judge in one
@@ -117,10 +117,13 @@ impl At {
 mod eval;
 #[path = "leak_judge.rs"]
 mod judge;
+#[path = "leak_kept.rs"]
+mod kept;
 #[path = "leak_ring.rs"]
 mod ring;
 
 use eval::{Scratch, evaluate, persistence_buckets};
+use kept::Kept;
 use ring::Ring;
 
 /// One downsampling bucket: the lowest value seen in it. The minimum is all
@@ -155,7 +158,7 @@ pub struct Series {
     /// long the process has been seen (a count, not an index: 4 bytes).
     seen: u32,
     last_t: f64,
-    trend: Option<Trend>,
+    trend: Option<Kept>,
     /// The flag behind `trend.suspected`, kept across verdicts for its
     /// hysteresis.
     flagged: bool,
@@ -212,14 +215,14 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
                 if let Some(b) = sample {
                     s.push(at, b, cfg, scratch);
                 }
-                s.trend
+                s.trend(cfg)
             }
             None => {
                 let b = sample?;
                 let mut s = Series::new(cfg.buckets);
                 s.phase = take_phase(&mut self.next_phase);
                 s.push(at, b, cfg, scratch);
-                let trend = s.trend;
+                let trend = s.trend(cfg);
                 self.series.insert(key.clone(), (s, self.generation));
                 trend
             }
@@ -240,7 +243,7 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
             }
             s.push(At::new(t, self.bucket_width), b, &self.cfg, &mut self.scratch);
         }
-        s.trend
+        s.trend(&self.cfg)
     }
 
     /// Drops the keys not observed or assessed through
@@ -255,7 +258,7 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
     /// The latest verdict for `key`: `None` while less than
     /// `min_window_fraction` of the window is covered or the key is unknown.
     pub fn assess(&self, key: &K) -> Option<Trend> {
-        self.series.get(key).and_then(|(s, _)| s.trend)
+        self.series.get(key).and_then(|(s, _)| s.trend(&self.cfg))
     }
 
     /// Keeps only the keys for which `keep` is true (processes still seen).
@@ -282,6 +285,11 @@ fn take_phase(next: &mut u8) -> u8 {
 }
 
 impl Series {
+    /// The latest verdict.
+    fn trend(&self, cfg: &LeakConfig) -> Option<Trend> {
+        self.trend.map(|k| k.trend(cfg.buckets))
+    }
+
     /// Whether any sample was recorded.
     pub fn has_samples(&self) -> bool {
         self.started
@@ -373,7 +381,6 @@ impl Series {
         self.pending = false;
         let idx = self.open_idx;
         // The judged span: the last window, or the whole history if shorter.
-        // The first sample's bucket, or the window's first if later.
         let start = idx.saturating_sub(i64::from(self.seen).min(cfg.buckets as i64));
         // No verdict (too short a history, a gap) lowers the flag: the next
         // one starts afresh.
@@ -395,10 +402,8 @@ impl Series {
             self.flagged = !flagged;
             self.disagree = 0;
         }
-        self.trend = judged.map(|j| Trend {
-            suspected: self.flagged,
-            ..j.trend
-        });
+        let slots = u16::try_from(idx.abs_diff(start)).unwrap_or(u16::MAX);
+        self.trend = judged.map(|j| Kept::new(j.trend, self.flagged, slots, cfg.buckets));
     }
 }
 
