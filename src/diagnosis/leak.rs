@@ -23,9 +23,9 @@
 //! Warm-ups (rise, then flat), periodic allocate/free (flat kept floor),
 //! single steps and floors that only jitter fail the spread.
 //!
-//! Cost: memory per key is one 4-byte minimum per bucket in a fixed ring
-//! (60 buckets by default: 240 bytes; `leak_ring.rs` says why 4 bytes lose
-//! nothing NVML reports) plus a 128-byte `Series`, whatever the poll rate.
+//! Cost: memory per key is one 3-byte minimum per bucket in a fixed ring
+//! (60 buckets by default: 180 bytes, in the `Series`; `leak_ring.rs` says
+//! why 3 bytes lose nothing) plus 80 bytes, whatever the poll rate.
 //! A sample that stays in the open bucket is O(1); the verdict is
 //! recomputed once per bucket, in O(buckets + segments²), at the key's
 //! phase of the next bucket ([`PHASES`]: keys do not all judge in one
@@ -117,10 +117,13 @@ impl At {
 mod eval;
 #[path = "leak_judge.rs"]
 mod judge;
+#[path = "leak_kept.rs"]
+mod kept;
 #[path = "leak_ring.rs"]
 mod ring;
 
 use eval::{Scratch, evaluate, persistence_buckets};
+use kept::Kept;
 use ring::Ring;
 
 /// One downsampling bucket: the lowest value seen in it. The minimum is all
@@ -151,17 +154,18 @@ pub struct Series {
     /// deque: a quarter of the memory per key at the same verdicts (64
     /// GPUs x 1000 processes track 64k keys).
     closed: Ring,
-    /// Bucket of the first sample (once `started`): how long the process
-    /// has been seen.
-    first_idx: i64,
+    /// Buckets from the first sample's to the open one, saturating: how
+    /// long the process has been seen (a count, not an index: 4 bytes).
+    seen: u32,
     last_t: f64,
-    trend: Option<Trend>,
+    trend: Option<Kept>,
     /// The flag behind `trend.suspected`, kept across verdicts for its
     /// hysteresis.
     flagged: bool,
-    /// Bucket at whose opening the verdicts began to disagree with the
-    /// flag (and have at every verdict since); `i64::MAX` while they agree.
-    since: i64,
+    /// 1 + buckets since the one at whose opening the verdicts began to
+    /// disagree with the flag (and have at every verdict since); 0 while
+    /// they agree. Counted like `seen`.
+    disagree: u32,
     /// When in a bucket this key judges the window closed at its start
     /// (in 1/[`PHASES`] of a bucket).
     phase: u8,
@@ -211,14 +215,14 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
                 if let Some(b) = sample {
                     s.push(at, b, cfg, scratch);
                 }
-                s.trend
+                s.trend(cfg)
             }
             None => {
                 let b = sample?;
                 let mut s = Series::new(cfg.buckets);
                 s.phase = take_phase(&mut self.next_phase);
                 s.push(at, b, cfg, scratch);
-                let trend = s.trend;
+                let trend = s.trend(cfg);
                 self.series.insert(key.clone(), (s, self.generation));
                 trend
             }
@@ -239,7 +243,7 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
             }
             s.push(At::new(t, self.bucket_width), b, &self.cfg, &mut self.scratch);
         }
-        s.trend
+        s.trend(&self.cfg)
     }
 
     /// Drops the keys not observed or assessed through
@@ -254,7 +258,7 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
     /// The latest verdict for `key`: `None` while less than
     /// `min_window_fraction` of the window is covered or the key is unknown.
     pub fn assess(&self, key: &K) -> Option<Trend> {
-        self.series.get(key).and_then(|(s, _)| s.trend)
+        self.series.get(key).and_then(|(s, _)| s.trend(&self.cfg))
     }
 
     /// Keeps only the keys for which `keep` is true (processes still seen).
@@ -281,6 +285,11 @@ fn take_phase(next: &mut u8) -> u8 {
 }
 
 impl Series {
+    /// The latest verdict.
+    fn trend(&self, cfg: &LeakConfig) -> Option<Trend> {
+        self.trend.map(|k| k.trend(cfg.buckets))
+    }
+
     /// Whether any sample was recorded.
     pub fn has_samples(&self) -> bool {
         self.started
@@ -292,11 +301,11 @@ impl Series {
             open_min: 0,
             started: false,
             closed: Ring::new(buckets),
-            first_idx: 0,
+            seen: 0,
             last_t: f64::NEG_INFINITY,
             trend: None,
             flagged: false,
-            since: i64::MAX,
+            disagree: 0,
             phase: 0,
             pending: false,
         }
@@ -312,7 +321,7 @@ impl Series {
         self.last_t = at.t;
         let (started, idx) = (self.started, at.idx);
         if !started {
-            self.first_idx = idx;
+            self.seen = 0;
             self.started = true;
             self.closed.set_base(used);
         }
@@ -336,6 +345,11 @@ impl Series {
         (self.open_idx, self.open_min) = (idx, used);
         if started {
             let span = idx.saturating_sub(done_idx);
+            let add = u32::try_from(span).unwrap_or(u32::MAX);
+            self.seen = self.seen.saturating_add(add);
+            if self.disagree > 0 {
+                self.disagree = self.disagree.saturating_add(add);
+            }
             if span >= cfg.buckets as i64 {
                 self.closed.clear_all();
             } else {
@@ -367,7 +381,7 @@ impl Series {
         self.pending = false;
         let idx = self.open_idx;
         // The judged span: the last window, or the whole history if shorter.
-        let start = idx.saturating_sub(cfg.buckets as i64).max(self.first_idx);
+        let start = idx.saturating_sub(i64::from(self.seen).min(cfg.buckets as i64));
         // No verdict (too short a history, a gap) lowers the flag: the next
         // one starts afresh.
         let flagged = self.flagged;
@@ -376,22 +390,20 @@ impl Series {
         // `persistence` of the window: floors that jitter line up by
         // chance for a verdict or two, and noise can hide a leak's rise as
         // briefly.
-        self.since = match judged {
-            Some(j) if j.verdict != flagged => self.since.min(idx),
-            _ => i64::MAX,
+        self.disagree = match judged {
+            Some(j) if j.verdict != flagged => self.disagree.max(1),
+            _ => 0,
         };
         // Verdicts before `min_window_fraction` only count towards a start.
         let judged = judged.filter(|j| j.trend.window_covered + 1e-9 >= cfg.min_window_fraction);
         if judged.is_none() {
             self.flagged = false;
-        } else if idx.saturating_sub(self.since) >= persistence_buckets(cfg, flagged) {
+        } else if i64::from(self.disagree) > persistence_buckets(cfg, flagged) {
             self.flagged = !flagged;
-            self.since = i64::MAX;
+            self.disagree = 0;
         }
-        self.trend = judged.map(|j| Trend {
-            suspected: self.flagged,
-            ..j.trend
-        });
+        let slots = u16::try_from(idx.abs_diff(start)).unwrap_or(u16::MAX);
+        self.trend = judged.map(|j| Kept::new(j.trend, self.flagged, slots, cfg.buckets));
     }
 }
 

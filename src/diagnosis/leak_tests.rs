@@ -314,9 +314,9 @@ fn memory_per_key_is_bounded_whatever_the_poll_rate() {
     }
     assert!(longest.iter().all(|&l| l <= buckets), "{longest:?}");
     for k in [0u8, 1] {
-        // One 4-byte entry per bucket: these keys' figures are whole bytes
-        // within 64 MiB of their first, which 4 bytes hold exactly.
-        assert_eq!(tr.series[&k].0.closed.entry_bytes(), 4);
+        // One 3-byte entry per bucket: these keys' figures are whole bytes
+        // within 8 MiB of their first, which 3 bytes hold exactly.
+        assert_eq!(tr.series[&k].0.closed.entry_bytes(), 3);
     }
     tr.retain(|k| *k == 1);
     assert_eq!(tr.len(), 1);
