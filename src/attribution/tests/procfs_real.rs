@@ -77,6 +77,13 @@ fn real_proc_a_watched_child_is_not_reread_until_it_exits() {
         poll += 1;
         procfs.read_at(pid, &opts, start + Duration::from_millis(u64::from(poll)))
     };
+    // Asleep in `sleep` first: while it execs it may be in D, which is
+    // read every poll.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains("(sleep) S ")) {
+        assert!(Instant::now() < deadline, "never asleep in sleep");
+        std::thread::yield_now();
+    }
     let first = read(&mut procfs).expect("live child");
     let reads = procfs.stat_reads();
     let again = read(&mut procfs).expect("still live");
