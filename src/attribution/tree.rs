@@ -208,8 +208,10 @@ impl ProcTree for DirTree {
 /// 256), so the HTTP side always has room.
 const STAT_FDS_MAX: usize = 1024;
 /// An open stat file not read for this long is closed: its process left
-/// NVML's list (or exited), or polls are further apart than this.
-const STAT_FD_UNUSED: Duration = Duration::from_secs(10);
+/// NVML's list (or exited), or polls are further apart than this. Three
+/// times the longest stat recheck (`quiet.rs`, 10 s): a watched process's
+/// file is read every 5 to 10 s and must stay open between its reads.
+const STAT_FD_UNUSED: Duration = Duration::from_secs(30);
 /// First read size for stat (a line of 200-700 bytes); a longer file is read
 /// again with a larger buffer.
 const STAT_READ: usize = 1024;
