@@ -87,32 +87,8 @@ pub struct LeakTracker<K> {
 /// split is even and replayable whatever the keys are.
 const PHASES: u8 = 64;
 
-/// Where a sample time falls among the buckets.
-#[derive(Debug, Clone, Copy)]
-struct At {
-    t: f64,
-    /// `floor(t / bucket_width)`, saturating for absurd `t`.
-    idx: i64,
-    /// How far into that bucket (0..1).
-    into: f64,
-    /// Seconds per bucket.
-    width: f64,
-}
-
-impl At {
-    fn new(t: f64, width: f64) -> Self {
-        let pos = t / width;
-        let floor = pos.floor();
-        // `as` saturates, so absurd times still give ordered indices.
-        At {
-            t,
-            idx: floor as i64,
-            into: pos - floor,
-            width,
-        }
-    }
-}
-
+#[path = "leak_at.rs"]
+mod at;
 #[path = "leak_eval.rs"]
 mod eval;
 #[path = "leak_judge.rs"]
@@ -122,6 +98,7 @@ mod kept;
 #[path = "leak_ring.rs"]
 mod ring;
 
+use at::At;
 use eval::{Scratch, evaluate, persistence_buckets};
 use kept::Kept;
 use ring::Ring;
