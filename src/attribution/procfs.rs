@@ -231,7 +231,9 @@ impl ProcFs {
     ) -> Result<ProcessIdentity, ProcError> {
         // Taken, not borrowed: `self` is borrowed again below.
         let mut buf = std::mem::take(&mut self.buf);
-        let read = match self.cache.quiet(pid, now).filter(|_| quiet) {
+        // Asked only in a poll: `read` must not touch the note at all.
+        let noted = if quiet { self.cache.quiet(pid, now) } else { None };
+        let read = match noted {
             Some((id, start_ticks, state, ppid)) => {
                 let stat = StatFacts {
                     state,
