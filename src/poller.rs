@@ -8,13 +8,12 @@
 //!
 //! Why the thread keeps the time: a poll then reaches the async runtime
 //! once (the result), instead of a timer, a request and a reply crossing
-//! between them, through a doorbell socket the I/O driver watches (one
+//! between them, through a doorbell eventfd the I/O driver watches (one
 //! worker woken, not two: `poller/bell.rs`). The supervisor publishes from
 //! a worker, so the snapshot's follower is woken there, not from another
 //! thread. Its deadline moves on with each result, so its timer only fires
 //! for a poll that is late.
 
-use std::os::unix::net::UnixStream;
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -28,7 +27,7 @@ use crate::pipeline::Pipeline;
 use crate::snapshot::{Device, DriverInfo, PollOutcome, PollStats, Snapshot};
 use crate::source::{GpuSource, SourceError};
 use crate::sysnotify::notify_systemd;
-use bell::{Bell, drain};
+use bell::{Bell, Door, drain};
 
 mod bell;
 
@@ -46,7 +45,7 @@ pub enum PollerError {
     Spawn(std::io::Error),
     #[error("the poll thread died unexpectedly")]
     WorkerDied,
-    #[error("cannot make the poll thread's doorbell socket: {0}")]
+    #[error("cannot make the poll thread's doorbell: {0}")]
     Doorbell(std::io::Error),
 }
 
@@ -94,9 +93,7 @@ pub fn start(
     // Dropped when the thread ends, however it ends.
     let (alive_tx, alive_rx) = oneshot::channel::<()>();
     let (done_tx, done_rx) = mpsc::channel::<Done>();
-    let (ring, bell) = UnixStream::pair().map_err(PollerError::Doorbell)?;
-    ring.set_nonblocking(true).map_err(PollerError::Doorbell)?;
-    bell.set_nonblocking(true).map_err(PollerError::Doorbell)?;
+    let (ring, bell) = bell::pair().map_err(PollerError::Doorbell)?;
     let thread_shared = shared.clone();
     let ends = (stop_rx, alive_tx, Bell { tx: done_tx, ring });
     std::thread::Builder::new()
@@ -373,29 +370,26 @@ fn note_nvml(st: &mut State, demo: bool, up: bool, msg: Option<&str>) {
 async fn supervise(
     shared: Arc<Shared>,
     stop: mpsc::Sender<()>,
-    (mut alive, done, bell): (oneshot::Receiver<()>, mpsc::Receiver<Done>, UnixStream),
+    (mut alive, done, bell): (oneshot::Receiver<()>, mpsc::Receiver<Done>, Door),
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), PollerError> {
     let _stop = stop;
-    let bell = tokio::net::UnixStream::from_std(bell).map_err(PollerError::Doorbell)?;
+    let bell = bell.watch().map_err(PollerError::Doorbell)?;
     let mut look = shared.check(Instant::now());
-    let mut buf = [0u8; 64];
     loop {
         tokio::select! {
             biased;
             _ = shutdown.changed() => return Ok(()),
             r = bell.readable() => {
-                // The bytes only ring; the thread's end closing (it ended)
-                // reads as 0 once its last results are in.
-                let ended = r.is_err() || drain(&bell, &mut buf);
+                let Ok(guard) = r else { return Err(PollerError::WorkerDied) };
+                drain(guard);
                 while let Ok(d) = done.try_recv() {
                     shared.publish_done(d);
                 }
-                if ended {
-                    return Err(PollerError::WorkerDied);
-                }
                 look = shared.check(Instant::now());
             }
+            // The thread's end of this is dropped however the thread ends;
+            // after the doorbell in the select, so its last results are in.
             _ = &mut alive => return Err(PollerError::WorkerDied),
             () = tokio::time::sleep_until(look.into()) => look = shared.check(Instant::now()),
         }
