@@ -209,10 +209,37 @@ fn gzipped_scrapes_are_one_member_of_the_same_text_with_a_cached_head() {
             metrics::render(&second, &live(1.5, true), &cfg.processes, &BUILD, format)
         );
         assert_ne!(head_ptr(&a), head_ptr(&c));
-        // The plain body of the same entry is unchanged by its gzip.
+        // Only gzip was asked for: the 5.5 MB-at-scale text is not kept.
+        assert!(!cache.holds_text(format), "{format:?}: text kept for gzip scrapes only");
+        // A plain scrape of the same entry gets the same text, and from then
+        // on it is kept beside the gzip head, which stays the same.
         let plain = cache.body(&second, &cfg, &BUILD, &live(1.5, true), format);
         assert_eq!(gunzip(&c), text(&plain));
+        assert!(cache.holds_text(format), "{format:?}");
+        let Ok(d) = cache.gzip_body(&second, &cfg, &BUILD, &live(1.5, true), format) else {
+            panic!("gzip")
+        };
+        assert_eq!(head_ptr(&c), head_ptr(&d), "{format:?}: the gzip head is kept");
+        assert!(cache.holds_text(format), "{format:?}: a plain scrape's text stays");
     }
+}
+
+/// A plain scrape first, then gzip: the text stays (a plain scraper of
+/// this snapshot will ask again) and the gzip head is made from it.
+#[test]
+fn a_plain_scrape_keeps_its_text_beside_a_later_gzip_head() {
+    let cfg = Arc::new(Config::default());
+    let snap = fleet(&cfg, 2);
+    let cache = ScrapeCache::default();
+    let format = Format::Prometheus;
+    let plain = cache.body(&snap, &cfg, &BUILD, &live(1.5, true), format);
+    let Ok(g) = cache.gzip_body(&snap, &cfg, &BUILD, &live(1.5, true), format) else {
+        panic!("gzip")
+    };
+    assert_eq!(gunzip(&g), text(&plain));
+    assert!(cache.holds_text(format));
+    let again = cache.body(&snap, &cfg, &BUILD, &live(1.5, true), format);
+    assert_eq!(head_ptr(&plain), head_ptr(&again), "the cached text is served");
 }
 
 #[test]
