@@ -5,12 +5,17 @@
 //! so other work on a shared machine does not count).
 //!
 //! ```sh
-//! cargo run --release --example poll_close -- [GPUS] [PER_GPU] [POLLS]   # 64 1000 60
+//! cargo run --release --example poll_close -- [GPUS] [PER_GPU] [POLLS] [UTIL_EVERY]   # 64 1000 60 1
 //! ```
 //!
 //! Prints the mean and worst poll, the polls that open a leak bucket (one in
-//! ten at the default 10 m window / 60 buckets) and the others. A measuring
-//! tool, not part of the daemon.
+//! ten at the default 10 m window / 60 buckets) and the others. Each poll
+//! carries a per-process utilisation sample unless UTIL_EVERY says one poll
+//! in N: the daemon samples once per `[processes] utilization_interval`
+//! (10 s by default, so 10 at a 1 s poll), and a sampled poll costs more
+//! (each process looks its sample up); rounds up to 8 measured with every
+//! poll sampled, the default here still. With N > 1 the sampled polls are
+//! also summed apart. A measuring tool, not part of the daemon.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
 use std::time::Duration;
@@ -56,6 +61,7 @@ fn summary(name: &str, ms: &[f64]) {
 
 fn main() {
     let (gpus, per_gpu, polls) = (arg(1, 64), arg(2, 1000), arg(3, 60));
+    let util_every = arg(4, 1).max(1) as u64;
     let cfg = Config::defaults(false);
     let mut src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs_f64(FILL_STEP), EPOCH);
     let mut pipe = Pipeline::for_source(&cfg.processes, &src);
@@ -64,21 +70,30 @@ fn main() {
         std::hint::black_box(pipe.build(src.poll(true).expect("simulated poll"), now));
         now += FILL_STEP;
     }
-    let (mut opening, mut other, mut all) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..polls {
-        let raw = src.poll(true).expect("simulated poll");
+    let (mut opening, mut other, mut all, mut sampled) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for i in 0..polls as u64 {
+        // Half a period off the bucket opens (every 10th poll), so the
+        // two costs are not summed on the same polls.
+        let sample = util_every == 1 || i % util_every == util_every / 2;
+        let raw = src.poll(sample).expect("simulated poll");
         let opens = ((now - 1.0) / BUCKET).floor() != (now / BUCKET).floor();
         let t0 = thread_cpu_ns();
         std::hint::black_box(pipe.build(raw, now));
         let ms = thread_cpu_ns().saturating_sub(t0) as f64 / 1e6;
         if opens { &mut opening } else { &mut other }.push(ms);
+        if sample && util_every > 1 {
+            sampled.push(ms);
+        }
         all.push(ms);
         now += 1.0;
     }
-    println!("large({gpus} x {per_gpu}), {polls} polls at 1 s, thread CPU per Pipeline::build:");
+    println!(
+        "large({gpus} x {per_gpu}), {polls} polls at 1 s, utilisation sampled every {util_every}, thread CPU per Pipeline::build:"
+    );
     summary("all", &all);
     summary("bucket opens", &opening);
     summary("others", &other);
+    summary("util sampled", &sampled);
     let mut sorted = all.clone();
     sorted.sort_by(f64::total_cmp);
     let p = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
