@@ -21,9 +21,10 @@ pub type OnAlerts = Box<dyn FnMut(&[rules::eval::Transition], &alerts::AlertEngi
 
 /// Work each published snapshot gets beside the alert evaluation (the
 /// history, the demo's allocator feed, when-free resumes), run by the
-/// alert loop: one task woken per poll. A follower task each woke the
-/// runtime's second worker on every poll (tokio wakes an idle worker for
-/// a second runnable task), at 81 us a wake-up on an idle H200.
+/// alert loop on the thread that published the snapshot. A follower task
+/// each woke the runtime's second worker on every poll (tokio wakes an
+/// idle worker for a second runnable task), at 81 us a wake-up on an idle
+/// H200.
 pub type OnSnapshot = Box<dyn FnMut(&Snapshot) + Send>;
 
 /// The allocator view's shared state when `[allocator]` is enabled (with
@@ -233,53 +234,91 @@ pub(crate) async fn watchdog(every: Duration, mut shutdown: watch::Receiver<bool
     }
 }
 
-/// Hands every published snapshot to `followers`, evaluates the rules on
-/// it and after every reload, and publishes the alert view when it changed.
-pub(crate) async fn alert_loop(
-    mut snaps: poller::Snapshots,
-    mut cfg: watch::Receiver<Arc<Config>>,
+/// The alert evaluation and what follows each snapshot beside it: run by
+/// the poller on the thread that published the snapshot
+/// ([`AlertLoop::follower`]), and after every reload by
+/// [`AlertLoop::follow_rules`]'s task.
+pub(crate) struct AlertLoop {
+    engine: alerts::AlertEngine,
+    on_alerts: OnAlerts,
+    followers: Vec<OnSnapshot>,
     out: watch::Sender<Arc<alerts::AlertsView>>,
-    mut engine: alerts::AlertEngine,
-    (mut on_alerts, mut followers): (OnAlerts, Vec<OnSnapshot>),
-    mut shutdown: watch::Receiver<bool>,
-) {
-    loop {
-        let reloaded;
-        let transitions: &[rules::eval::Transition] = tokio::select! {
-            _ = shutdown.wait_for(|s| *s) => return,
-            r = snaps.changed() => {
-                if r.is_err() {
-                    return;
-                }
-                let snap = snaps.borrow_and_update().clone();
-                for f in &mut followers {
-                    f(&snap);
-                }
-                if !snap.has_polled() {
-                    continue;
-                }
-                engine.evaluate(&snap);
-                engine.last_transitions()
-            }
-            r = cfg.changed() => {
-                if r.is_err() {
-                    return;
-                }
-                let c = cfg.borrow_and_update().clone();
-                reloaded = engine.set_rules(c.effective_rules(), clock::unix_now());
-                &reloaded
-            }
-        };
+}
+
+impl AlertLoop {
+    pub(crate) fn new(
+        engine: alerts::AlertEngine,
+        (on_alerts, followers): (OnAlerts, Vec<OnSnapshot>),
+        out: watch::Sender<Arc<alerts::AlertsView>>,
+    ) -> Arc<std::sync::Mutex<Self>> {
+        Arc::new(std::sync::Mutex::new(Self {
+            engine,
+            on_alerts,
+            followers,
+            out,
+        }))
+    }
+
+    /// Hands a published snapshot to the followers and evaluates the rules
+    /// on it (a placeholder that never polled only goes to the followers).
+    fn on_snapshot(&mut self, snap: &Snapshot) {
+        for f in &mut self.followers {
+            f(snap);
+        }
+        if !snap.has_polled() {
+            return;
+        }
+        self.engine.evaluate(snap);
+        self.after(None);
+    }
+
+    /// Logs and hooks the last evaluation's transitions (or `reloaded`'s),
+    /// and publishes the alert view when it changed.
+    fn after(&mut self, reloaded: Option<&[rules::eval::Transition]>) {
+        let transitions = reloaded.unwrap_or_else(|| self.engine.last_transitions());
         for t in transitions {
             tracing::info!(alert = %t.alert.rule, to = t.to.as_str(), labels = ?t.alert.labels, "alert state changed");
         }
-        on_alerts(transitions, &engine);
+        (self.on_alerts)(transitions, &self.engine);
         // An evaluation that changed nothing (the usual one at idle)
         // leaves the published view as it is.
-        if engine.take_changed() {
-            out.send_replace(Arc::new(engine.view()));
+        if self.engine.take_changed() {
+            self.out.send_replace(Arc::new(self.engine.view()));
         }
     }
+
+    /// The poller's follower: this loop, on each published snapshot.
+    pub(crate) fn follower(this: Arc<std::sync::Mutex<Self>>) -> poller::Follower {
+        Box::new(move |snap| lock(&this).on_snapshot(snap))
+    }
+
+    /// Applies the rules of every reload, until shutdown.
+    pub(crate) async fn follow_rules(
+        this: Arc<std::sync::Mutex<Self>>,
+        mut cfg: watch::Receiver<Arc<Config>>,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            tokio::select! {
+                _ = shutdown.wait_for(|s| *s) => return,
+                r = cfg.changed() => {
+                    if r.is_err() {
+                        return;
+                    }
+                    let c = cfg.borrow_and_update().clone();
+                    let mut alerts = lock(&this);
+                    let reloaded = alerts.engine.set_rules(c.effective_rules(), clock::unix_now());
+                    alerts.after(Some(&reloaded));
+                }
+            }
+        }
+    }
+}
+
+/// The loop's lock: a follower that panicked mid-evaluation leaves an
+/// engine the next evaluation rebuilds from the snapshot.
+fn lock(this: &std::sync::Mutex<AlertLoop>) -> std::sync::MutexGuard<'_, AlertLoop> {
+    this.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -98,6 +98,8 @@ struct Core {
     /// of `run`.
     socket: Option<allocator::receiver::SocketGuard>,
     snapshots: poller::Snapshots,
+    /// Where the alert loop is set as the poller's follower.
+    follow: poller::FollowHandle,
     /// The poll thread's supervisor, spawned once the server is.
     poll_loop: std::pin::Pin<Box<dyn Future<Output = Result<(), PollerError>> + Send>>,
     history: Arc<std::sync::Mutex<history::History>>,
@@ -132,7 +134,11 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
     if let Some(a) = &allocator {
         pipeline = pipeline.with_allocator(a.clone());
     }
-    let (snapshots, poll_loop) = poller::start(source, pipeline, poll_settings(cfg), stop.clone())?;
+    let poller::Started {
+        snapshots,
+        supervisor: poll_loop,
+        follow,
+    } = poller::start(source, pipeline, poll_settings(cfg), stop.clone())?;
     let points = history::History::points_for(cfg.poll.history.get(), cfg.poll.interval.get());
     let history = Arc::new(std::sync::Mutex::new(history::History::new(
         points,
@@ -149,6 +155,7 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
         allocator,
         socket,
         snapshots,
+        follow,
         poll_loop: Box::pin(poll_loop),
         history,
         events,
@@ -211,14 +218,9 @@ pub async fn run(
         cfg_rx.clone(),
         &stop_rx,
     ));
-    tokio::spawn(daemon::alert_loop(
-        snapshots,
-        cfg_rx,
-        alerts_tx,
-        engine,
-        (hook, followers),
-        stop_rx.clone(),
-    ));
+    let alert_loop = daemon::AlertLoop::new(engine, (hook, followers), alerts_tx);
+    core.follow.set(daemon::AlertLoop::follower(alert_loop.clone()));
+    tokio::spawn(daemon::AlertLoop::follow_rules(alert_loop, cfg_rx, stop_rx.clone()));
     tokio::spawn(reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
     let server = tokio::spawn(http::serve(listener, http::router(state), web_config, stop_rx.clone()));
     let poll_task = tokio::spawn(core.poll_loop);

@@ -1,18 +1,18 @@
 //! The poller: one dedicated OS thread owns the `GpuSource` and the
-//! `Pipeline` (NVML serialises calls anyway and may block) and keeps the
-//! interval itself; an async supervisor takes each poll's result, publishes
-//! immutable snapshots on a watch channel and bounds each poll by its
-//! deadline: a wedged poll is never duplicated; while it is stuck, ticks are
-//! counted as overruns and the last snapshot is served marked stale. Nothing
-//! here renders or serves.
+//! `Pipeline` (NVML serialises calls anyway and may block), keeps the
+//! interval itself, publishes each poll's immutable snapshot on a watch
+//! channel and hands it to the follower (`poller/follow.rs`: the alert
+//! evaluation and the rest). An async supervisor bounds each poll by its
+//! deadline: a wedged poll is never duplicated; while it is stuck, ticks
+//! are counted as overruns and the last snapshot is served marked stale.
+//! Nothing here renders or serves.
 //!
-//! Why the thread keeps the time: a poll then reaches the async runtime
-//! once (the result), instead of a timer, a request and a reply crossing
-//! between them, through a doorbell eventfd the I/O driver watches (one
-//! worker woken, not two: `poller/bell.rs`). The supervisor publishes from
-//! a worker, so the snapshot's follower is woken there, not from another
-//! thread. Its deadline moves on with each result, so its timer only fires
-//! for a poll that is late.
+//! Why the thread does it all (round 9): an idle poll then wakes one
+//! thread, not two. The supervisor sleeps on a timerfd (`poller/alarm.rs`)
+//! that the thread sets as each poll starts and ends, so it wakes only for
+//! a poll that is late; results used to wake it (and the follower's task)
+//! every poll, at about 100 us of wake-up for under 1 us of work on an idle
+//! node.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -26,10 +26,14 @@ use crate::clock::{monotonic_now, unix_now};
 use crate::pipeline::Pipeline;
 use crate::snapshot::{Device, DriverInfo, PollOutcome, PollStats, Snapshot};
 use crate::source::{GpuSource, SourceError};
-use crate::sysnotify::notify_systemd;
-use bell::{Bell, Door, drain};
+use alarm::Alarm;
+use follow::FollowSlot;
+pub use follow::Follower;
+use state::{State, Ticks, mark_ready, note_nvml};
 
-mod bell;
+mod alarm;
+mod follow;
+mod state;
 
 /// Timing of the poll loop.
 #[derive(Debug, Clone, Copy)]
@@ -45,8 +49,8 @@ pub enum PollerError {
     Spawn(std::io::Error),
     #[error("the poll thread died unexpectedly")]
     WorkerDied,
-    #[error("cannot make the poll thread's doorbell: {0}")]
-    Doorbell(std::io::Error),
+    #[error("cannot make the poll supervisor's timer: {0}")]
+    Alarm(std::io::Error),
 }
 
 /// The receiving end of the snapshot channel.
@@ -54,28 +58,50 @@ pub type Snapshots = watch::Receiver<Arc<Snapshot>>;
 
 type Outcome = Result<(Option<DriverInfo>, Vec<Device>), SourceError>;
 
-/// A tick later than this after its time counts as missed (as tokio's
-/// `Interval` does): the next one goes back onto the grid.
-const LATE: Duration = Duration::from_millis(5);
+/// A running poller: the snapshot channel, the supervisor future (which
+/// runs until `shutdown` turns true) and where its follower is set.
+pub struct Started<S> {
+    pub snapshots: Snapshots,
+    pub supervisor: S,
+    pub follow: FollowHandle,
+}
 
-/// Starts the poll thread and returns the snapshot channel and the
-/// supervisor future, which runs until `shutdown` turns true.
+/// Sets the follower of a running poller ([`FollowHandle::set`]).
+pub struct FollowHandle(Arc<Shared>);
+
+impl FollowHandle {
+    /// From now on `follower` gets every published snapshot, on the
+    /// thread that published it; it gets the current one now if that is a
+    /// poll's (published before it was set).
+    pub fn set(&self, follower: Follower) {
+        let current = self.0.tx.borrow().clone();
+        self.0.follow.set(follower, &current);
+    }
+}
+
+/// Starts the poll thread (inside the caller's tokio runtime, when there
+/// is one, so a follower may spawn onto it).
 ///
 /// # Errors
-/// `PollerError::Spawn` when the OS refuses a thread.
+/// `PollerError::Spawn` when the OS refuses a thread, `PollerError::Alarm`
+/// when no timerfd can be made.
 pub fn start(
     source: Box<dyn GpuSource>,
     pipeline: Pipeline,
     settings: PollSettings,
     shutdown: watch::Receiver<bool>,
-) -> Result<(Snapshots, impl Future<Output = Result<(), PollerError>>), PollerError> {
+) -> Result<Started<impl Future<Output = Result<(), PollerError>>>, PollerError> {
     let demo = source.demo_name();
     let placeholder = Snapshot::placeholder(demo.clone());
     let (tx, rx) = watch::channel(Arc::new(placeholder));
+    let (alarm, ringer) = alarm::pair().map_err(PollerError::Alarm)?;
     let shared = Arc::new(Shared {
         settings,
         tx,
         demo,
+        alarm,
+        rings: std::sync::atomic::AtomicU64::new(0),
+        follow: FollowSlot::default(),
         state: Mutex::new(State {
             stats: PollStats::default(),
             nvml_was_up: None,
@@ -92,40 +118,23 @@ pub fn start(
     let (stop_tx, stop_rx) = mpsc::channel::<()>();
     // Dropped when the thread ends, however it ends.
     let (alive_tx, alive_rx) = oneshot::channel::<()>();
-    let (done_tx, done_rx) = mpsc::channel::<Done>();
-    let (ring, bell) = bell::pair().map_err(PollerError::Doorbell)?;
     let thread_shared = shared.clone();
-    let ends = (stop_rx, alive_tx, Bell { tx: done_tx, ring });
+    let runtime = tokio::runtime::Handle::try_current().ok();
     std::thread::Builder::new()
         .name("gpumemd-poll".into())
-        .spawn(move || worker(source, pipeline, &thread_shared, ends))
+        .spawn(move || {
+            let _inside = runtime.as_ref().map(tokio::runtime::Handle::enter);
+            worker(source, pipeline, &thread_shared, (stop_rx, alive_tx));
+        })
         .map_err(PollerError::Spawn)?;
-    Ok((rx, supervise(shared, stop_tx, (alive_rx, done_rx, bell), shutdown)))
+    Ok(Started {
+        snapshots: rx,
+        supervisor: supervise(shared.clone(), stop_tx, (alive_rx, ringer), shutdown),
+        follow: FollowHandle(shared),
+    })
 }
 
-/// The tick grid: `next` is when the next poll is due.
-struct Ticks {
-    next: Instant,
-    period: Duration,
-}
-
-impl Ticks {
-    /// The tick due at `next` fired at `now`: move on by a period, or onto
-    /// the next grid point after `now` when it fired late (missed ticks are
-    /// skipped, never made up in a burst).
-    fn fire(&mut self, now: Instant) {
-        let due = self.next;
-        self.next = if now > due + LATE {
-            let period = self.period.as_nanos().max(1);
-            let into = (now - due).as_nanos() % period;
-            now + Duration::from_nanos(u64::try_from(period - into).unwrap_or(u64::MAX))
-        } else {
-            due + self.period
-        };
-    }
-}
-
-/// A poll's result on its way to the supervisor.
+/// A poll's result, as the thread publishes it.
 struct Done {
     seq: u64,
     outcome: Outcome,
@@ -138,19 +147,12 @@ struct Shared {
     settings: PollSettings,
     tx: watch::Sender<Arc<Snapshot>>,
     demo: Option<String>,
+    /// When the supervisor must look next; set under the state lock.
+    alarm: Alarm,
+    /// How often the alarm rang (tests: an on-time poll must not ring it).
+    rings: std::sync::atomic::AtomicU64,
+    follow: FollowSlot,
     state: Mutex<State>,
-}
-
-/// What the thread and the supervisor share, under one lock.
-struct State {
-    stats: PollStats,
-    nvml_was_up: Option<bool>,
-    ready_sent: bool,
-    /// The poll in progress: its number, start and deadline.
-    current: Option<(u64, Instant, Instant)>,
-    /// The poll in progress was given up on (timeout); its result is dropped.
-    stuck: bool,
-    ticks: Ticks,
 }
 
 impl Shared {
@@ -160,14 +162,14 @@ impl Shared {
     }
 }
 
-/// The thread that owns the source: waits for each tick, polls, publishes.
-/// Ends when the supervisor goes away; a panic inside a poll is caught and
-/// reported as that poll's failure.
+/// The thread that owns the source: waits for each tick, polls, publishes
+/// and follows. Ends when the supervisor goes away; a panic inside a poll
+/// is caught and reported as that poll's failure.
 fn worker(
     mut source: Box<dyn GpuSource>,
     mut pipeline: Pipeline,
     shared: &Shared,
-    (stop, _alive, done): (mpsc::Receiver<()>, oneshot::Sender<()>, Bell),
+    (stop, _alive): (mpsc::Receiver<()>, oneshot::Sender<()>),
 ) {
     let mut last_util: Option<Instant> = None;
     loop {
@@ -211,40 +213,49 @@ fn worker(
             at: (now, mono),
             took: started.elapsed(),
         };
-        if shared.end() && done.send(result).is_err() {
-            return;
+        if let Some(snap) = shared.end(result) {
+            shared.follow.follow(&snap);
         }
     }
 }
 
 impl Shared {
-    /// A poll starts: count it and set its deadline.
+    /// A poll starts: count it, set its deadline and the alarm to it.
     fn begin(&self, started: Instant) -> u64 {
         let mut st = self.lock();
         st.ticks.fire(started);
         st.stats.polls_total += 1;
         let seq = st.stats.polls_total;
-        st.current = Some((seq, started, started + self.settings.timeout));
+        let deadline = started + self.settings.timeout;
+        st.current = Some((seq, started, deadline));
+        self.alarm.set(deadline);
         seq
     }
 
-    /// A poll returned: whether to publish it; not when it was given up on
-    /// (its data is old by now; the next tick polls anew).
-    fn end(&self) -> bool {
+    /// A poll returned: publishes it, unless it was given up on (its data
+    /// is old by now; the next tick polls anew), and sets the alarm to the
+    /// next poll's deadline. Returns what was published.
+    fn end(&self, d: Done) -> Option<Arc<Snapshot>> {
         let mut st = self.lock();
         let given_up = st.stuck;
         st.current = None;
         st.stuck = false;
-        !given_up
+        let published = (!given_up).then(|| {
+            st.stats.source_seconds = d.in_source.as_secs_f64();
+            self.finish(&mut st, d.seq, d.outcome, d.at, d.took)
+        });
+        self.alarm.set(self.next_look(&st, Instant::now()));
+        published
     }
 
-    fn publish_done(&self, d: Done) {
-        let mut st = self.lock();
-        st.stats.source_seconds = d.in_source.as_secs_f64();
-        self.finish(&mut st, d.seq, d.outcome, d.at, d.took);
-    }
-
-    fn finish(&self, st: &mut State, seq: u64, outcome: Outcome, (now, mono): (f64, f64), took: Duration) {
+    fn finish(
+        &self,
+        st: &mut State,
+        seq: u64,
+        outcome: Outcome,
+        (now, mono): (f64, f64),
+        took: Duration,
+    ) -> Arc<Snapshot> {
         mark_ready(st);
         match outcome {
             Ok((driver, devices)) => {
@@ -256,14 +267,14 @@ impl Shared {
                 st.stats.success = true;
                 st.stats.duration_seconds = took.as_secs_f64();
                 st.stats.last_success_timestamp = Some(now);
-                self.publish(st, seq, now, mono, Ok((driver, devices)));
+                self.publish(st, seq, now, mono, Ok((driver, devices)))
             }
             Err(SourceError::Unavailable(msg)) => {
                 note_nvml(st, self.demo.is_some(), false, Some(&msg));
                 *st.stats.errors_total.entry("nvml_unavailable".into()).or_default() += 1;
                 st.stats.success = false;
                 st.stats.duration_seconds = took.as_secs_f64();
-                self.publish(st, seq, now, mono, Err(msg));
+                self.publish(st, seq, now, mono, Err(msg))
             }
             Err(SourceError::Failed { reason, message }) => self.fail(st, reason, &message, took),
         }
@@ -276,19 +287,20 @@ impl Shared {
         timestamp: f64,
         monotonic: f64,
         nvml: Result<(Option<DriverInfo>, Vec<Device>), String>,
-    ) {
+    ) -> Arc<Snapshot> {
         let outcome = PollOutcome {
             seq,
             timestamp,
             monotonic,
             nvml,
         };
-        let snap = Snapshot::of_poll(outcome, self.demo.clone(), st.stats.clone());
-        self.tx.send_replace(Arc::new(snap));
+        let snap = Arc::new(Snapshot::of_poll(outcome, self.demo.clone(), st.stats.clone()));
+        self.tx.send_replace(snap.clone());
+        snap
     }
 
     /// A failed poll: count it and keep serving the last data marked stale.
-    fn fail(&self, st: &mut State, reason: &str, message: &str, took: Duration) {
+    fn fail(&self, st: &mut State, reason: &str, message: &str, took: Duration) -> Arc<Snapshot> {
         mark_ready(st);
         tracing::warn!(
             reason,
@@ -298,25 +310,28 @@ impl Shared {
         *st.stats.errors_total.entry(reason.to_string()).or_default() += 1;
         st.stats.success = false;
         st.stats.duration_seconds = took.as_secs_f64();
-        self.publish_stale(st);
+        self.publish_stale(st)
     }
 
-    fn publish_stale(&self, st: &State) {
+    fn publish_stale(&self, st: &State) -> Arc<Snapshot> {
         let mut snap = Snapshot::clone(&self.tx.borrow());
         snap.stale = true;
         // The data keeps its poll time; the monotonic clock moves on so
         // poll-health rules see time pass while polls fail.
         snap.monotonic = monotonic_now();
         snap.poll = st.stats.clone();
-        self.tx.send_replace(Arc::new(snap));
+        let snap = Arc::new(snap);
+        self.tx.send_replace(snap.clone());
+        snap
     }
 
-    /// The supervisor's look at `now`: a poll past its deadline is given up
-    /// on; while one is stuck, each tick is an overrun. Returns when to look
-    /// next: the running poll's deadline, the next tick while stuck, else
-    /// the next poll's deadline (pushed back by every publish meanwhile).
-    fn check(&self, now: Instant) -> Instant {
+    /// The supervisor's look at `now`, when the alarm rang: a poll past its
+    /// deadline is given up on; while one is stuck, each tick is an
+    /// overrun. Sets the alarm for the next look and returns the stale
+    /// copy it published, if any.
+    fn check(&self, now: Instant) -> Option<Arc<Snapshot>> {
         let mut st = self.lock();
+        let mut published = None;
         let timeout = self.settings.timeout;
         if let Some((_, started, deadline)) = st.current
             && !st.stuck
@@ -324,13 +339,21 @@ impl Shared {
         {
             st.stuck = true;
             let message = format!("poll did not finish within {timeout:?}");
-            self.fail(&mut st, "timeout", &message, now - started);
+            published = Some(self.fail(&mut st, "timeout", &message, now - started));
         }
         if st.stuck && now >= st.ticks.next {
             st.ticks.fire(now);
             st.stats.overruns_total += 1;
-            self.publish_stale(&st);
+            published = Some(self.publish_stale(&st));
         }
+        self.alarm.set(self.next_look(&st, now));
+        published
+    }
+
+    /// When to look next: the next tick while stuck, else the running
+    /// poll's deadline, else the next poll's (a timeout after its tick).
+    fn next_look(&self, st: &State, now: Instant) -> Instant {
+        let timeout = self.settings.timeout;
         match st.current {
             _ if st.stuck => st.ticks.next,
             Some((_, _, deadline)) => deadline,
@@ -340,58 +363,32 @@ impl Shared {
     }
 }
 
-/// systemd's Type=notify: ready once the first poll has ended, whatever
-/// its outcome, so a missing driver does not hold up boot.
-fn mark_ready(st: &mut State) {
-    if !st.ready_sent {
-        st.ready_sent = true;
-        notify_systemd(sd_notify::NotifyState::Ready);
-    }
-}
-
-/// Logs NVML going away or coming back once per transition, not per poll.
-fn note_nvml(st: &mut State, demo: bool, up: bool, msg: Option<&str>) {
-    if st.nvml_was_up == Some(up) {
-        return;
-    }
-    st.nvml_was_up = Some(up);
-    match (up, msg) {
-        (true, _) => tracing::info!(demo, "GPU source answering; serving fresh snapshots"),
-        (false, Some(m)) => tracing::warn!(
-            "NVML not available: {m}; retrying with backoff up to every 30s; use --demo to try without a GPU"
-        ),
-        (false, None) => {}
-    }
-}
-
-/// Publishes each result and bounds each poll by its deadline, until
-/// shutdown. Woken by each result (which moves its next look on) or by its
-/// timer, which only fires for a poll that is late or stuck.
+/// Bounds each poll by its deadline, until shutdown: woken only by the
+/// alarm (a poll late or stuck) or by the thread's end.
 async fn supervise(
     shared: Arc<Shared>,
     stop: mpsc::Sender<()>,
-    (mut alive, done, bell): (oneshot::Receiver<()>, mpsc::Receiver<Done>, Door),
+    (mut alive, ringer): (oneshot::Receiver<()>, alarm::Ringer),
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), PollerError> {
     let _stop = stop;
-    let bell = bell.watch().map_err(PollerError::Doorbell)?;
-    let mut look = shared.check(Instant::now());
+    let alarm = ringer.watch().map_err(PollerError::Alarm)?;
+    if let Some(snap) = shared.check(Instant::now()) {
+        shared.follow.follow(&snap);
+    }
     loop {
         tokio::select! {
             biased;
             _ = shutdown.changed() => return Ok(()),
-            r = bell.readable() => {
-                let Ok(guard) = r else { return Err(PollerError::WorkerDied) };
-                drain(guard);
-                while let Ok(d) = done.try_recv() {
-                    shared.publish_done(d);
-                }
-                look = shared.check(Instant::now());
-            }
-            // The thread's end of this is dropped however the thread ends;
-            // after the doorbell in the select, so its last results are in.
             _ = &mut alive => return Err(PollerError::WorkerDied),
-            () = tokio::time::sleep_until(look.into()) => look = shared.check(Instant::now()),
+            r = alarm.readable() => {
+                let Ok(guard) = r else { return Err(PollerError::WorkerDied) };
+                alarm::drain(guard);
+                shared.rings.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if let Some(snap) = shared.check(Instant::now()) {
+                    shared.follow.follow(&snap);
+                }
+            }
         }
     }
 }
