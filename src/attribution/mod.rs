@@ -212,6 +212,26 @@ impl ProcState {
     }
 }
 
+/// The snapshot's one-byte state shows the same string as
+/// [`ProcState::as_str`] (a test in `stat.rs` holds them together).
+impl From<ProcState> for crate::snapshot::ProcessState {
+    fn from(s: ProcState) -> Self {
+        use crate::snapshot::ProcessState as P;
+        match s {
+            ProcState::Running => P::Running,
+            ProcState::Sleeping => P::Sleeping,
+            ProcState::DiskSleep => P::DiskSleep,
+            ProcState::Stuck => P::Stuck,
+            ProcState::Zombie => P::Zombie,
+            ProcState::Stopped => P::Stopped,
+            ProcState::TracingStop => P::TracingStop,
+            ProcState::Dead => P::Dead,
+            ProcState::Idle => P::Idle,
+            ProcState::Other(_) => P::Other,
+        }
+    }
+}
+
 /// Why a PID could not be attributed.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcError {

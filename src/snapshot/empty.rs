@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use super::{Placement, Process, Text};
+use super::{Placement, Process, ProcessState, ProcessType, Text};
 
 static NO_PLACEMENT: LazyLock<Arc<Placement>> = LazyLock::new(|| Arc::new(Placement::default()));
 
@@ -15,12 +15,12 @@ impl Default for Process {
             pid: 0,
             used_bytes: None,
             used_max_bytes: None,
-            kind: Text::EMPTY,
+            kind: ProcessType::of_lists(false, false, false),
             comm: Text::EMPTY,
             user: Text::EMPTY,
             uid: None,
             ppid: None,
-            state: Text::EMPTY,
+            state: ProcessState::Unset,
             holder: None,
             start_time: None,
             start_ticks: None,
