@@ -325,7 +325,7 @@ impl Pipeline {
     /// The process `id` describes. A D that has lasted `stuck_after` is
     /// `Stuck`, and with Z and X holds as `zombie`; a shorter D is live.
     /// Built in one literal rather than from `Process::default()`: at 64 x
-    /// 1000 the default's shared empty placement cost two reference-count
+    /// 1000 the default's shared empty `Who` cost two reference-count
     /// updates per process and poll, and every field was written twice.
     fn identified(&mut self, rp: &RawProcess, kind: ProcessType, id: ProcessIdentity, now: f64) -> Process {
         let after = self.cfg.stuck_after.get().as_secs_f64();
@@ -340,9 +340,7 @@ impl Pipeline {
             used_bytes: rp.used_bytes,
             used_max_bytes: None,
             kind,
-            comm: id.comm,
-            user: id.user,
-            uid: id.uid,
+            who: id.who,
             ppid: Some(id.ppid),
             state: state.into(),
             holder: Some(if state.is_unkillable() {
@@ -352,7 +350,6 @@ impl Pipeline {
             }),
             start_time: id.start_time,
             start_ticks: Some(id.start_ticks),
-            placement: id.placement,
             cmdline: id.cmdline,
             growth_bytes_per_second: None,
             leak_suspected: false,
