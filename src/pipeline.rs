@@ -246,7 +246,7 @@ impl Pipeline {
         let dev_id = self.devices.id(uuid);
         for p in processes {
             let key = proc_key(dev_id, p);
-            p.sm_util_percent = dev_util.and_then(|m| m.get(&p.pid).copied());
+            p.sm_util_percent = dev_util.and_then(|m| m.get(&p.pid)).map(|&u| Process::percent(u));
             let activity = if util_known && p.holder == Some(Holder::Live) {
                 Activity::Tracked {
                     active: dev_util.is_some() && p.sm_util_percent.is_some_and(|u| u > 0),

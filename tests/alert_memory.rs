@@ -73,7 +73,7 @@ fn snapshot(t: f64) -> Snapshot {
                         state: "running".into(),
                         holder: Some(Holder::Live),
                         start_time: Some(1_767_225_000.0 + i as f64),
-                        sm_util_percent: Some((i % 5) as u32 * 20),
+                        sm_util_percent: Some((i % 5) as u8 * 20),
                         idle_seconds: idle.then_some(t),
                         idle,
                         ..Process::default()

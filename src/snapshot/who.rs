@@ -76,7 +76,7 @@ struct ProcessOut<'a> {
     cmdline: Option<&'a Text>,
     growth_bytes_per_second: Option<f64>,
     leak_suspected: bool,
-    sm_util_percent: Option<u32>,
+    sm_util_percent: Option<u8>,
     idle_seconds: Option<f64>,
     idle: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -164,7 +164,7 @@ impl<'de> Deserialize<'de> for Process {
             cmdline: p.cmdline,
             growth_bytes_per_second: p.growth_bytes_per_second,
             leak_suspected: p.leak_suspected,
-            sm_util_percent: p.sm_util_percent,
+            sm_util_percent: p.sm_util_percent.map(Process::percent),
             idle_seconds: p.idle_seconds,
             idle: p.idle,
             allocator: p.allocator,
@@ -240,6 +240,9 @@ mod tests {
             (3, ProcessState::Unknown, "")
         );
         assert_eq!(bare.placement, Placement::default());
+        // A percentage past a byte (never sent) saturates, not fails.
+        let odd: Option<Process> = serde_json::from_str(r#"{"sm_util_percent":300}"#).ok();
+        assert_eq!(odd.and_then(|p| p.sm_util_percent), Some(255));
     }
 
     #[test]
