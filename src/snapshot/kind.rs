@@ -42,7 +42,10 @@ impl ProcessType {
 
     /// The type of a process in the lists `compute`, `graphics` and `mps`.
     pub const fn of_lists(compute: bool, graphics: bool, mps: bool) -> Self {
-        ProcessType(compute as u8 * Self::COMPUTE | graphics as u8 * Self::GRAPHICS | mps as u8 * Self::MPS)
+        const fn bit(on: bool, bit: u8) -> u8 {
+            if on { bit } else { 0 }
+        }
+        ProcessType(bit(compute, Self::COMPUTE) | bit(graphics, Self::GRAPHICS) | bit(mps, Self::MPS))
     }
 
     pub fn as_str(self) -> &'static str {
