@@ -296,8 +296,12 @@ impl ProcFs {
         let tree = &*self.tree;
         // The name is looked up every time: the passwd cache notices edits,
         // and a cached identity with another name is shared no more.
-        let user = who.uid.map(|uid| self.users.name(uid, tree, now)).unwrap_or_default();
-        if who.user != user {
+        let renamed = match who.uid {
+            Some(uid) => self.users.name_unless(uid, tree, now, &who.user),
+            // No uid, no name: "", as `read_identity` cached it.
+            None => (!who.user.is_empty()).then_some(Text::EMPTY),
+        };
+        if let Some(user) = renamed {
             who = self.cache.renamed(pid, &who, user);
         }
         let cmdline = if opts.cmdline {
