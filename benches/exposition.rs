@@ -267,8 +267,8 @@ impl SnapshotCollector {
             let mut l = vec![
                 ("comm", cut(&p.comm, m)),
                 ("user", cut(&p.user, m)),
-                ("state", cut(&p.state, m)),
-                ("type", cut(&p.kind, m)),
+                ("state", cut(p.state.as_str(), m)),
+                ("type", cut(p.kind.as_str(), m)),
                 ("container_runtime", cut(&p.placement.container_runtime, m)),
             ];
             if let Some(c) = p.cmdline.as_deref().filter(|_| self.cfg.cmdline) {

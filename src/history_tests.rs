@@ -1,13 +1,13 @@
 //! Unit tests of `history.rs`: alignment, bounds, filters and what is not recorded.
 
 use super::*;
-use crate::snapshot::{Device, Holders, Memory, Process};
+use crate::snapshot::{Device, Holders, Memory, Process, Who};
 
 fn proc(pid: u32, mib: u64) -> Process {
     Process {
         pid,
         used_bytes: Some(mib << 20),
-        comm: format!("p{pid}").into(),
+        who: Who::shared(format!("p{pid}"), "", None),
         start_time: Some(1000.0 + f64::from(pid)),
         ..Process::default()
     }

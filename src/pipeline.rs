@@ -13,7 +13,7 @@ use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{LateRelease, holder_split, proc_key};
-use crate::snapshot::{Device, DriverInfo, Holder, Process, Text};
+use crate::snapshot::{Device, DriverInfo, Holder, Process, ProcessState, ProcessType};
 use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 
 /// `[poll] peak_window` when the caller sets none (DESIGN.md's default).
@@ -246,7 +246,7 @@ impl Pipeline {
         let dev_id = self.devices.id(uuid);
         for p in processes {
             let key = proc_key(dev_id, p);
-            p.sm_util_percent = dev_util.and_then(|m| m.get(&p.pid).copied());
+            p.sm_util_percent = dev_util.and_then(|m| m.get(&p.pid)).map(|&u| Process::percent(u));
             let activity = if util_known && p.holder == Some(Holder::Live) {
                 Activity::Tracked {
                     active: dev_util.is_some() && p.sm_util_percent.is_some_and(|u| u > 0),
@@ -297,7 +297,7 @@ impl Pipeline {
 
     /// Attributes one PID from the /proc tree seen at time `now`.
     fn attribute(&mut self, rp: &RawProcess, now: f64, clock: std::time::Instant) -> Process {
-        let kind = Text::from_static(rp.kinds.label());
+        let kind = ProcessType::from(rp.kinds);
         let opts = ReadOptions {
             cmdline: self.cfg.cmdline,
             cmdline_max_bytes: self.cfg.label_max_bytes,
@@ -306,10 +306,10 @@ impl Pipeline {
             Ok(id) => return self.identified(rp, kind, id, now),
             // A PID that exited between NVML's list and our read, or that
             // NVML keeps listing after exit: an exited holder, not an error.
-            Err(ProcError::Gone { .. }) => (Holder::Exited, "exited"),
+            Err(ProcError::Gone { .. }) => (Holder::Exited, ProcessState::Exited),
             Err(e) => {
                 tracing::debug!(pid = rp.pid, error = %e, "cannot attribute process");
-                (Holder::Live, "unknown")
+                (Holder::Live, ProcessState::Unknown)
             }
         };
         Process {
@@ -317,7 +317,7 @@ impl Pipeline {
             used_bytes: rp.used_bytes,
             kind,
             holder: Some(holder),
-            state: Text::from_static(state),
+            state,
             ..Process::default()
         }
     }
@@ -325,9 +325,9 @@ impl Pipeline {
     /// The process `id` describes. A D that has lasted `stuck_after` is
     /// `Stuck`, and with Z and X holds as `zombie`; a shorter D is live.
     /// Built in one literal rather than from `Process::default()`: at 64 x
-    /// 1000 the default's shared empty placement cost two reference-count
+    /// 1000 the default's shared empty `Who` cost two reference-count
     /// updates per process and poll, and every field was written twice.
-    fn identified(&mut self, rp: &RawProcess, kind: Text, id: ProcessIdentity, now: f64) -> Process {
+    fn identified(&mut self, rp: &RawProcess, kind: ProcessType, id: ProcessIdentity, now: f64) -> Process {
         let after = self.cfg.stuck_after.get().as_secs_f64();
         let in_d = id.state == ProcState::DiskSleep;
         let state = if self.stuck.observe((id.pid, id.start_ticks), in_d, now, after) {
@@ -340,11 +340,9 @@ impl Pipeline {
             used_bytes: rp.used_bytes,
             used_max_bytes: None,
             kind,
-            comm: id.comm,
-            user: id.user,
-            uid: id.uid,
+            who: id.who,
             ppid: Some(id.ppid),
-            state: Text::from_static(state.as_str()),
+            state: state.into(),
             holder: Some(if state.is_unkillable() {
                 Holder::Zombie
             } else {
@@ -352,7 +350,6 @@ impl Pipeline {
             }),
             start_time: id.start_time,
             start_ticks: Some(id.start_ticks),
-            placement: id.placement,
             cmdline: id.cmdline,
             growth_bytes_per_second: None,
             leak_suspected: false,

@@ -11,11 +11,15 @@ use std::collections::BTreeMap;
 
 mod allocator;
 mod empty;
+mod kind;
 mod text;
+mod who;
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
+pub use kind::{ProcessState, ProcessType};
 use serde::{Deserialize, Serialize};
 pub use suspended::SuspendedProcess;
 pub use text::Text;
+pub use who::Who;
 
 /// Driver and library versions, as reported by NVML (or the simulation).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -130,9 +134,9 @@ pub struct Placement {
 }
 
 /// One process holding a context on one device. Its `Default` (in
-/// `snapshot/empty.rs`) shares one empty placement rather than allocating.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// `snapshot/empty.rs`) shares one empty `Who` rather than allocating. Its
+/// serde is in `snapshot/who.rs`: the JSON shows `who`'s fields as its own.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Process {
     pub pid: u32,
     /// Absent when NVML reports the value as unavailable.
@@ -140,51 +144,51 @@ pub struct Process {
     /// The peak of `used_bytes` over `[poll] peak_window`.
     pub used_max_bytes: Option<u64>,
     /// "compute", "graphics", "mps" or a `+`-joined combination.
-    #[serde(rename = "type")]
-    pub kind: Text,
-    pub comm: Text,
-    pub user: Text,
-    pub uid: Option<u32>,
+    pub kind: ProcessType,
+    /// Comm, user, uid and placement, shared with the processes alike
+    /// (attribution's identity cache hands out one per identity): 8 bytes
+    /// and one reference count per process and poll instead of 48 and three.
+    pub who: std::sync::Arc<Who>,
     /// Parent PID; 1 (or a subreaper) for a child whose job already exited.
     pub ppid: Option<u32>,
     /// "running", "sleeping", "zombie", ... or "exited" when gone from /proc.
-    pub state: Text,
+    pub state: ProcessState,
     pub holder: Option<Holder>,
     /// Unix seconds; with `pid` it identifies the process across PID reuse.
     pub start_time: Option<f64>,
     /// The exact start time in clock ticks, for reclaim's identity check.
-    #[serde(skip)]
     pub start_ticks: Option<u64>,
-    /// Container, pod, unit and job; flattened into the process's JSON.
-    /// Shared with attribution's cache: one reference count per process
-    /// and poll instead of seven, and 8 bytes in each snapshot's record.
-    #[serde(flatten)]
-    pub placement: std::sync::Arc<Placement>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub cmdline: Option<Text>,
     pub growth_bytes_per_second: Option<f64>,
     pub leak_suspected: bool,
-    /// Latest SM utilisation sample in percent, when sampled.
-    pub sm_util_percent: Option<u32>,
+    /// Latest SM utilisation sample in percent, when sampled. A byte:
+    /// NVML's `u32` is a percentage (stored saturating, see
+    /// [`Process::percent`]); 8 bytes less per process (issue 21, round 9).
+    pub sm_util_percent: Option<u8>,
     /// Seconds this process has held memory with no SM activity.
     pub idle_seconds: Option<f64>,
     pub idle: bool,
     /// What the process's own allocator reports for this GPU (it opted in
     /// with `gpumemd-torch`); absent otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
     // Boxed: 170 bytes that almost every process would carry empty.
     pub allocator: Option<Box<AllocatorFigures>>,
 }
 
 impl Process {
+    /// A utilisation sample as `sm_util_percent` keeps it: NVML reports a
+    /// percentage in a `u32`; anything past 255 (never seen) saturates.
+    pub fn percent(sample: u32) -> u8 {
+        u8::try_from(sample).unwrap_or(u8::MAX)
+    }
+
     /// The process's group of kind `by` ("" when it belongs to none).
     pub fn group(&self, by: GroupBy) -> &str {
         match by {
-            GroupBy::User => &self.user,
-            GroupBy::Container => &self.placement.container,
-            GroupBy::Pod => &self.placement.pod_uid,
-            GroupBy::Unit => &self.placement.unit,
-            GroupBy::Job => &self.placement.job,
+            GroupBy::User => &self.who.user,
+            GroupBy::Container => &self.who.placement.container,
+            GroupBy::Pod => &self.who.placement.pod_uid,
+            GroupBy::Unit => &self.who.placement.unit,
+            GroupBy::Job => &self.who.placement.job,
         }
     }
 }
@@ -368,6 +372,19 @@ mod tests {
         assert_eq!(down.nvml_error.as_deref(), Some("gone"));
         assert_eq!(down.demo.as_deref(), Some("demo"));
         assert!(!Snapshot::placeholder(None).has_polled());
+    }
+
+    #[test]
+    fn a_process_stays_small() {
+        // Two snapshot generations hold 128,000 at 64 GPUs x 1000 processes
+        // (issue 21). 224 bytes before round 9; 200 with a one-byte type
+        // and state; 160 with comm, user, uid and placement in a shared
+        // `Who`; 152 with the utilisation percentage in a byte.
+        assert!(
+            std::mem::size_of::<Process>() <= 152,
+            "{}",
+            std::mem::size_of::<Process>()
+        );
     }
 
     #[test]

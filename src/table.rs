@@ -217,7 +217,7 @@ fn short(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{AllocPair, AllocatorFigures};
+    use crate::snapshot::{AllocPair, AllocatorFigures, Who};
 
     #[test]
     fn a_reporting_process_gets_its_split_under_its_row() {
@@ -263,8 +263,7 @@ mod tests {
     fn process_columns_line_up_with_the_header() {
         let p = Process {
             pid: 42,
-            comm: "python".into(),
-            user: "alice".into(),
+            who: Who::shared("python", "alice", None),
             used_bytes: Some(1 << 30),
             holder: Some(Holder::Live),
             ..Process::default()

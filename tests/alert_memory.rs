@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 
 use gpumemd::alerts::AlertEngine;
 use gpumemd::config::Config;
-use gpumemd::snapshot::{Device, Holder, Holders, Memory, PollStats, Process, Snapshot};
+use gpumemd::snapshot::{Device, Holder, Holders, Memory, PollStats, Process, Snapshot, Who};
 
 struct Counting;
 
@@ -65,13 +65,15 @@ fn snapshot(t: f64) -> Snapshot {
                         pid: 100_000 + (g * PER_GPU + i) as u32,
                         used_bytes: Some(used),
                         kind: "compute".into(),
-                        comm: format!("worker-{}", i % 16).into(),
-                        user: format!("user{}", i % 8).into(),
-                        uid: Some(2000 + (i % 8) as u32),
+                        who: Who::shared(
+                            format!("worker-{}", i % 16),
+                            format!("user{}", i % 8),
+                            Some(2000 + (i % 8) as u32),
+                        ),
                         state: "running".into(),
                         holder: Some(Holder::Live),
                         start_time: Some(1_767_225_000.0 + i as f64),
-                        sm_util_percent: Some((i % 5) as u32 * 20),
+                        sm_util_percent: Some((i % 5) as u8 * 20),
                         idle_seconds: idle.then_some(t),
                         idle,
                         ..Process::default()

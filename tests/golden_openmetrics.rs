@@ -13,7 +13,7 @@ use std::path::Path;
 
 use gpumemd::config::Config;
 use gpumemd::metrics::{self, DaemonState, Format};
-use gpumemd::snapshot::{Device, Memory, Process, Snapshot};
+use gpumemd::snapshot::{Device, Memory, Process, Snapshot, Who};
 
 #[derive(Debug, Default)]
 struct Family {
@@ -228,8 +228,7 @@ fn hostile_label_values_round_trip_through_escaping() {
             processes: vec![Process {
                 pid: 7,
                 used_bytes: Some(1),
-                comm: comm.into(),
-                user: "\\".into(),
+                who: Who::shared(comm, "\\", None),
                 cmdline: Some("python -c 'print(\"x\")'\n".into()),
                 ..Process::default()
             }],

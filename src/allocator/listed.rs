@@ -184,6 +184,7 @@ fn mix(mut x: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::Who;
 
     fn device(uuid: &str, procs: &[(u32, &str)]) -> Device {
         Device {
@@ -192,7 +193,7 @@ mod tests {
                 .iter()
                 .map(|&(pid, comm)| Process {
                     pid,
-                    comm: comm.to_string().into(),
+                    who: Who::shared(comm, "", None),
                     ..Process::default()
                 })
                 .collect(),
@@ -216,7 +217,7 @@ mod tests {
         assert_eq!(l.uuids_of(10).count(), 2);
         // A process gone and a renamed one: rebuilt.
         devs[1].processes.clear();
-        devs[0].processes[0].comm = "z".into();
+        std::sync::Arc::make_mut(&mut devs[0].processes[0].who).comm = "z".into();
         l.refill(&devs, Fingerprint::of(&devs));
         assert_eq!(l.rebuilds, 2);
         assert_eq!(l.uuids_of(10).collect::<Vec<_>>(), ["GPU-a"]);

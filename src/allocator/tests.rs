@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::config::AllocatorConfig;
 use super::message::{DeviceReport, MessageError, parse};
 use super::state::{AllocatorState, Outcome};
-use crate::snapshot::{AllocPair, Device, Memory, Process};
+use crate::snapshot::{AllocPair, Device, Memory, Process, Who};
 
 const GIB: u64 = 1 << 30;
 
@@ -27,7 +27,7 @@ pub(super) fn device(uuid: &str, procs: &[(u32, u64)]) -> Device {
             .map(|&(pid, b)| Process {
                 pid,
                 used_bytes: Some(b),
-                comm: format!("p{pid}").into(),
+                who: Who::shared(format!("p{pid}"), "", None),
                 ..Process::default()
             })
             .collect(),

@@ -16,7 +16,7 @@ const GIB: u64 = 1 << 30;
 fn an_oom_in_the_first_report_gets_the_next_polls_table() {
     let s = state();
     let mut devs = [device("GPU-a", &[(10, 3 * GIB), (11, 40 * GIB), (12, 5 * GIB)])];
-    devs[0].processes[0].user = "ana".into();
+    std::sync::Arc::make_mut(&mut devs[0].processes[0].who).user = "ana".into();
     s.join(&mut devs, 0.0);
     // Nobody on GPU-a reported before: no table when the OOM comes.
     assert_eq!(send(&s, 10, &report("GPU-a", GIB, 2 * GIB, 1), 1.0), Outcome::Accepted);

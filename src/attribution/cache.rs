@@ -4,7 +4,8 @@
 //!
 //! Owns: the per-PID entries, when they are refreshed and swept, and the
 //! interning of the parsed cgroup (keyed by the cgroup file's bytes) and of
-//! the (uid, comm, workload) triple. Must not: read files (the caller hands
+//! the identity (uid, comm, user name, workload), which it hands out as the
+//! snapshot's shared [`Who`]. Must not: read files (the caller hands
 //! it the bytes it read), or grow without bound: both interning tables are
 //! capped and lose what no entry holds at each sweep.
 //!
@@ -12,7 +13,9 @@
 //! cgroup, placement (seven strings) and comm, about 700 bytes, though
 //! thousands of PIDs share one pod, job or unit (the `large` fleet has 32
 //! identities): 46 MiB of a 154 MiB peak. An entry is now 32 bytes, one
-//! pointer of them to what it shares.
+//! pointer of them to what it shares. Since round 9 the shared identity
+//! carries the `Arc<Who>` the snapshot's processes hold, so a poll pays one
+//! reference count per process for comm, user and placement, not three.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,7 +25,7 @@ use crate::roster::Roster;
 
 use super::cgroup::parse_cgroup;
 use super::quiet::{Quiet, STAT_RECHECK, spread};
-use super::{CgroupInfo, Placement, ProcState, Text};
+use super::{CgroupInfo, Placement, ProcState, Text, Who};
 
 /// Distinct workloads, and distinct identities, shared at most. A host has
 /// far fewer cgroups with GPU processes; past the cap a new one is still
@@ -45,9 +48,10 @@ pub(super) struct Workload {
 /// A PID's slow-changing identity; processes alike share one.
 #[derive(Debug)]
 pub(super) struct Ident {
-    pub(super) uid: Option<u32>,
-    pub(super) comm: Text,
     pub(super) workload: Workload,
+    /// Comm, uid, the user's name when it was cached, and the workload's
+    /// placement, as the snapshot shows them.
+    pub(super) who: Arc<Who>,
 }
 
 /// One PID: 40 bytes (the entry of 88 it replaces held its own copies).
@@ -67,8 +71,8 @@ struct Entry {
 /// keyed as an empty one: both parse to no workload.
 type Workloads = HashMap<Box<[u8]>, Workload>;
 
-/// What the caller gets of a cached identity: uid, comm, cgroup and placement.
-pub(super) type Identity = (Option<u32>, Text, Arc<CgroupInfo>, Arc<Placement>);
+/// What the caller gets of a cached identity: who it is, and its cgroup.
+pub(super) type Identity = (Arc<Who>, Arc<CgroupInfo>);
 
 /// Per PID, in the order a poll asks (`roster.rs`), plus the shared parts.
 #[derive(Debug, Clone)]
@@ -189,9 +193,10 @@ impl IdentityCache {
             return None;
         }
         e.used_in = period;
-        if *e.ident.comm != *comm {
+        if *e.ident.who.comm != *comm {
             let workload = e.ident.workload.clone();
-            e.ident = intern_ident(&mut self.idents, &mut self.ident_count, e.ident.uid, comm, workload);
+            let (uid, user) = (e.ident.who.uid, e.ident.who.user.clone());
+            e.ident = intern_ident(&mut self.idents, &mut self.ident_count, (uid, comm, user), workload);
         }
         Some(view(&e.ident))
     }
@@ -201,12 +206,12 @@ impl IdentityCache {
         &mut self,
         pid: u32,
         start_ticks: u64,
-        (uid, comm): (Option<u32>, &str),
+        (uid, comm, user): (Option<u32>, &str, Text),
         cgroup: &[u8],
         now: Instant,
     ) -> Identity {
         let workload = intern_workload(&mut self.workloads, cgroup);
-        let ident = intern_ident(&mut self.idents, &mut self.ident_count, uid, comm, workload);
+        let ident = intern_ident(&mut self.idents, &mut self.ident_count, (uid, comm, user), workload);
         let out = view(&ident);
         let now_ns = self.nanos(now);
         let refresh = u64::try_from(self.refresh.as_nanos()).unwrap_or(u64::MAX);
@@ -235,6 +240,25 @@ impl IdentityCache {
             }
         }
         out
+    }
+
+    /// `pid`'s identity `who` under the name passwd gives its uid now,
+    /// `user` (passwd was edited since it was cached): shared again under
+    /// that name; the old one is swept once no entry holds it.
+    pub(super) fn renamed(&mut self, pid: u32, who: &Arc<Who>, user: Text) -> Arc<Who> {
+        match self.entries.find_mut(&pid) {
+            Some(e) if Arc::ptr_eq(&e.ident.who, who) => {
+                let workload = e.ident.workload.clone();
+                let id = (who.uid, &*who.comm, user);
+                e.ident = intern_ident(&mut self.idents, &mut self.ident_count, id, workload);
+                e.ident.who.clone()
+            }
+            // Not `pid`'s cached identity: renamed for this read only.
+            _ => Arc::new(Who {
+                user,
+                ..Who::clone(who)
+            }),
+        }
     }
 
     /// What the last stat read of `pid` said, with its cached identity,
@@ -313,29 +337,29 @@ fn intern_workload(workloads: &mut Workloads, cgroup: &[u8]) -> Workload {
 }
 
 fn view(i: &Ident) -> Identity {
-    (
-        i.uid,
-        i.comm.clone(),
-        i.workload.cgroup.clone(),
-        i.workload.placement.clone(),
-    )
+    (i.who.clone(), i.workload.cgroup.clone())
 }
 
-/// The shared identity of (uid, comm, workload).
+/// The shared identity of (uid, comm, user name) in `workload`.
 fn intern_ident(
     idents: &mut HashMap<(Option<u32>, usize), Vec<Arc<Ident>>>,
     count: &mut usize,
-    uid: Option<u32>,
-    comm: &str,
+    (uid, comm, user): (Option<u32>, &str, Text),
     workload: Workload,
 ) -> Arc<Ident> {
     let key = (uid, Arc::as_ptr(&workload.cgroup) as usize);
-    if let Some(same) = idents.get(&key).and_then(|v| v.iter().find(|i| *i.comm == *comm)) {
+    let alike = |i: &&Arc<Ident>| *i.who.comm == *comm && i.who.user == user;
+    if let Some(same) = idents.get(&key).and_then(|v| v.iter().find(alike)) {
         return same.clone();
     }
-    let ident = Arc::new(Ident {
-        uid,
+    let who = Who {
         comm: Text::from(comm),
+        user,
+        uid,
+        placement: Placement::clone(&workload.placement),
+    };
+    let ident = Arc::new(Ident {
+        who: Arc::new(who),
         workload,
     });
     if *count < SHARED_MAX {

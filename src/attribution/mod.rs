@@ -34,7 +34,7 @@ mod task;
 mod tree;
 mod users;
 
-pub use crate::snapshot::{Placement, Text};
+pub use crate::snapshot::{Placement, Text, Who};
 
 #[cfg(test)]
 mod tests;
@@ -75,12 +75,12 @@ pub struct ProcessIdentity {
     pub pid: u32,
     /// Parent PID (stat field 4): says who should have reaped a zombie.
     pub ppid: u32,
-    /// Kernel command name (stat field 2), at most 15 bytes for user tasks.
-    pub comm: Text,
-    /// Real uid from `/proc/<pid>/status`; `None` when the line is unparsable.
-    pub uid: Option<u32>,
-    /// Name from passwd, else the uid as text, else "" when `uid` is `None`.
-    pub user: Text,
+    /// Comm (stat field 2, at most 15 bytes for user tasks), real uid
+    /// from `/proc/<pid>/status` (`None` when the line is unparsable), the
+    /// user's name from passwd (else the uid as text, else "") and the
+    /// placement from the cgroup. Shared by the processes alike: the
+    /// snapshot's process takes it as it is, one reference count.
+    pub who: std::sync::Arc<Who>,
     pub state: ProcState,
     /// Start time in clock ticks since boot (stat field 22): exact, for
     /// telling a reused PID apart without float comparison.
@@ -92,9 +92,8 @@ pub struct ProcessIdentity {
     /// when not asked or unreadable (e.g. permission denied).
     pub cmdline: Option<Text>,
     /// Shared with the identity cache: cloning it per poll is one count.
+    /// `who.placement` is how the snapshot shows it.
     pub cgroup: std::sync::Arc<CgroupInfo>,
-    /// `cgroup` as the snapshot shows it, made once per cache fill.
-    pub placement: std::sync::Arc<Placement>,
 }
 
 /// Scheduler state, `/proc/<pid>/stat` field 3, plus the one verdict the
@@ -209,6 +208,26 @@ impl ProcState {
     /// live: it is how a CUDA process waits in the driver.
     pub fn is_unkillable(&self) -> bool {
         self.is_exited() || *self == ProcState::Stuck
+    }
+}
+
+/// The snapshot's one-byte state shows the same string as
+/// [`ProcState::as_str`] (a test in `stat.rs` holds them together).
+impl From<ProcState> for crate::snapshot::ProcessState {
+    fn from(s: ProcState) -> Self {
+        use crate::snapshot::ProcessState as P;
+        match s {
+            ProcState::Running => P::Running,
+            ProcState::Sleeping => P::Sleeping,
+            ProcState::DiskSleep => P::DiskSleep,
+            ProcState::Stuck => P::Stuck,
+            ProcState::Zombie => P::Zombie,
+            ProcState::Stopped => P::Stopped,
+            ProcState::TracingStop => P::TracingStop,
+            ProcState::Dead => P::Dead,
+            ProcState::Idle => P::Idle,
+            ProcState::Other(_) => P::Other,
+        }
     }
 }
 

@@ -287,15 +287,23 @@ impl ProcFs {
         &mut self,
         pid: u32,
         stat: StatFacts,
-        (uid, comm, cgroup, placement): Identity,
+        (mut who, cgroup): Identity,
         opts: &ReadOptions,
         now: Instant,
         buf: &mut Vec<u8>,
     ) -> Result<ProcessIdentity, ProcError> {
         let exited = stat.state.is_exited();
         let tree = &*self.tree;
-        // The name is looked up every time: the passwd cache notices edits.
-        let user = uid.map(|uid| self.users.name(uid, tree, now)).unwrap_or_default();
+        // The name is looked up every time: the passwd cache notices edits,
+        // and a cached identity with another name is shared no more.
+        let renamed = match who.uid {
+            Some(uid) => self.users.name_unless(uid, tree, now, &who.user),
+            // No uid, no name: "", as `read_identity` cached it.
+            None => (!who.user.is_empty()).then_some(Text::EMPTY),
+        };
+        if let Some(user) = renamed {
+            who = self.cache.renamed(pid, &who, user);
+        }
         let cmdline = if opts.cmdline {
             read_optional(tree, pid, PidFile::Cmdline, exited, CMDLINE_READ_MAX, buf)?
                 .map(|cut| Text::from(format_cmdline(whole_args(buf, cut), opts.cmdline_max_bytes)))
@@ -309,15 +317,12 @@ impl ProcFs {
         Ok(ProcessIdentity {
             pid,
             ppid: stat.ppid,
-            comm,
-            uid,
-            user,
+            who,
             state: stat.state,
             start_ticks: stat.start_ticks,
             start_time,
             cmdline,
             cgroup,
-            placement,
         })
     }
 
@@ -338,7 +343,10 @@ impl ProcFs {
         if read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, aux)?.is_none() {
             aux.clear();
         }
-        Ok(self.cache.fill(pid, start_ticks, (uid, comm), aux, now))
+        // Named now so the identity is shared under its name (`identity_of`
+        // looks it up again: a hit in the passwd cache).
+        let user = uid.map(|uid| self.users.name(uid, tree, now)).unwrap_or_default();
+        Ok(self.cache.fill(pid, start_ticks, (uid, comm, user), aux, now))
     }
 
     /// Stat files read so far.

@@ -278,6 +278,15 @@ mod tests {
     }
 
     #[test]
+    fn the_snapshot_shows_each_state_as_attribution_names_it() {
+        for s in super::super::NAMED {
+            assert_eq!(crate::snapshot::ProcessState::from(s).as_str(), s.as_str(), "{s:?}");
+        }
+        let other = crate::snapshot::ProcessState::from(ProcState::Other('W'));
+        assert_eq!(other.as_str(), ProcState::Other('W').as_str());
+    }
+
+    #[test]
     fn status_uid() {
         let status = "Name:\tpython\nState:\tS (sleeping)\nUid:\t1000\t1001\t1002\t1003\nGid:\t5\n";
         assert_eq!(parse_status_uid(status), Some(1000));

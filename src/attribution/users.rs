@@ -94,6 +94,18 @@ impl UserCache {
         name
     }
 
+    /// [`UserCache::name`] when it is not `cached` (the name an identity
+    /// was cached with), else `None`: the usual answer, once a poll per
+    /// process, then takes no reference count.
+    pub(crate) fn name_unless(&mut self, uid: u32, tree: &dyn ProcTree, now: Instant, cached: &str) -> Option<Text> {
+        self.refresh_if_due(tree, now);
+        if let Some(n) = self.names.get(&uid).or_else(|| self.others.get(&uid)) {
+            return (n.as_str() != cached).then(|| n.clone());
+        }
+        let name = self.name(uid, tree, now);
+        (name.as_str() != cached).then_some(name)
+    }
+
     fn refresh_if_due(&mut self, tree: &dyn ProcTree, now: Instant) {
         let due = self
             .last_check
@@ -186,6 +198,11 @@ mod tests {
         cache.set_recheck(Duration::ZERO);
         assert_eq!(cache.name(1000, &tree, Instant::now()), "alice");
         assert_eq!(cache.name(1001, &tree, Instant::now()), "1001");
+        assert_eq!(cache.name_unless(1000, &tree, Instant::now(), "alice"), None);
+        assert_eq!(
+            cache.name_unless(1000, &tree, Instant::now(), "al").as_deref(),
+            Some("alice")
+        );
 
         // Different length, and an mtime set explicitly so a coarse clock
         // cannot hide the change.
@@ -193,6 +210,10 @@ mod tests {
         let file = std::fs::File::options().write(true).open(&path).expect("open");
         file.set_modified(SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000))
             .expect("set mtime");
+        assert_eq!(
+            cache.name_unless(1001, &tree, Instant::now(), "1001").as_deref(),
+            Some("bob")
+        );
         assert_eq!(cache.name(1001, &tree, Instant::now()), "bob");
     }
 

@@ -339,8 +339,7 @@ mod tests {
             pid,
             start_time: start,
             used_bytes: Some(100),
-            comm: comm.clone(),
-            user: user.clone(),
+            who: crate::snapshot::Who::shared(comm.clone(), user.clone(), None),
             ..Process::default()
         }
     }

@@ -89,8 +89,8 @@ fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg:
         let labels = [
             ("comm", p.comm.as_str()),
             ("user", &p.user),
-            ("state", &p.state),
-            ("type", &p.kind),
+            ("state", p.state.as_str()),
+            ("type", p.kind.as_str()),
             ("container_runtime", &p.placement.container_runtime),
             ("cmdline", cmdline.unwrap_or_default()),
         ];

@@ -190,7 +190,7 @@ fn a_gpu_down_for_a_poll_keeps_its_xids_and_lists_them() {
 /// and unknown sizes, shuffled by a small deterministic generator.
 #[test]
 fn by_size_matches_a_stable_sort_for_any_permutation() {
-    use crate::snapshot::{Process, Text};
+    use crate::snapshot::{Process, Text, Who};
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -205,7 +205,7 @@ fn by_size_matches_a_stable_sort_for_any_permutation() {
                     pid: (next() % 8) as u32,
                     used_bytes: (next() % 5 != 0).then(|| next() % 4),
                     // Tells values with equal keys apart.
-                    comm: Text::from(format!("p{i}")),
+                    who: Who::shared(Text::from(format!("p{i}")), "", None),
                     ..Process::default()
                 })
                 .collect();

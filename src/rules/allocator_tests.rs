@@ -5,7 +5,7 @@
 
 use super::eval::{EvalState, evaluate};
 use super::*;
-use crate::snapshot::{AllocPair, AllocatorFigures, Device, PollStats, Process, RecentOom, Snapshot};
+use crate::snapshot::{AllocPair, AllocatorFigures, Device, PollStats, Process, RecentOom, Snapshot, Who};
 
 const GIB: u64 = 1 << 30;
 const NOW: f64 = 1_000_000.0;
@@ -42,7 +42,7 @@ fn snap(procs: Vec<Process>, ooms: Vec<RecentOom>) -> Snapshot {
 fn proc(allocated: u64, retry_ago: Option<f64>) -> Process {
     Process {
         pid: 7,
-        comm: "python".into(),
+        who: Who::shared("python", "", None),
         allocator: Some(Box::new(AllocatorFigures {
             allocated: AllocPair {
                 current: allocated,

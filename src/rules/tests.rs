@@ -3,7 +3,7 @@
 
 use super::eval::{EvalState, State, Transition, evaluate};
 use super::*;
-use crate::snapshot::{Device, Holder, Memory, PollStats, Process, Snapshot};
+use crate::snapshot::{Device, Holder, Memory, PollStats, Process, Snapshot, Who};
 
 fn rule(text: &str) -> Rule {
     let cfg: RuleConfig = toml::from_str(text).unwrap_or_else(|e| panic!("{e}"));
@@ -108,8 +108,7 @@ fn proc(pid: u32, start: f64, used: u64) -> Process {
         start_time: Some(start),
         used_bytes: Some(used),
         holder: Some(Holder::Live),
-        user: "alice".into(),
-        comm: "python".into(),
+        who: Who::shared("python", "alice", None),
         ..Process::default()
     }
 }

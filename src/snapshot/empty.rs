@@ -1,13 +1,13 @@
-//! The empty `Process`: every field unset, its placement the one shared
-//! empty `Arc<Placement>` (issue 21: a derived `Default` allocated a fresh
-//! one, twice per process and poll at 64 x 1000: in attribution and when
-//! the pipeline sorts). Owns that value only; must not hold anything else.
+//! The empty `Process`: every field unset, its `Who` the one shared empty
+//! `Arc<Who>` (issue 21: a derived `Default` allocated a fresh one, twice
+//! per process and poll at 64 x 1000: in attribution and when the pipeline
+//! sorts). Owns that value only; must not hold anything else.
 
 use std::sync::{Arc, LazyLock};
 
-use super::{Placement, Process, Text};
+use super::{Process, ProcessState, ProcessType, Who};
 
-static NO_PLACEMENT: LazyLock<Arc<Placement>> = LazyLock::new(|| Arc::new(Placement::default()));
+static NO_ONE: LazyLock<Arc<Who>> = LazyLock::new(|| Arc::new(Who::default()));
 
 impl Default for Process {
     fn default() -> Self {
@@ -15,16 +15,13 @@ impl Default for Process {
             pid: 0,
             used_bytes: None,
             used_max_bytes: None,
-            kind: Text::EMPTY,
-            comm: Text::EMPTY,
-            user: Text::EMPTY,
-            uid: None,
+            kind: ProcessType::of_lists(false, false, false),
+            who: Arc::clone(&NO_ONE),
             ppid: None,
-            state: Text::EMPTY,
+            state: ProcessState::Unset,
             holder: None,
             start_time: None,
             start_ticks: None,
-            placement: Arc::clone(&NO_PLACEMENT),
             cmdline: None,
             growth_bytes_per_second: None,
             leak_suspected: false,

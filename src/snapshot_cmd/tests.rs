@@ -1,12 +1,12 @@
 //! Table-driven tests of `snapshot`'s filters and `--watch` frames.
 
 use super::*;
-use crate::snapshot::{Device, Process, Unreleased};
+use crate::snapshot::{Device, Process, Unreleased, Who};
 
 fn proc(pid: u32, user: &str) -> Process {
     Process {
         pid,
-        user: user.into(),
+        who: Who::shared("", user, None),
         ..Process::default()
     }
 }

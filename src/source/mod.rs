@@ -28,18 +28,14 @@ pub struct ProcessKinds {
 
 impl ProcessKinds {
     /// The `type` label: the lists joined with `+`, e.g. "compute+graphics".
-    /// A static string: it is asked for per process per poll.
     pub fn label(self) -> &'static str {
-        match (self.compute, self.graphics, self.mps) {
-            (false, false, false) => "",
-            (true, false, false) => "compute",
-            (false, true, false) => "graphics",
-            (false, false, true) => "mps",
-            (true, true, false) => "compute+graphics",
-            (true, false, true) => "compute+mps",
-            (false, true, true) => "graphics+mps",
-            (true, true, true) => "compute+graphics+mps",
-        }
+        crate::snapshot::ProcessType::from(self).as_str()
+    }
+}
+
+impl From<ProcessKinds> for crate::snapshot::ProcessType {
+    fn from(k: ProcessKinds) -> Self {
+        crate::snapshot::ProcessType::of_lists(k.compute, k.graphics, k.mps)
     }
 }
 

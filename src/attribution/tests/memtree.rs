@@ -91,9 +91,9 @@ fn procfs_reads_back_what_was_written() {
         ..ReadOptions::default()
     };
     let id = fs.read(42, &opts).expect("in the tree");
-    assert_eq!(id.comm, "a-very-long-pro", "cut to 15 bytes as the kernel does");
+    assert_eq!(id.who.comm, "a-very-long-pro", "cut to 15 bytes as the kernel does");
     assert_eq!(
-        (id.state, id.ppid, id.uid, id.user.as_str()),
+        (id.state, id.ppid, id.who.uid, id.who.user.as_str()),
         (ProcState::DiskSleep, 1, Some(1001), "bob")
     );
     assert_eq!(id.start_time, Some(1_700_000_250.0));
@@ -107,7 +107,7 @@ fn procfs_reads_back_what_was_written() {
     });
     let id = fs.read(42, &opts).expect("zombie");
     assert_eq!(
-        (id.state, id.cmdline.as_deref(), id.user.as_str()),
+        (id.state, id.cmdline.as_deref(), id.who.user.as_str()),
         (ProcState::Zombie, Some(""), "robert")
     );
 

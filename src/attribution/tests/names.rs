@@ -32,7 +32,7 @@ fn a_hung_name_service_never_delays_a_read_and_its_answer_shows_later() {
     let started = Instant::now();
     for _ in 0..50 {
         assert_eq!(
-            procfs.read(7, &opts).expect("live").user,
+            procfs.read(7, &opts).expect("live").who.user,
             "5000",
             "numeric until resolved"
         );
@@ -45,7 +45,7 @@ fn a_hung_name_service_never_delays_a_read_and_its_answer_shows_later() {
     drop(held);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let user = procfs.read(7, &opts).expect("live").user;
+        let user = procfs.read(7, &opts).expect("live").who.user.clone();
         if user == "ldap-alice" {
             break;
         }
@@ -54,5 +54,5 @@ fn a_hung_name_service_never_delays_a_read_and_its_answer_shows_later() {
     }
     // passwd still wins for the users it has.
     fake.add(8, &Proc::default());
-    assert_eq!(procfs.read(8, &opts).expect("live").user, "alice");
+    assert_eq!(procfs.read(8, &opts).expect("live").who.user, "alice");
 }

@@ -27,9 +27,9 @@ fn reads_a_live_process() {
     let id = fake.procfs().read(4242, &ReadOptions::default()).expect("live");
     assert_eq!(id.pid, 4242);
     assert_eq!(id.ppid, 1);
-    assert_eq!(id.comm, "my (weird) prog)");
-    assert_eq!(id.uid, Some(1000));
-    assert_eq!(id.user, "alice");
+    assert_eq!(id.who.comm, "my (weird) prog)");
+    assert_eq!(id.who.uid, Some(1000));
+    assert_eq!(id.who.user, "alice");
     assert_eq!(id.state, ProcState::Sleeping);
     assert_eq!(id.start_ticks, 12_345);
     assert_eq!(id.start_time, Some(BTIME as f64 + 123.45));
@@ -160,7 +160,7 @@ fn unreadable_cgroup_and_cmdline_leave_parts_empty() {
     let id = fake.procfs().read(9, &with_cmdline(128)).expect("still ok");
     assert_eq!(*id.cgroup, CgroupInfo::default());
     assert_eq!(id.cmdline, None);
-    assert_eq!(id.user, "alice");
+    assert_eq!(id.who.user, "alice");
 }
 
 #[test]
@@ -216,7 +216,7 @@ fn pid_reuse_gives_a_different_start_time() {
         },
     );
     let c = procfs.read(700, &ReadOptions::default()).expect("after");
-    assert_eq!((c.comm.as_str(), c.start_ticks), ("reused", 5_000));
+    assert_eq!((c.who.comm.as_str(), c.start_ticks), ("reused", 5_000));
     assert_eq!(c.cgroup.unit.as_deref(), Some("x.service"));
 }
 
@@ -241,14 +241,14 @@ fn users_from_fixture_passwd() {
     fake.write("3/status", "Name:\tx\nState:\tS (sleeping)\n");
     let mut procfs = fake.procfs();
     let opts = ReadOptions::default();
-    assert_eq!(procfs.read(1, &opts).expect("root").user, "root");
-    assert_eq!(procfs.read(2, &opts).expect("unknown").user, "4242");
+    assert_eq!(procfs.read(1, &opts).expect("root").who.user, "root");
+    assert_eq!(procfs.read(2, &opts).expect("unknown").who.user, "4242");
     let no_uid = procfs.read(3, &opts).expect("no Uid line");
-    assert_eq!((no_uid.uid, no_uid.user.as_str()), (None, ""));
+    assert_eq!((no_uid.who.uid, no_uid.who.user.as_str()), (None, ""));
 
     // passwd gains the user: picked up without a new ProcFs.
     std::fs::write(fake.passwd(), "root:x:0:0::/:/bin/sh\nbob:x:4242:1::/:/bin/sh\n").expect("w");
-    assert_eq!(procfs.read(2, &opts).expect("known now").user, "bob");
+    assert_eq!(procfs.read(2, &opts).expect("known now").who.user, "bob");
 }
 
 #[test]
@@ -317,7 +317,7 @@ fn uid_and_cgroup_are_reused_until_refresh_or_a_new_start_time() {
     let opts = ReadOptions::default();
     let mut procfs = fake.procfs();
     let first = procfs.read(20, &opts).expect("read");
-    assert_eq!(first.uid, Some(1000));
+    assert_eq!(first.who.uid, Some(1000));
 
     // The same process moves cgroup and changes uid: within the refresh
     // period the cached answer stands (status and cgroup are not re-read).
@@ -330,7 +330,7 @@ fn uid_and_cgroup_are_reused_until_refresh_or_a_new_start_time() {
         },
     );
     let cached = procfs.read(20, &opts).expect("read");
-    assert_eq!((cached.uid, &cached.cgroup), (first.uid, &first.cgroup));
+    assert_eq!((cached.who.uid, &cached.cgroup), (first.who.uid, &first.cgroup));
     assert_eq!(procfs.cached_identities(), 1);
 
     // A new process under the same PID (another start time) is read at once.
@@ -344,12 +344,12 @@ fn uid_and_cgroup_are_reused_until_refresh_or_a_new_start_time() {
         },
     );
     let reused = procfs.read(20, &opts).expect("read");
-    assert_eq!((reused.uid, reused.user.as_str()), (Some(0), "root"));
+    assert_eq!((reused.who.uid, reused.who.user.as_str()), (Some(0), "root"));
     assert_ne!(reused.cgroup, first.cgroup);
 
     // With no refresh period every read sees the files as they are now.
     let mut fresh = fake.procfs().with_identity_refresh(std::time::Duration::ZERO);
-    assert_eq!(fresh.read(20, &opts).expect("read").uid, Some(0));
+    assert_eq!(fresh.read(20, &opts).expect("read").who.uid, Some(0));
     fake.add(
         20,
         &Proc {
@@ -358,5 +358,5 @@ fn uid_and_cgroup_are_reused_until_refresh_or_a_new_start_time() {
             ..Proc::default()
         },
     );
-    assert_eq!(fresh.read(20, &opts).expect("read").uid, Some(1000));
+    assert_eq!(fresh.read(20, &opts).expect("read").who.uid, Some(1000));
 }

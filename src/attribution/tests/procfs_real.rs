@@ -17,9 +17,9 @@ fn real_proc_self() {
     let name = exe.file_name().expect("name").to_string_lossy().into_owned();
     // comm is the first 15 bytes of the executable's name.
     assert!(
-        name.starts_with(id.comm.as_str()) && !id.comm.is_empty(),
+        name.starts_with(id.who.comm.as_str()) && !id.who.comm.is_empty(),
         "{} vs {name}",
-        id.comm
+        id.who.comm
     );
     assert!(
         matches!(id.state, ProcState::Running | ProcState::Sleeping),
@@ -27,11 +27,11 @@ fn real_proc_self() {
         id.state
     );
     let uid = std::os::unix::fs::MetadataExt::uid(&std::fs::metadata("/proc/self").expect("meta"));
-    assert_eq!(id.uid, Some(uid));
+    assert_eq!(id.who.uid, Some(uid));
     if uid == 0 {
-        assert_eq!(id.user, "root");
+        assert_eq!(id.who.user, "root");
     }
-    assert!(!id.user.is_empty());
+    assert!(!id.who.user.is_empty());
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .expect("clock")
@@ -50,7 +50,7 @@ fn real_proc_pid_1_and_a_missing_pid() {
     let mut procfs = ProcFs::new("/proc");
     let init = procfs.read(1, &ReadOptions::default()).expect("pid 1");
     assert_eq!(init.pid, 1);
-    assert!(!init.comm.is_empty());
+    assert!(!init.who.comm.is_empty());
     // Above any pid_max (at most 2^22).
     let err = procfs.read(4_000_000_000, &ReadOptions::default()).unwrap_err();
     assert!(err.is_gone(), "{err:?}");

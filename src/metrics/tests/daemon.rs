@@ -87,7 +87,7 @@ const TARGET_LABELS: [&str; 7] = [
 #[test]
 fn no_series_uses_a_label_name_the_scrape_target_sets() {
     let mut p = proc(1, Some(1 << 30), "u");
-    let placement = std::sync::Arc::make_mut(&mut p.placement);
+    let placement = &mut std::sync::Arc::make_mut(&mut p.who).placement;
     placement.container = "c0ffee".into();
     placement.container_runtime = "containerd".into();
     placement.pod_uid = "uid-1".into();

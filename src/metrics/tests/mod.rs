@@ -11,14 +11,13 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::config::Config;
-use crate::snapshot::{Device, DriverInfo, Holders, Memory, PollStats, Process, Unreleased};
+use crate::snapshot::{Device, DriverInfo, Holders, Memory, PollStats, Process, Unreleased, Who};
 
 fn proc(pid: u32, bytes: Option<u64>, user: &str) -> Process {
     Process {
         pid,
         used_bytes: bytes,
-        comm: format!("p{pid}").into(),
-        user: user.into(),
+        who: Who::shared(format!("p{pid}"), user, None),
         state: "running".into(),
         kind: "compute".into(),
         start_time: Some(1000.0 + f64::from(pid)),
@@ -311,7 +310,7 @@ fn group_sums_saturate_on_absurd_figures() {
 #[test]
 fn label_values_are_cut_to_label_max_bytes_on_a_char_boundary() {
     let mut p = proc(1, Some(1), "u");
-    p.comm = "ééééé-long-command".into();
+    std::sync::Arc::make_mut(&mut p.who).comm = "ééééé-long-command".into();
     let s = snap(vec![dev("GPU-a", vec![p])]);
     let mut c = cfg();
     c.label_max_bytes = 5;

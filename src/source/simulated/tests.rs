@@ -103,7 +103,7 @@ fn the_tree_shows_the_scenario_identities() {
     at(&mut s, 2);
     let train = ident(&s, 4101).expect("4101 runs");
     assert_eq!(
-        (train.comm.as_str(), train.user.as_str(), train.uid),
+        (train.who.comm.as_str(), train.who.user.as_str(), train.who.uid),
         ("python", "alice", Some(1000))
     );
     assert_eq!(train.state, ProcState::Sleeping);
