@@ -162,8 +162,27 @@ pub(crate) fn follow_reclaim(
 /// leaves the previous one in force.
 async fn follow_reclaim_config(
     reclaimer: Arc<reclaim::Reclaimer>,
+    cfg: watch::Receiver<Arc<Config>>,
+    shutdown: watch::Receiver<bool>,
+) {
+    on_reload(cfg, shutdown, move |c| {
+        let next = c.reclaim.clone();
+        if next != reclaimer.config() {
+            if let Err(e) = reclaimer.reconfigure(next) {
+                tracing::error!(error = %e, "reclaim settings not applied; keeping the previous ones");
+            }
+        }
+    })
+    .await;
+}
+
+/// Calls `apply` with each reloaded config (not the one in force at the
+/// start: that is the caller's), until shutdown or the config's sender is
+/// gone.
+async fn on_reload(
     mut cfg: watch::Receiver<Arc<Config>>,
     mut shutdown: watch::Receiver<bool>,
+    mut apply: impl FnMut(Arc<Config>),
 ) {
     loop {
         tokio::select! {
@@ -172,12 +191,8 @@ async fn follow_reclaim_config(
                 if r.is_err() {
                     return;
                 }
-                let next = cfg.borrow_and_update().reclaim.clone();
-                if next != reclaimer.config() {
-                    if let Err(e) = reclaimer.reconfigure(next) {
-                        tracing::error!(error = %e, "reclaim settings not applied; keeping the previous ones");
-                    }
-                }
+                let c = cfg.borrow_and_update().clone();
+                apply(c);
             }
         }
     }
@@ -295,23 +310,15 @@ impl AlertLoop {
     /// Applies the rules of every reload, until shutdown.
     pub(crate) async fn follow_rules(
         this: Arc<std::sync::Mutex<Self>>,
-        mut cfg: watch::Receiver<Arc<Config>>,
-        mut shutdown: watch::Receiver<bool>,
+        cfg: watch::Receiver<Arc<Config>>,
+        shutdown: watch::Receiver<bool>,
     ) {
-        loop {
-            tokio::select! {
-                _ = shutdown.wait_for(|s| *s) => return,
-                r = cfg.changed() => {
-                    if r.is_err() {
-                        return;
-                    }
-                    let c = cfg.borrow_and_update().clone();
-                    let mut alerts = lock(&this);
-                    let reloaded = alerts.engine.set_rules(c.effective_rules(), clock::unix_now());
-                    alerts.after(Some(&reloaded));
-                }
-            }
-        }
+        on_reload(cfg, shutdown, move |c| {
+            let mut alerts = lock(&this);
+            let reloaded = alerts.engine.set_rules(c.effective_rules(), clock::unix_now());
+            alerts.after(Some(&reloaded));
+        })
+        .await;
     }
 }
 
