@@ -23,9 +23,10 @@
 //! Warm-ups (rise, then flat), periodic allocate/free (flat kept floor),
 //! single steps and floors that only jitter fail the spread.
 //!
-//! Cost: memory per key is one 3-byte minimum per bucket in a fixed ring
-//! (60 buckets by default: 180 bytes, in the `Series`; `leak_ring.rs` says
-//! why 3 bytes lose nothing) plus 80 bytes, whatever the poll rate.
+//! Cost: memory per key is one 2-byte minimum per bucket in a fixed ring
+//! (60 buckets by default: 120 bytes, in the `Series`; 3 bytes on the heap
+//! for a figure 2 bytes cannot hold: `leak_ring.rs` says why neither loses
+//! anything) plus 80 bytes, whatever the poll rate.
 //! A sample that stays in the open bucket is O(1); the verdict is
 //! recomputed once per bucket, in O(buckets + segments²), at the key's
 //! phase of the next bucket ([`PHASES`]: keys do not all judge in one
