@@ -48,6 +48,11 @@ pub struct Scenario {
     /// (the real H200 traces show 5-6 MiB per CUDA process).
     #[serde(default = "default_overhead")]
     pub overhead_per_process: ByteSize,
+    /// Processes' memory is reported in whole multiples of this (rounded
+    /// down). NVML lists processes' memory in whole MiB on current drivers;
+    /// the default, 1 byte, keeps a scenario's figures as computed.
+    #[serde(default = "default_granularity")]
+    pub granularity: ByteSize,
     #[serde(default)]
     pub driver: SimDriver,
     #[serde(rename = "gpu")]
@@ -58,6 +63,10 @@ pub struct Scenario {
 
 fn default_overhead() -> ByteSize {
     ByteSize(6 << 20)
+}
+
+fn default_granularity() -> ByteSize {
+    ByteSize(1)
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -279,6 +288,10 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
         seed: 64,
         loop_after: None,
         overhead_per_process: ByteSize(0),
+        // Whole MiB, as NVML lists processes on the GPUs this fleet stands
+        // for: what the per-process history then holds is what it holds on
+        // a real host of this size (issue 21, round 10).
+        granularity: ByteSize(1 << 20),
         driver: SimDriver::default(),
         gpus: (0..gpus).map(|_| large_gpu()).collect(),
         processes,

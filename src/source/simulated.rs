@@ -188,7 +188,7 @@ impl SimulatedSource {
         if !shape.trace_rows.is_empty() {
             let x = local * shape.speed.unwrap_or(1.0);
             let i = shape.trace_rows.partition_point(|r| r.0 <= x);
-            return shape.trace_rows[i.saturating_sub(1)].1;
+            return self.whole(shape.trace_rows[i.saturating_sub(1)].1);
         }
         let mut b = p.memory.0 as f64;
         if let (Some(to), Some(ramp)) = (shape.ramp_to, shape.ramp) {
@@ -205,7 +205,13 @@ impl SimulatedSource {
         if p.jitter.0 > 0 {
             b += (splitmix(self.scenario.seed ^ u64::from(p.pid) << 20 ^ self.poll) % p.jitter.0) as f64;
         }
-        b.max(0.0) as u64
+        self.whole(b.max(0.0) as u64)
+    }
+
+    /// `b` rounded down to the scenario's granularity.
+    fn whole(&self, b: u64) -> u64 {
+        let g = self.scenario.granularity.0.max(1);
+        b - b % g
     }
 }
 

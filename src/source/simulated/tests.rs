@@ -253,3 +253,34 @@ fn the_tree_matches_the_scenario_at_every_poll() {
         "both cases seen: {shown} shown, {gone} gone"
     );
 }
+
+#[test]
+fn granularity_rounds_processes_down_to_whole_units() {
+    let text = "name = \"g\"\nseed = 3\n[[gpu]]\nmemory = \"1GiB\"\n[[process]]\npid = 9\nmemory = \"100MiB\"\njitter = \"1MiB\"\n";
+    let bytes = |text: &str| {
+        let sc = Scenario::parse(text, "g.toml", None).unwrap_or_else(|e| panic!("{e}"));
+        let mut s = SimulatedSource::new(sc, Duration::from_secs(1), 0.0);
+        (0..20)
+            .map(|t| find(&at(&mut s, t), 9).and_then(|p| p.used_bytes).unwrap_or(0))
+            .collect::<Vec<u64>>()
+    };
+    let exact = bytes(text);
+    assert!(
+        exact.iter().any(|b| b % (1 << 20) != 0),
+        "jitter gives odd bytes: {exact:?}"
+    );
+    let whole = bytes(&text.replace("seed = 3", "seed = 3\ngranularity = \"1MiB\""));
+    let want: Vec<u64> = exact.iter().map(|b| b - b % (1 << 20)).collect();
+    assert_eq!(whole, want);
+    // The large fleet reports whole MiB, as NVML does.
+    let mut large = source("large");
+    let p = large.poll(false).expect("poll");
+    let listed: Vec<u64> = p
+        .devices
+        .iter()
+        .flat_map(|d| &d.processes)
+        .filter_map(|p| p.used_bytes)
+        .collect();
+    assert_eq!(listed.len(), 64_000);
+    assert!(listed.iter().all(|b| b % (1 << 20) == 0));
+}
