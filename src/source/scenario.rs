@@ -206,7 +206,7 @@ impl Scenario {
                 if i as usize >= gpu.mig.len() {
                     return Err(ScenarioProblem::NoSuchInstance {
                         pid: p.pid,
-                        instance: i,
+                        instance: u32::from(i),
                         gpu: p.gpu,
                         instances: gpu.mig.len(),
                     });
@@ -268,18 +268,21 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
     let mut processes = Vec::with_capacity(gpus * per_gpu);
     for g in 0..gpus {
         for i in 0..per_gpu {
-            processes.push(SimProcess {
+            let mut p = SimProcess {
                 pid: 100_000 + (g * per_gpu + i) as u32,
                 gpu: g as u32,
                 instance: None,
-                sm_util: (i % 5) as u32 * 20,
+                sm_util: (i % 5) as u8 * 20,
                 start: Secs(0.0),
                 memory: ByteSize((64 + (i as u64 * 37) % 128) << 20),
-                leak: ByteSize(if i % 97 == 0 { 64 << 10 } else { 0 }),
                 jitter: ByteSize(1 << 20),
                 who: who[i % 32].clone(),
                 more: None,
-            });
+            };
+            if i % 97 == 0 {
+                p.shape_mut().leak = ByteSize(64 << 10);
+            }
+            processes.push(p);
         }
     }
     Scenario {

@@ -44,7 +44,7 @@ impl SimulatedSource {
     pub fn new(scenario: Scenario, interval: Duration, epoch: f64) -> Self {
         let mut by_device: std::collections::HashMap<_, Vec<u32>> = Default::default();
         for (i, p) in scenario.processes.iter().enumerate() {
-            let at = (p.gpu as usize, p.instance.map(|x| x as usize));
+            let at = (p.gpu as usize, p.instance.map(usize::from));
             by_device.entry(at).or_default().push(i as u32);
         }
         let procs = proctree::SimProcTree::new(&scenario.processes, epoch);
@@ -106,7 +106,7 @@ impl SimulatedSource {
             used = used
                 .saturating_add(ph.bytes)
                 .saturating_add(self.scenario.overhead_per_process.0);
-            util.push((p.pid, if ph.busy { p.sm_util } else { 0 }));
+            util.push((p.pid, if ph.busy { u32::from(p.sm_util) } else { 0 }));
             dev.processes.push(RawProcess {
                 pid: p.pid,
                 used_bytes: (!p.shape().unavailable).then_some(ph.bytes),
@@ -196,7 +196,7 @@ impl SimulatedSource {
             let frac = ((local / ramp.0.max(1e-9)) * steps).floor().min(steps) / steps;
             b += (to.0 as f64 - b) * frac;
         }
-        b += p.leak.0 as f64 * local;
+        b += shape.leak.0 as f64 * local;
         if let Some(period) = shape.period.filter(|x| x.0 > 0.0) {
             if local % period.0 < period.0 / 2.0 {
                 b += shape.sawtooth.0 as f64;

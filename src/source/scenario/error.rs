@@ -47,6 +47,10 @@ pub enum ScenarioProblem {
     UnknownState { pid: u32, name: String },
     #[error("process {0}: speed must be a positive number")]
     BadSpeed(u32),
+    #[error("process {pid}: sm_util {sm_util} is not a percent from 0 to 100")]
+    BadUtil { pid: u32, sm_util: u32 },
+    #[error("process {pid}: instance {instance} is not a MIG instance number (a GPU has at most 7)")]
+    BadInstance { pid: u32, instance: u32 },
     #[error("trace {}: {source}", path.display())]
     TraceRead { path: PathBuf, source: ReadError },
     #[error("trace {} line {line}: expected t_seconds,pid,used_bytes", path.display())]

@@ -203,6 +203,14 @@ fn bad_scenarios_say_what_is_wrong() {
             "name = \"x\"\n[[gpu]]\nmemory = \"1GiB\"\ncolour = 1",
             "unknown field `colour`",
         ),
+        (
+            "name = \"x\"\n[[gpu]]\nmemory = \"1GiB\"\n[[process]]\npid = 4\nsm_util = 101",
+            "process 4: sm_util 101 is not a percent from 0 to 100",
+        ),
+        (
+            "name = \"x\"\n[[gpu]]\nmemory = \"1GiB\"\n[[process]]\npid = 4\ninstance = 70000",
+            "process 4: instance 70000 is not a MIG instance number",
+        ),
     ];
     for (text, want) in cases {
         let e = Scenario::parse(text, "t.toml", None)
@@ -283,4 +291,14 @@ fn granularity_rounds_processes_down_to_whole_units() {
         .collect();
     assert_eq!(listed.len(), 64_000);
     assert!(listed.iter().all(|b| b % (1 << 20) == 0));
+}
+
+#[test]
+fn a_large_fleet_process_stays_small() {
+    // 64,000 of them in `large`: every 8 bytes is 0.5 MB (issue 21).
+    let size = std::mem::size_of::<crate::source::scenario::SimProcess>();
+    assert!(size <= 56, "{size}");
+    let large = Scenario::resolve("large").unwrap_or_else(|e| panic!("{e}"));
+    let boxed = large.processes.iter().filter(|p| p.more.is_some()).count();
+    assert_eq!(boxed, 64 * 11, "only the leaking processes (1 in 97) box their shape");
 }
