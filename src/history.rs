@@ -182,7 +182,7 @@ impl History {
             }
             let s = self.processes.entry(id).or_insert_with(|| ProcSeries {
                 comm: p.comm.to_string(),
-                start_time: p.start_time,
+                start_time: p.start_time.get(),
                 kib: VecDeque::new(),
                 absent_for: 0,
             });

@@ -12,10 +12,12 @@ use std::collections::BTreeMap;
 mod allocator;
 mod empty;
 mod kind;
+mod opt;
 mod text;
 mod who;
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
 pub use kind::{ProcessState, ProcessType};
+pub use opt::{Niche, Opt};
 use serde::{Deserialize, Serialize};
 pub use suspended::SuspendedProcess;
 pub use text::Text;
@@ -136,13 +138,15 @@ pub struct Placement {
 /// One process holding a context on one device. Its `Default` (in
 /// `snapshot/empty.rs`) shares one empty `Who` rather than allocating. Its
 /// serde is in `snapshot/who.rs`: the JSON shows `who`'s fields as its own.
+/// Its optional figures are [`Opt`]s, `Option`s in the number's own size
+/// (`snapshot/opt.rs`), which read, compare and serialize as the `Option`s.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Process {
     pub pid: u32,
     /// Absent when NVML reports the value as unavailable.
-    pub used_bytes: Option<u64>,
+    pub used_bytes: Opt<u64>,
     /// The peak of `used_bytes` over `[poll] peak_window`.
-    pub used_max_bytes: Option<u64>,
+    pub used_max_bytes: Opt<u64>,
     /// "compute", "graphics", "mps" or a `+`-joined combination.
     pub kind: ProcessType,
     /// Comm, user, uid and placement, shared with the processes alike
@@ -150,23 +154,23 @@ pub struct Process {
     /// and one reference count per process and poll instead of 48 and three.
     pub who: std::sync::Arc<Who>,
     /// Parent PID; 1 (or a subreaper) for a child whose job already exited.
-    pub ppid: Option<u32>,
+    pub ppid: Opt<u32>,
     /// "running", "sleeping", "zombie", ... or "exited" when gone from /proc.
     pub state: ProcessState,
     pub holder: Option<Holder>,
     /// Unix seconds; with `pid` it identifies the process across PID reuse.
-    pub start_time: Option<f64>,
+    pub start_time: Opt<f64>,
     /// The exact start time in clock ticks, for reclaim's identity check.
-    pub start_ticks: Option<u64>,
+    pub start_ticks: Opt<u64>,
     pub cmdline: Option<Text>,
-    pub growth_bytes_per_second: Option<f64>,
+    pub growth_bytes_per_second: Opt<f64>,
     pub leak_suspected: bool,
     /// Latest SM utilisation sample in percent, when sampled. A byte:
     /// NVML's `u32` is a percentage (stored saturating, see
     /// [`Process::percent`]); 8 bytes less per process (issue 21, round 9).
     pub sm_util_percent: Option<u8>,
     /// Seconds this process has held memory with no SM activity.
-    pub idle_seconds: Option<f64>,
+    pub idle_seconds: Opt<f64>,
     pub idle: bool,
     /// What the process's own allocator reports for this GPU (it opted in
     /// with `gpumemd-torch`); absent otherwise.
@@ -379,9 +383,10 @@ mod tests {
         // Two snapshot generations hold 128,000 at 64 GPUs x 1000 processes
         // (issue 21). 224 bytes before round 9; 200 with a one-byte type
         // and state; 160 with comm, user, uid and placement in a shared
-        // `Who`; 152 with the utilisation percentage in a byte.
+        // `Who`; 152 with the utilisation percentage in a byte; 96 with
+        // the optional numbers in their own size (`Opt`, round 10).
         assert!(
-            std::mem::size_of::<Process>() <= 152,
+            std::mem::size_of::<Process>() <= 96,
             "{}",
             std::mem::size_of::<Process>()
         );

@@ -302,6 +302,7 @@ impl LateRelease {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::snapshot::Opt;
 
     /// The PID-first sort gives what sorting the whole keys with their
     /// positions and keeping the last of equal keys gives, for lists with
@@ -320,7 +321,7 @@ mod tests {
             let list: Vec<Process> = (0..n)
                 .map(|_| Process {
                     pid: (next() % 16) as u32,
-                    start_time: (next() % 3 != 0).then(|| (next() % 3) as f64),
+                    start_time: Opt::from((next() % 3 != 0).then(|| (next() % 3) as f64)),
                     ..Process::default()
                 })
                 .collect();
@@ -337,8 +338,8 @@ mod tests {
     fn named(pid: u32, start: Option<f64>, comm: &Text, user: &Text) -> Process {
         Process {
             pid,
-            start_time: start,
-            used_bytes: Some(100),
+            start_time: start.into(),
+            used_bytes: Opt::some(100),
             who: crate::snapshot::Who::shared(comm.clone(), user.clone(), None),
             ..Process::default()
         }

@@ -1,13 +1,14 @@
 //! Table tests for the holder arithmetic, late-release tracking and idle time.
 
 use super::*;
+use crate::snapshot::Opt;
 
 fn proc(pid: u32, bytes: Option<u64>, holder: Holder) -> Process {
     Process {
         pid,
-        used_bytes: bytes,
+        used_bytes: bytes.into(),
         holder: Some(holder),
-        start_time: Some(100.0),
+        start_time: Opt::some(100.0),
         ..Process::default()
     }
 }
@@ -79,12 +80,14 @@ fn holder_split_adds_up_to_used() {
                 unattributed: 0,
             },
         ),
+        // The largest figure a process can hold: u64::MAX is NVML's "not
+        // available", absent in a `Process` (snapshot/opt.rs).
         (
             u64::MAX,
-            &[(Some(u64::MAX), Live), (Some(u64::MAX), Zombie)],
+            &[(Some(u64::MAX - 1), Live), (Some(u64::MAX - 1), Zombie)],
             Holders {
-                live: 0,
-                zombie: u64::MAX,
+                live: 1,
+                zombie: u64::MAX - 1,
                 exited: 0,
                 unattributed: 0,
             },
@@ -149,7 +152,7 @@ fn pid_reuse_is_a_departure() {
     let mut lr = LateRelease::default();
     let a = proc(7, Some(1000), Holder::Live);
     let b = Process {
-        start_time: Some(200.0),
+        start_time: Opt::some(200.0),
         ..a.clone()
     };
     lr.observe("g", 0.0, 0.0, std::slice::from_ref(&a), &holders(0));
@@ -184,7 +187,7 @@ fn a_reordered_list_loses_nobody_and_a_newcomer_keeps_the_others_watched() {
     assert_eq!(lr.sizes(), (1, 0));
     // 9 leaves with its latest bytes while 4 arrives; 5 and 2 stay.
     ps[1] = proc(4, Some(50), Holder::Live);
-    ps[0].used_bytes = Some(150);
+    ps[0].used_bytes = Opt::some(150);
     let r = lr.observe("g", 2.0, 0.0, &ps, &holders(200));
     assert_eq!(r.iter().map(|u| (u.pid, u.bytes)).collect::<Vec<_>>(), [(9, 200)]);
     // Then everyone leaves, in the order of the list they were last in.

@@ -3,7 +3,7 @@
 
 use super::eval::{EvalState, State, Transition, evaluate};
 use super::*;
-use crate::snapshot::{Device, Holder, Memory, PollStats, Process, Snapshot, Who};
+use crate::snapshot::{Device, Holder, Memory, Opt, PollStats, Process, Snapshot, Who};
 
 fn rule(text: &str) -> Rule {
     let cfg: RuleConfig = toml::from_str(text).unwrap_or_else(|e| panic!("{e}"));
@@ -105,8 +105,8 @@ fn wall_clock_jumps_do_not_shorten_for() {
 fn proc(pid: u32, start: f64, used: u64) -> Process {
     Process {
         pid,
-        start_time: Some(start),
-        used_bytes: Some(used),
+        start_time: Opt::some(start),
+        used_bytes: Opt::some(used),
         holder: Some(Holder::Live),
         who: Who::shared("python", "alice", None),
         ..Process::default()

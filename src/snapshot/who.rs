@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{AllocatorFigures, Holder, Placement, Process, ProcessState, ProcessType, Text};
+use super::{AllocatorFigures, Holder, Opt, Placement, Process, ProcessState, ProcessType, Text};
 
 /// Who a process is, as the snapshot shows it; shared by the processes of
 /// one comm, user and cgroup.
@@ -59,25 +59,25 @@ impl std::ops::Deref for Process {
 #[derive(Serialize)]
 struct ProcessOut<'a> {
     pid: u32,
-    used_bytes: Option<u64>,
-    used_max_bytes: Option<u64>,
+    used_bytes: Opt<u64>,
+    used_max_bytes: Opt<u64>,
     #[serde(rename = "type")]
     kind: ProcessType,
     comm: &'a Text,
     user: &'a Text,
     uid: Option<u32>,
-    ppid: Option<u32>,
+    ppid: Opt<u32>,
     state: ProcessState,
     holder: Option<Holder>,
-    start_time: Option<f64>,
+    start_time: Opt<f64>,
     #[serde(flatten)]
     placement: &'a Placement,
     #[serde(skip_serializing_if = "Option::is_none")]
     cmdline: Option<&'a Text>,
-    growth_bytes_per_second: Option<f64>,
+    growth_bytes_per_second: Opt<f64>,
     leak_suspected: bool,
     sm_util_percent: Option<u8>,
-    idle_seconds: Option<f64>,
+    idle_seconds: Opt<f64>,
     idle: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     allocator: Option<&'a AllocatorFigures>,
@@ -117,24 +117,24 @@ impl Serialize for Process {
 #[serde(default)]
 struct ProcessIn {
     pid: u32,
-    used_bytes: Option<u64>,
-    used_max_bytes: Option<u64>,
+    used_bytes: Opt<u64>,
+    used_max_bytes: Opt<u64>,
     #[serde(rename = "type")]
     kind: ProcessType,
     comm: Text,
     user: Text,
     uid: Option<u32>,
-    ppid: Option<u32>,
+    ppid: Opt<u32>,
     state: ProcessState,
     holder: Option<Holder>,
-    start_time: Option<f64>,
+    start_time: Opt<f64>,
     #[serde(flatten)]
     placement: Placement,
     cmdline: Option<Text>,
-    growth_bytes_per_second: Option<f64>,
+    growth_bytes_per_second: Opt<f64>,
     leak_suspected: bool,
     sm_util_percent: Option<u32>,
-    idle_seconds: Option<f64>,
+    idle_seconds: Opt<f64>,
     idle: bool,
     allocator: Option<Box<AllocatorFigures>>,
 }
@@ -160,7 +160,7 @@ impl<'de> Deserialize<'de> for Process {
             state: p.state,
             holder: p.holder,
             start_time: p.start_time,
-            start_ticks: None,
+            start_ticks: Opt::NONE,
             cmdline: p.cmdline,
             growth_bytes_per_second: p.growth_bytes_per_second,
             leak_suspected: p.leak_suspected,
@@ -194,20 +194,20 @@ mod tests {
         };
         Process {
             pid: 7,
-            used_bytes: Some(1024),
-            used_max_bytes: Some(2048),
+            used_bytes: Opt::some(1024),
+            used_max_bytes: Opt::some(2048),
             kind: ProcessType::of_lists(true, true, false),
             who: Arc::new(who),
-            ppid: Some(1),
+            ppid: Opt::some(1),
             state: ProcessState::Sleeping,
             holder: Some(Holder::Live),
-            start_time: Some(1.5),
-            start_ticks: None,
+            start_time: Opt::some(1.5),
+            start_ticks: Opt::NONE,
             cmdline: Some("python train.py".into()),
-            growth_bytes_per_second: Some(2.5),
+            growth_bytes_per_second: Opt::some(2.5),
             leak_suspected: true,
             sm_util_percent: Some(40),
-            idle_seconds: Some(3.5),
+            idle_seconds: Opt::some(3.5),
             idle: true,
             allocator: None,
         }
