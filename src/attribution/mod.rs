@@ -34,7 +34,7 @@ mod task;
 mod tree;
 mod users;
 
-pub use crate::snapshot::{Placement, Text, Who};
+pub use crate::snapshot::{Placement, Text, ThinText, Who};
 
 #[cfg(test)]
 mod tests;
@@ -90,7 +90,7 @@ pub struct ProcessIdentity {
     /// Only when asked: args joined with spaces, secrets redacted, truncated.
     /// `Some("")` for a process without args (zombie, kernel thread); `None`
     /// when not asked or unreadable (e.g. permission denied).
-    pub cmdline: Option<Text>,
+    pub cmdline: Option<ThinText>,
     /// Shared with the identity cache: cloning it per poll is one count.
     /// `who.placement` is how the snapshot shows it.
     pub cgroup: std::sync::Arc<CgroupInfo>,

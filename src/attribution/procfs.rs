@@ -21,7 +21,7 @@ use super::redact::format_cmdline;
 use super::stat::{parse_btime, parse_stat_ref, parse_status_uid};
 use super::tree::{DirTree, Notices, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{ProcError, ProcState, ProcessIdentity, ReadOptions, Text};
+use super::{ProcError, ProcState, ProcessIdentity, ReadOptions, Text, ThinText};
 
 /// What an identity takes from stat (read now, or noted at the last read).
 #[derive(Debug, Clone, Copy)]
@@ -306,7 +306,7 @@ impl ProcFs {
         }
         let cmdline = if opts.cmdline {
             read_optional(tree, pid, PidFile::Cmdline, exited, CMDLINE_READ_MAX, buf)?
-                .map(|cut| Text::from(format_cmdline(whole_args(buf, cut), opts.cmdline_max_bytes)))
+                .map(|cut| ThinText::from(format_cmdline(whole_args(buf, cut), opts.cmdline_max_bytes)))
         } else {
             None
         };

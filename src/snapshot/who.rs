@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{AllocatorFigures, Holder, Opt, Placement, Process, ProcessState, ProcessType, Text};
+use super::{AllocatorFigures, Holder, Opt, Placement, Process, ProcessState, ProcessType, Text, ThinText};
 
 /// Who a process is, as the snapshot shows it; shared by the processes of
 /// one comm, user and cgroup.
@@ -73,7 +73,7 @@ struct ProcessOut<'a> {
     #[serde(flatten)]
     placement: &'a Placement,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cmdline: Option<&'a Text>,
+    cmdline: Option<&'a ThinText>,
     growth_bytes_per_second: Opt<f64>,
     leak_suspected: bool,
     sm_util_percent: Option<u8>,
@@ -130,7 +130,7 @@ struct ProcessIn {
     start_time: Opt<f64>,
     #[serde(flatten)]
     placement: Placement,
-    cmdline: Option<Text>,
+    cmdline: Option<ThinText>,
     growth_bytes_per_second: Opt<f64>,
     leak_suspected: bool,
     sm_util_percent: Option<u32>,
