@@ -1,8 +1,9 @@
 //! An alert's label set: names sorted as a `BTreeMap<String, String>`
-//! would sort them, stored as one text and its offsets behind an `Arc`, so
-//! the engine's state, the published view and transitions share one copy
-//! (12,800 firing alerts at `--demo large` held ~4 KB each as maps, cloned
-//! into every view). It owns the layout and its conversions; which labels
+//! would sort them, stored as one shared text, each name and value after
+//! its length, so the engine's state, the published view and transitions
+//! share one copy (12,800 firing alerts at `--demo large` held ~4 KB each
+//! as maps, cloned into every view; then ~240 bytes in three allocations,
+//! now ~175 in one). It owns the layout and its conversions; which labels
 //! an alert carries is `eval`'s and `instances`'s business.
 
 use std::collections::BTreeMap;
@@ -13,16 +14,16 @@ use std::sync::Arc;
 use serde::ser::{Serialize, SerializeMap, Serializer};
 
 /// Label names and values, sorted by name, each name at most once.
+///
+/// The text is the length of a name, the name, the length of its value,
+/// the value, and so on. A length is little-endian groups of 6 bits, one
+/// ASCII byte each, `CONTINUED` set on all but the last: one byte below
+/// 64, and the whole stays text (slicing it needs no unchecked code).
 #[derive(Clone)]
-pub struct Labels(Arc<Inner>);
+pub struct Labels(Arc<str>);
 
-struct Inner {
-    /// Name, value, name, value, ... back to back.
-    text: Box<str>,
-    /// The length of each name and value in `text`, LEB128 (one byte
-    /// each below 128: a quarter of `u32` offsets, 48 bytes an alert).
-    lens: Box<[u8]>,
-}
+/// Set on a length byte that another follows.
+const CONTINUED: u8 = 0x40;
 
 impl Labels {
     /// From pairs in any order; a name given twice keeps its last value
@@ -42,43 +43,37 @@ impl Labels {
     /// As [`Labels::from_sorted`], from an iterator walked twice (sizes,
     /// then text), so that no list of pairs is built first.
     pub fn from_sorted_iter<'a>(pairs: impl Iterator<Item = (&'a str, &'a str)> + Clone) -> Labels {
-        let (len, n) = pairs
-            .clone()
-            .fold((0, 0), |(l, n), (k, v)| (l + k.len() + v.len(), n + 2));
+        let len = pairs.clone().fold(0, |l, (k, v)| {
+            l + len_bytes(k.len()) + k.len() + len_bytes(v.len()) + v.len()
+        });
         let mut text = String::with_capacity(len);
-        let mut lens = Vec::with_capacity(n);
         for (k, v) in pairs {
             for s in [k, v] {
-                text.push_str(s);
                 let mut n = s.len();
-                while n >= 0x80 {
-                    lens.push((n & 0x7f) as u8 | 0x80);
-                    n >>= 7;
+                while n >= usize::from(CONTINUED) {
+                    text.push(char::from((n & 0x3f) as u8 | CONTINUED));
+                    n >>= 6;
                 }
-                lens.push(n as u8);
+                text.push(char::from(n as u8));
+                text.push_str(s);
             }
         }
-        Labels(Arc::new(Inner {
-            text: text.into_boxed_str(),
-            lens: lens.into_boxed_slice(),
-        }))
+        // Built to its exact length: `Arc::from` copies it into the one
+        // allocation that holds the counts too.
+        Labels(Arc::from(text.as_str()))
     }
 
     /// Name and value pairs, sorted by name.
     pub fn iter(&self) -> Iter<'_> {
-        Iter {
-            text: &self.0.text,
-            lens: &self.0.lens,
-        }
+        Iter { text: &self.0 }
     }
 
     pub fn len(&self) -> usize {
-        // One length byte below 0x80 ends each name and each value.
-        self.0.lens.iter().filter(|b| **b < 0x80).count() / 2
+        self.iter().count()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.lens.is_empty()
+        self.0.is_empty()
     }
 
     /// The value of `name`.
@@ -108,28 +103,37 @@ impl Labels {
     }
 }
 
+/// The bytes that write a length of `n`.
+fn len_bytes(mut n: usize) -> usize {
+    let mut b = 1;
+    while n >= usize::from(CONTINUED) {
+        n >>= 6;
+        b += 1;
+    }
+    b
+}
+
 /// The pairs of a [`Labels`], in order.
 pub struct Iter<'a> {
     text: &'a str,
-    lens: &'a [u8],
 }
 
 impl<'a> Iter<'a> {
     fn next_str(&mut self) -> Option<&'a str> {
-        let (mut n, mut shift) = (0usize, 0);
+        let (mut n, mut shift, mut at) = (0usize, 0, 0);
         loop {
-            let (&b, rest) = self.lens.split_first()?;
-            self.lens = rest;
-            n |= usize::from(b & 0x7f) << shift;
-            shift += 7;
-            if b < 0x80 {
+            let b = *self.text.as_bytes().get(at)?;
+            at += 1;
+            n |= usize::from(b & 0x3f) << shift;
+            shift += 6;
+            if b & CONTINUED == 0 {
                 break;
             }
         }
-        // Lengths were taken from whole strings pushed in this order, so
+        // Lengths were taken from whole strings written after them, so
         // each cut falls on a character boundary; `get` keeps it checked.
-        let s = self.text.get(..n)?;
-        self.text = &self.text[n..];
+        let s = self.text.get(at..at + n)?;
+        self.text = self.text.get(at + n..)?;
         Some(s)
     }
 }
@@ -170,7 +174,7 @@ impl Default for Labels {
 
 impl PartialEq for Labels {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0) || (self.0.lens == other.0.lens && self.0.text == other.0.text)
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
     }
 }
 
@@ -178,8 +182,7 @@ impl Eq for Labels {}
 
 impl Hash for Labels {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        self.0.text.hash(h);
-        self.0.lens.hash(h);
+        self.0.hash(h);
     }
 }
 
@@ -215,8 +218,10 @@ mod tests {
     #[test]
     fn behaves_as_the_map_it_replaces() {
         let long = "x".repeat(300);
+        let (longer, y, z) = ("\u{e9}".repeat(3000), "y".repeat(63), "z".repeat(64));
         let cases: &[&[(&str, &str)]] = &[
             &[("a", &long), (&long, "b"), ("c", "")],
+            &[("a", &longer), (&y, &z), ("\u{e9}", "\u{7f}")],
             &[],
             &[("b", "2"), ("a", "1")],
             &[

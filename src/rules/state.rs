@@ -12,13 +12,9 @@ use super::subject::LabelBuf;
 /// alerts allocates nothing).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Scratch {
-    pub(super) key: String,
-    pub(super) lo: String,
-    pub(super) hi: String,
     pub(super) labels: LabelBuf,
     /// One per rule, by position.
     pub(super) plans: Vec<Plan>,
-    pub(super) vanished: Vec<Arc<str>>,
 }
 
 /// Where an alert label's value comes from.
