@@ -79,17 +79,17 @@ impl AlertEngine {
             .map(|r| r.cfg.name.clone())
             .collect();
         self.changed = true;
-        self.state.retain(|key, a| {
-            let keep = kept.iter().any(|n| n == eval::rule_of(key));
+        self.state.retain(|rule, a| {
+            let keep = kept.iter().any(|n| n == rule);
             if !keep && a.state == State::Firing {
                 let mut r = (**a).clone();
                 r.state = State::Resolved;
-                r.resolved_at = Some(now);
+                r.resolved_at = now.into();
                 out.push(Transition {
                     from: Some(State::Firing),
                     to: State::Resolved,
                     at: now,
-                    alert: r,
+                    alert: Arc::new(r),
                 });
             }
             keep

@@ -69,11 +69,11 @@ fn alert_storm(s: &Snapshot) -> AlertsView {
             )])),
             state: State::Firing,
             active_at: 1.7e9,
-            fired_at: Some(1.7e9),
-            resolved_at: None,
+            fired_at: Some(1.7e9).into(),
+            resolved_at: None.into(),
             value: 1.0,
             since_mono: 0.0,
-            targets: Vec::new(),
+            targets: Box::default(),
             action: None,
         })
         .map(std::sync::Arc::new)

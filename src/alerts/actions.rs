@@ -20,7 +20,7 @@ pub fn payload(a: &Alert) -> AlertPayload {
             AlertStatus::Firing
         },
         starts_at: a.fired_at.unwrap_or(a.active_at),
-        ends_at: a.resolved_at,
+        ends_at: a.resolved_at.get(),
         value: Some(a.value),
         generator_url: String::new(),
     }
@@ -94,8 +94,8 @@ mod tests {
             annotations: Annotations::fixed(BTreeMap::from([("summary".into(), "s".into())])),
             state,
             active_at: 10.0,
-            fired_at: (state != State::Pending).then_some(20.0),
-            resolved_at: (state == State::Resolved).then_some(30.0),
+            fired_at: (state != State::Pending).then_some(20.0).into(),
+            resolved_at: (state == State::Resolved).then_some(30.0).into(),
             value: 7.5,
             since_mono: 0.0,
             targets: pids
@@ -120,7 +120,7 @@ mod tests {
             from: None,
             to: state,
             at: 20.0,
-            alert: alert(state, action, pids),
+            alert: std::sync::Arc::new(alert(state, action, pids)),
         }
     }
 

@@ -63,9 +63,26 @@ enum Source {
     /// The rule's templates, filled from the alert when read.
     Rule {
         notes: Arc<Notes>,
-        model: Option<Arc<str>>,
-        others: Option<Arc<str>>,
+        /// `None` when the templates need neither: most alerts keep no
+        /// text of their own here (16 bytes an alert, not 40).
+        vars: Option<Arc<Vars>>,
     },
+}
+
+/// What only the alert knows, of what its templates use.
+#[derive(Debug, PartialEq)]
+struct Vars {
+    model: Option<Box<str>>,
+    others: Option<Box<str>>,
+}
+
+impl Source {
+    fn vars(&self) -> (Option<&str>, Option<&str>) {
+        match self {
+            Source::Rule { vars: Some(v), .. } => (v.model.as_deref(), v.others.as_deref()),
+            _ => (None, None),
+        }
+    }
 }
 
 /// Equal when they render the same for the same alert; a rule's shared
@@ -75,14 +92,9 @@ impl PartialEq for Source {
     fn eq(&self, other: &Self) -> bool {
         match (self, other) {
             (Source::Fixed(a), Source::Fixed(b)) => a == b,
-            (
-                Source::Rule { notes, model, others },
-                Source::Rule {
-                    notes: n,
-                    model: m,
-                    others: o,
-                },
-            ) => (Arc::ptr_eq(notes, n) || notes == n) && model == m && others == o,
+            (Source::Rule { notes, .. }, Source::Rule { notes: n, .. }) => {
+                (Arc::ptr_eq(notes, n) || notes == n) && self.vars() == other.vars()
+            }
             _ => false,
         }
     }
@@ -96,11 +108,17 @@ impl Annotations {
 
     /// Annotations rendered from `notes`; `model` is kept only where the
     /// templates use it.
-    pub fn from_rule(notes: &Arc<Notes>, model: Option<Arc<str>>, others: Option<Arc<str>>) -> Annotations {
+    pub fn from_rule(notes: &Arc<Notes>, model: Option<&str>, others: Option<&str>) -> Annotations {
+        let model = model.filter(|_| notes.uses_model);
+        let vars = (model.is_some() || others.is_some()).then(|| {
+            Arc::new(Vars {
+                model: model.map(Box::from),
+                others: others.map(Box::from),
+            })
+        });
         Annotations(Source::Rule {
             notes: notes.clone(),
-            model: model.filter(|_| notes.uses_model),
-            others,
+            vars,
         })
     }
 
@@ -108,24 +126,11 @@ impl Annotations {
     /// give, without building them (an unchanged alert builds nothing).
     pub fn is_from(&self, notes: &Arc<Notes>, model: &str, others: Option<&str>) -> bool {
         match &self.0 {
-            Source::Rule {
-                notes: n,
-                model: m,
-                others: o,
-            } => {
+            Source::Rule { notes: n, .. } => {
                 (Arc::ptr_eq(notes, n) || **notes == **n)
-                    && m.as_deref() == Some(model).filter(|_| notes.uses_model)
-                    && o.as_deref() == others
+                    && self.0.vars() == (Some(model).filter(|_| notes.uses_model), others)
             }
             Source::Fixed(_) => false,
-        }
-    }
-
-    /// The model this alert keeps, to share with its next evaluation.
-    pub fn model(&self) -> Option<&Arc<str>> {
-        match &self.0 {
-            Source::Rule { model, .. } => model.as_ref(),
-            Source::Fixed(_) => None,
         }
     }
 
@@ -154,9 +159,10 @@ impl Annotations {
     }
 
     fn fill(&self, t: &Template, labels: &Labels, value: f64) -> String {
-        let Source::Rule { notes, model, others } = &self.0 else {
+        let Source::Rule { notes, .. } = &self.0 else {
             return String::new();
         };
+        let (model, others) = self.0.vars();
         let mut out = String::new();
         // These names win over a label of the same name, as they did when
         // they were inserted into the variables after the labels.
@@ -167,8 +173,8 @@ impl Annotations {
             "threshold_human" => {
                 out.push_str(&notes.threshold.map(|t| humanize(notes.kind, t)).unwrap_or_default());
             }
-            "model" => out.push_str(model.as_deref().unwrap_or_default()),
-            "others" => out.push_str(others.as_deref().unwrap_or_default()),
+            "model" => out.push_str(model.unwrap_or_default()),
+            "others" => out.push_str(others.unwrap_or_default()),
             _ => out.push_str(labels.get(name).unwrap_or_default()),
         });
         out

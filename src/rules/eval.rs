@@ -5,17 +5,18 @@
 //! (`clear`) so a value wobbling around the threshold does not flap.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 use std::sync::Arc;
 
 use serde::Serialize;
 use serde::ser::{SerializeStruct, Serializer};
 
 use super::annotations::Annotations;
+use super::ident::{Devs, Ident, Key};
 pub use super::instances::ProcessRef;
 use super::instances::{Instance, for_each, holds};
 use super::labels::Labels;
-use super::state::{Plan, Scratch, pairs};
+pub use super::stamp::Stamp;
+use super::state::{Merged, Plan, Scratch};
 use super::subject::LabelBuf;
 use super::{Rule, RuleKind};
 use crate::snapshot::Snapshot;
@@ -39,7 +40,8 @@ impl State {
 }
 
 /// One alert instance. A clone is cheap: the rule name, the labels and
-/// what the annotations are rendered from are shared.
+/// what the annotations are rendered from are shared. 120 bytes (was
+/// 152): 12,800 firing alerts hold one each.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Alert {
     pub rule: Arc<str>,
@@ -51,12 +53,12 @@ pub struct Alert {
     /// Wall-clock Unix seconds when it became active (pending).
     pub active_at: f64,
     /// Wall-clock Unix seconds when it fired.
-    pub fired_at: Option<f64>,
+    pub fired_at: Stamp,
     /// Wall-clock Unix seconds when it resolved.
-    pub resolved_at: Option<f64>,
+    pub resolved_at: Stamp,
     pub value: f64,
     pub since_mono: f64,
-    pub targets: Vec<ProcessRef>,
+    pub targets: Box<[ProcessRef]>,
     /// What to do when it fires (from the rule).
     pub action: Option<super::RuleAction>,
 }
@@ -91,24 +93,34 @@ impl Serialize for Alert {
 }
 
 /// A state change, for notifiers, reclaim and the recent-transitions list.
+/// The alert is the one the engine's state holds (a storm of 12,800 new
+/// alerts kept a second copy of each, 2.75 MB, until the next poll).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Transition {
     pub from: Option<State>,
     pub to: State,
     pub at: f64,
-    pub alert: Alert,
+    #[serde(serialize_with = "shared")]
+    pub alert: Arc<Alert>,
 }
 
-/// Active alerts keyed by the rule's name, a NUL and the instance's
-/// identity: one shared string that sorts as the pair (name, identity)
-/// does (names are letters, digits and `_`, all above NUL) and that a
-/// lookup by `&str` finds without building a key. Updated in place by
-/// [`update`]: an alert that did not change keeps its entry and its shared
-/// `Arc` (rebuilding the map of 12,800 firing alerts every pass, and
-/// dropping the old one, was a tenth of the async side's CPU at 64 x 1000).
+/// Serialises a shared alert as the alert (serde's `rc` feature would do
+/// the same, at the price of rebuilding every crate that uses serde).
+fn shared<S: Serializer>(a: &Arc<Alert>, s: S) -> Result<S::Ok, S::Error> {
+    (**a).serialize(s)
+}
+
+/// Active alerts by rule name, then by instance identity: the order the
+/// string keys "name\0identity" gave (names are letters, digits and `_`,
+/// all above NUL), in a key of 24 bytes a lookup borrows from the
+/// snapshot without building one. Updated in place by [`update`]: an
+/// alert that did not change keeps its entry and its shared `Arc`
+/// (rebuilding the map of 12,800 firing alerts every pass, and dropping
+/// the old one, was a tenth of the async side's CPU at 64 x 1000).
 #[derive(Debug, Clone, Default)]
 pub struct EvalState {
-    alerts: BTreeMap<Arc<str>, Slot>,
+    alerts: BTreeMap<Arc<str>, BTreeMap<Ident, Slot>>,
+    devs: Devs,
     /// Counts evaluations: an entry not seen in this one has vanished.
     pass: u64,
     scratch: Scratch,
@@ -126,20 +138,20 @@ impl EvalState {
         Self::default()
     }
 
-    /// Active alerts, in key order.
+    /// Active alerts, by rule name, then identity.
     pub fn values(&self) -> impl Iterator<Item = &Arc<Alert>> {
-        self.alerts.values().map(|s| &s.alert)
+        self.alerts.values().flat_map(|m| m.values()).map(|s| &s.alert)
     }
 
-    /// Keeps the alerts for which `keep(key, alert)` says so.
+    /// Keeps the alerts for which `keep(rule name, alert)` says so, asked
+    /// in the order of [`EvalState::values`].
     pub fn retain(&mut self, mut keep: impl FnMut(&str, &Arc<Alert>) -> bool) {
-        self.alerts.retain(|k, s| keep(k, &s.alert));
+        for (name, m) in &mut self.alerts {
+            m.retain(|_, s| keep(name, &s.alert));
+        }
+        self.alerts.retain(|_, m| !m.is_empty());
+        self.devs.prune();
     }
-}
-
-/// The rule name of an [`EvalState`] key.
-pub fn rule_of(key: &str) -> &str {
-    key.split('\0').next().unwrap_or(key)
 }
 
 /// Evaluates every rule against `snap`; `instance` is the value of the
@@ -157,15 +169,13 @@ pub fn evaluate(rules: &[Rule], prev: &EvalState, snap: &Snapshot, instance: &st
 /// added, changed or removed (when not, a published view is still true).
 pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &str, out: &mut Vec<Transition>) -> bool {
     st.pass = st.pass.wrapping_add(1);
-    let EvalState { alerts, pass, scratch } = st;
-    let Scratch {
-        key,
-        lo,
-        hi,
-        labels,
-        plans,
-        vanished,
-    } = scratch;
+    let EvalState {
+        alerts,
+        devs,
+        pass,
+        scratch,
+    } = st;
+    let Scratch { labels, plans } = scratch;
     plans.resize_with(rules.len(), Plan::default);
     let mut changed = false;
     for (rule, plan) in rules.iter().zip(plans.iter_mut()) {
@@ -174,11 +184,17 @@ pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &st
         if snap.stale && rule.cfg.kind != RuleKind::PollFailing {
             continue;
         }
+        if !alerts.contains_key(&*rule.name) {
+            alerts.insert(rule.name.clone(), BTreeMap::new());
+        }
+        let Some(alerts) = alerts.get_mut(&*rule.name) else {
+            continue;
+        };
         let mut p = Pass {
             rule,
             plan,
             alerts,
-            key,
+            devs,
             labels,
             snap,
             instance,
@@ -193,27 +209,20 @@ pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &st
             for_each(rule, snap, &mut visit);
         }
         changed |= p.changed;
-        // What was not seen is gone (process exited, GPU removed).
-        lo.clear();
-        lo.push_str(&rule.cfg.name);
-        hi.clone_from(lo);
-        lo.push('\0');
-        hi.push('\u{1}');
-        let range = (Bound::Included(lo.as_str()), Bound::Excluded(hi.as_str()));
-        vanished.extend(
-            alerts
-                .range::<str, _>(range)
-                .filter(|(_, s)| s.pass != *pass)
-                .map(|(k, _)| k.clone()),
-        );
-        changed |= !vanished.is_empty();
-        for k in vanished.drain(..) {
-            if let Some(old) = alerts.remove(&*k) {
-                resolve(&old.alert, snap.timestamp, out);
+        // What was not seen is gone (process exited, GPU removed); in key
+        // order, as the transitions always were.
+        alerts.retain(|_, s| {
+            let seen = s.pass == *pass;
+            if !seen {
+                changed = true;
+                resolve(&s.alert, snap.timestamp, out);
             }
-        }
-        // What a mass exit needed is not kept (12,800 keys: 200 KB).
-        vanished.shrink_to(64);
+            seen
+        });
+    }
+    if changed {
+        alerts.retain(|_, m| !m.is_empty());
+        devs.prune();
     }
     changed
 }
@@ -222,8 +231,8 @@ pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &st
 struct Pass<'p> {
     rule: &'p Rule,
     plan: &'p mut Plan,
-    alerts: &'p mut BTreeMap<Arc<str>, Slot>,
-    key: &'p mut String,
+    alerts: &'p mut BTreeMap<Ident, Slot>,
+    devs: &'p mut Devs,
     labels: &'p mut LabelBuf,
     snap: &'p Snapshot,
     instance: &'p str,
@@ -235,33 +244,40 @@ struct Pass<'p> {
 impl Pass<'_> {
     fn visit(&mut self, inst: Instance<'_>) {
         let rule = self.rule;
-        self.key.clear();
-        self.key.push_str(&rule.cfg.name);
-        self.key.push('\0');
-        inst.subject.write_key(self.key);
-        match self.alerts.get_mut(self.key.as_str()) {
+        let id = inst.subject.id();
+        match self.alerts.get_mut(&id as &dyn Key) {
             Some(slot) if holds(rule, inst.value, inst.holds, true) => {
                 slot.pass = self.pass;
                 self.labels.clear();
                 inst.subject.write_labels(self.labels);
-                self.plan.fit(rule, self.labels);
-                let labels = pairs(&self.plan.order, rule, self.labels, self.instance);
-                self.changed |= step(rule, &mut slot.alert, inst, labels, self.snap, self.out);
+                self.plan.fit(rule, self.labels, self.instance);
+                let labels = Merged {
+                    plan: self.plan,
+                    rule,
+                    buf: self.labels,
+                    instance: self.instance,
+                };
+                self.changed |= step(rule, &mut slot.alert, inst, &labels, self.snap, self.out);
             }
             Some(_) => {
-                if let Some(old) = self.alerts.remove(self.key.as_str()) {
+                if let Some(old) = self.alerts.remove(&id as &dyn Key) {
                     resolve(&old.alert, self.snap.timestamp, self.out);
                 }
                 self.changed = true;
             }
             None if holds(rule, inst.value, inst.holds, false) => {
+                let key = self.devs.own(id);
                 self.labels.clear();
                 inst.subject.write_labels(self.labels);
-                self.plan.fit(rule, self.labels);
-                let labels = pairs(&self.plan.order, rule, self.labels, self.instance);
-                let alert = start(rule, inst, labels, self.snap, self.out);
-                self.alerts
-                    .insert(Arc::from(self.key.as_str()), Slot { alert, pass: self.pass });
+                self.plan.fit(rule, self.labels, self.instance);
+                let labels = Merged {
+                    plan: self.plan,
+                    rule,
+                    buf: self.labels,
+                    instance: self.instance,
+                };
+                let alert = start(rule, inst, &labels, self.snap, self.out);
+                self.alerts.insert(key, Slot { alert, pass: self.pass });
                 self.changed = true;
             }
             None => {}
@@ -274,25 +290,18 @@ fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
     if old.state == State::Firing {
         let mut a = old.clone();
         a.state = State::Resolved;
-        a.resolved_at = Some(now);
+        a.resolved_at = now.into();
         out.push(Transition {
             from: Some(State::Firing),
             to: State::Resolved,
             at: now,
-            alert: a,
+            alert: Arc::new(a),
         });
     }
 }
 
-fn annotations(rule: &Rule, was: Option<&Alert>, inst: &Instance) -> Annotations {
-    let model = rule
-        .notes
-        .uses_model()
-        .then(|| match was.and_then(|o| o.annotations.model()) {
-            Some(m) if **m == *inst.model => m.clone(),
-            _ => Arc::from(inst.model),
-        });
-    Annotations::from_rule(&rule.notes, model, inst.others.map(Arc::from))
+fn annotations(rule: &Rule, inst: &Instance) -> Annotations {
+    Annotations::from_rule(&rule.notes, Some(inst.model), inst.others)
 }
 
 /// How long a condition must hold before it fires; the idle-holder kind
@@ -306,55 +315,50 @@ fn hold_for(rule: &Rule) -> f64 {
 }
 
 /// A new alert: pending, or firing at once when the rule has no `for`.
-fn start<'a>(
-    rule: &Rule,
-    inst: Instance,
-    labels: impl Iterator<Item = (&'a str, &'a str)> + Clone,
-    snap: &Snapshot,
-    out: &mut Vec<Transition>,
-) -> Arc<Alert> {
+fn start(rule: &Rule, inst: Instance, labels: &Merged, snap: &Snapshot, out: &mut Vec<Transition>) -> Arc<Alert> {
     let now = snap.timestamp;
     let fires = hold_for(rule) <= 0.0;
     let a = Alert {
         rule: rule.name.clone(),
-        labels: Labels::from_sorted_iter(labels),
-        annotations: annotations(rule, None, &inst),
+        labels: labels.build(),
+        annotations: annotations(rule, &inst),
         state: if fires { State::Firing } else { State::Pending },
         active_at: now,
-        fired_at: fires.then_some(now),
-        resolved_at: None,
+        fired_at: fires.then_some(now).into(),
+        resolved_at: Stamp::NONE,
         value: inst.value,
         since_mono: snap.monotonic,
-        targets: inst.targets,
+        targets: inst.targets.into_boxed_slice(),
         action: rule.cfg.action,
     };
+    let a = Arc::new(a);
     out.push(Transition {
         from: None,
         to: a.state,
         at: now,
         alert: a.clone(),
     });
-    Arc::new(a)
+    a
 }
 
 /// An active alert seen again: it fires once pending long enough, and
 /// takes the instance's value, labels and targets. Unchanged, it keeps its
 /// `Arc` (the published view goes on sharing it) and nothing is built;
 /// returns whether it changed.
-fn step<'a>(
+fn step(
     rule: &Rule,
     slot: &mut Arc<Alert>,
     inst: Instance,
-    labels: impl Iterator<Item = (&'a str, &'a str)> + Clone,
+    labels: &Merged,
     snap: &Snapshot,
     out: &mut Vec<Transition>,
 ) -> bool {
     let now = snap.timestamp;
     let old = &**slot;
     let fires = old.state == State::Pending && snap.monotonic - old.since_mono >= hold_for(rule);
-    let same_labels = old.labels.same_as_iter(labels.clone());
+    let same_labels = labels.same_as(&old.labels);
     let same_notes = old.annotations.is_from(&rule.notes, inst.model, inst.others);
-    if !fires && same_labels && same_notes && old.value == inst.value && old.targets == inst.targets {
+    if !fires && same_labels && same_notes && old.value == inst.value && *old.targets == *inst.targets {
         return false;
     }
     let a = Alert {
@@ -362,30 +366,30 @@ fn step<'a>(
         labels: if same_labels {
             old.labels.clone()
         } else {
-            Labels::from_sorted_iter(labels)
+            labels.build()
         },
         annotations: if same_notes {
             old.annotations.clone()
         } else {
-            annotations(rule, Some(old), &inst)
+            annotations(rule, &inst)
         },
         state: if fires { State::Firing } else { old.state },
         active_at: old.active_at,
-        fired_at: if fires { Some(now) } else { old.fired_at },
+        fired_at: if fires { now.into() } else { old.fired_at },
         resolved_at: old.resolved_at,
         value: inst.value,
         since_mono: old.since_mono,
-        targets: inst.targets,
+        targets: inst.targets.into_boxed_slice(),
         action: old.action,
     };
+    *slot = Arc::new(a);
     if fires {
         out.push(Transition {
             from: Some(State::Pending),
             to: State::Firing,
             at: now,
-            alert: a.clone(),
+            alert: slot.clone(),
         });
     }
-    *slot = Arc::new(a);
     true
 }

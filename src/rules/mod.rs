@@ -6,8 +6,10 @@
 pub mod annotations;
 pub mod eval;
 mod health;
+mod ident;
 mod instances;
 pub mod labels;
+mod stamp;
 mod state;
 mod subject;
 pub mod template;

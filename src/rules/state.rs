@@ -5,20 +5,16 @@
 use std::sync::Arc;
 
 use super::Rule;
-use super::labels::sort_last_wins_by;
+use super::labels::{Labels, Shape, sort_last_wins_by};
 use super::subject::LabelBuf;
 
 /// Buffers reused from one evaluation to the next (a pass over unchanged
 /// alerts allocates nothing).
 #[derive(Debug, Clone, Default)]
 pub(super) struct Scratch {
-    pub(super) key: String,
-    pub(super) lo: String,
-    pub(super) hi: String,
     pub(super) labels: LabelBuf,
     /// One per rule, by position.
     pub(super) plans: Vec<Plan>,
-    pub(super) vanished: Vec<Arc<str>>,
 }
 
 /// Where an alert label's value comes from.
@@ -34,19 +30,22 @@ pub(super) enum Src {
 /// How a rule's alert labels merge: the instance's (names as `names`),
 /// then alertname, severity and instance, then the rule's own, sorted by
 /// name, a later name replacing an earlier one. The same for every
-/// instance of a rule, so it is worked out once, not sorted per alert.
+/// instance of a rule, so it is worked out once, not sorted per alert, and
+/// its alerts share one [`Shape`].
 #[derive(Debug, Clone, Default)]
 pub(super) struct Plan {
     /// The rule it was made for (held, so the address is not reused).
     rule: Option<Arc<str>>,
     names: Vec<&'static str>,
+    instance: String,
     pub(super) order: Vec<Src>,
+    shape: Arc<Shape>,
 }
 
 impl Plan {
-    pub(super) fn fit(&mut self, rule: &Rule, buf: &LabelBuf) {
+    pub(super) fn fit(&mut self, rule: &Rule, buf: &LabelBuf, instance: &str) {
         let same_rule = self.rule.as_ref().is_some_and(|r| Arc::ptr_eq(r, &rule.name));
-        if same_rule && self.names.iter().copied().eq(buf.names()) {
+        if same_rule && self.names.iter().copied().eq(buf.names()) && self.instance == instance {
             return;
         }
         let mut v: Vec<(&str, Src)> = buf.names().enumerate().map(|(i, n)| (n, Src::Inst(i))).collect();
@@ -66,6 +65,47 @@ impl Plan {
         self.order = v.into_iter().map(|p| p.1).collect();
         self.names = buf.names().collect();
         self.rule = Some(rule.name.clone());
+        self.instance = instance.to_string();
+        self.shape = Shape::new(
+            pairs(&self.order, rule, buf, instance)
+                .zip(&self.order)
+                .map(|((k, v), s)| {
+                    let fixed = !matches!(s, Src::Inst(_));
+                    (k, fixed.then_some(v))
+                }),
+        );
+    }
+}
+
+/// An instance's labels as its rule's plan merges them, before any are
+/// built: an alert whose labels did not change builds nothing.
+pub(super) struct Merged<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) rule: &'a Rule,
+    pub(super) buf: &'a LabelBuf,
+    pub(super) instance: &'a str,
+}
+
+impl<'a> Merged<'a> {
+    /// The instance's own values, in the order the shape leaves them open.
+    fn open(&self) -> impl Iterator<Item = &'a str> + Clone + use<'a> {
+        let buf = self.buf;
+        self.plan.order.iter().filter_map(move |s| match *s {
+            Src::Inst(i) => Some(buf.value(i)),
+            _ => None,
+        })
+    }
+
+    pub(super) fn build(&self) -> Labels {
+        Labels::shaped(&self.plan.shape, self.open())
+    }
+
+    /// Whether `labels` are these (one built from another plan of the same
+    /// rule, as after a reload, is compared pair by pair).
+    pub(super) fn same_as(&self, labels: &Labels) -> bool {
+        labels
+            .same_as_shaped(&self.plan.shape, self.open())
+            .unwrap_or_else(|| labels.same_as_iter(pairs(&self.plan.order, self.rule, self.buf, self.instance)))
     }
 }
 

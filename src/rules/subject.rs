@@ -2,12 +2,14 @@
 //! report, a group, or the poller itself) and how its key and labels are
 //! written: into buffers the evaluation reuses, so an alert whose labels did
 //! not change costs no allocation (at `--demo large` every pass rebuilt the
-//! key and five label strings of 12,800 firing idle holders). Owns the key
-//! and label layout of each kind; which instances exist is `instances`'s.
+//! key and five label strings of 12,800 firing idle holders). Owns what
+//! identifies each kind and its label layout; which instances exist is
+//! `instances`'s.
 
 use std::fmt::Write as _;
 use std::ops::Range;
 
+use super::ident::IdRef;
 use crate::snapshot::{Device, GroupBy, Holder, Process, RecentOom};
 
 /// An instance's subject, borrowed from the snapshot.
@@ -79,24 +81,24 @@ impl LabelBuf {
 }
 
 impl Subject<'_> {
-    /// Appends the instance's identity to `key`. PIDs are reused: a
-    /// process's start time keeps a new one from inheriting the old one's
-    /// pending time.
-    pub(super) fn write_key(&self, key: &mut String) {
-        // Writing to a String cannot fail.
-        let _ = match self {
-            Subject::Poller => Ok(()),
-            Subject::Device { d, .. } => {
-                key.push_str(&d.uuid);
-                Ok(())
-            }
-            Subject::Process { d, p } => write!(key, "{}/{}/{}", d.uuid, p.pid, p.start_time.map_or(0, f64::to_bits)),
-            Subject::Oom { d, o } => write!(key, "{}/{}/{}", d.uuid, o.pid, o.time.to_bits()),
-            Subject::Group { name, .. } => {
-                key.push_str(name);
-                Ok(())
-            }
-        };
+    /// The instance's identity. PIDs are reused: a process's start time
+    /// keeps a new one from inheriting the old one's pending time.
+    pub(super) fn id(&self) -> IdRef<'_> {
+        match self {
+            Subject::Poller => IdRef::Text(""),
+            Subject::Device { d, .. } => IdRef::Text(&d.uuid),
+            Subject::Process { d, p } => IdRef::Proc {
+                dev: &d.uuid,
+                pid: p.pid,
+                stamp: p.start_time.map_or(0, f64::to_bits),
+            },
+            Subject::Oom { d, o } => IdRef::Proc {
+                dev: &d.uuid,
+                pid: o.pid,
+                stamp: o.time.to_bits(),
+            },
+            Subject::Group { name, .. } => IdRef::Text(name),
+        }
     }
 
     /// Writes the instance's own labels (in any order; `eval` merges them

@@ -312,3 +312,39 @@ fn an_unchanged_pass_keeps_every_alert_and_reports_no_change() {
     let grown = st.values().find(|a| a.labels.get("pid") == Some("42")).map(|a| a.value);
     assert_eq!(grown, Some((5u64 << 30) as f64));
 }
+
+#[test]
+fn alerts_keep_the_order_of_their_old_text_keys() {
+    let r = rule("name = \"Big\"\nkind = \"process_used_bytes\"\nabove = \"1GiB\"");
+    let pids = [9, 10, 100, 2, 42];
+    let mut s = snap(0.0, 0.1, pids.iter().map(|&p| proc(p, 5.0, 2 << 30)).collect());
+    let mut b = s.devices[0].clone();
+    b.uuid = "GPU-a-2".into();
+    b.processes = vec![proc(7, 5.0, 2 << 30)];
+    s.devices.insert(0, b);
+    let (st, tr) = evaluate(&[r], &EvalState::new(), &s, "h");
+    // "GPU-a/..." sorts before "GPU-a-2/..." ('/' above '-'), and PIDs as text.
+    let want = ["GPU-a-2/7", "GPU-a/10", "GPU-a/100", "GPU-a/2", "GPU-a/42", "GPU-a/9"];
+    let key = |a: &eval::Alert| {
+        format!(
+            "{}/{}",
+            a.labels.get("uuid").unwrap_or(""),
+            a.labels.get("pid").unwrap_or("")
+        )
+    };
+    assert_eq!(st.values().map(|a| key(a)).collect::<Vec<_>>(), want);
+    // Transitions come in the snapshot's order, as they always did.
+    let seen = ["GPU-a-2/7", "GPU-a/9", "GPU-a/10", "GPU-a/100", "GPU-a/2", "GPU-a/42"];
+    assert_eq!(tr.iter().map(|t| key(&t.alert)).collect::<Vec<_>>(), seen);
+    // The transition is the alert the state holds, not a copy.
+    assert!(std::sync::Arc::ptr_eq(
+        &tr[0].alert,
+        st.values().next().expect("an alert")
+    ));
+    // 136 bytes behind its `Arc` (glibc's 144-byte chunk), not 168 (176).
+    assert!(
+        std::mem::size_of::<eval::Alert>() <= 120,
+        "{}",
+        std::mem::size_of::<eval::Alert>()
+    );
+}

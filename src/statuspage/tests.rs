@@ -22,11 +22,11 @@ fn alert(rule: &str, severity: &str, state: State, gpu: u32, active_at: f64) -> 
         annotations: Annotations::fixed(BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))])),
         state,
         active_at,
-        fired_at: (state == State::Firing).then_some(active_at + 10.0),
-        resolved_at: None,
+        fired_at: (state == State::Firing).then_some(active_at + 10.0).into(),
+        resolved_at: None.into(),
         value: 1.0,
         since_mono: 0.0,
-        targets: Vec::new(),
+        targets: Box::default(),
         action: None,
     }
 }

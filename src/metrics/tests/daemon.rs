@@ -19,11 +19,11 @@ fn alert(labels: &[(&str, &str)]) -> Alert {
         annotations: Annotations::fixed(BTreeMap::new()),
         state: State::Firing,
         active_at: 0.0,
-        fired_at: Some(0.0),
-        resolved_at: None,
+        fired_at: Some(0.0).into(),
+        resolved_at: None.into(),
         value: 1.0,
         since_mono: 0.0,
-        targets: Vec::new(),
+        targets: Box::default(),
         action: None,
     }
 }
