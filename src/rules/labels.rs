@@ -29,7 +29,10 @@ pub struct Labels {
 /// The names of a label set, in order, each with its value when every set
 /// of this shape has that value (`None`: the set's own).
 #[derive(Debug, Default, PartialEq)]
-pub struct Shape(Box<[(Box<str>, Option<Box<str>>)]>);
+pub struct Shape(Box<[Name]>);
+
+/// A name, and its value when fixed.
+type Name = (Box<str>, Option<Box<str>>);
 
 impl Shape {
     pub fn new<'a>(pairs: impl Iterator<Item = (&'a str, Option<&'a str>)>) -> Arc<Shape> {
@@ -149,7 +152,7 @@ fn len_bytes(mut n: usize) -> usize {
 
 /// The pairs of a [`Labels`], in order.
 pub struct Iter<'a> {
-    names: std::slice::Iter<'a, (Box<str>, Option<Box<str>>)>,
+    names: std::slice::Iter<'a, Name>,
     open: Open<'a>,
 }
 
