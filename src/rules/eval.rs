@@ -248,15 +248,7 @@ impl Pass<'_> {
         match self.alerts.get_mut(&id as &dyn Key) {
             Some(slot) if holds(rule, inst.value, inst.holds, true) => {
                 slot.pass = self.pass;
-                self.labels.clear();
-                inst.subject.write_labels(self.labels);
-                self.plan.fit(rule, self.labels, self.instance);
-                let labels = Merged {
-                    plan: self.plan,
-                    rule,
-                    buf: self.labels,
-                    instance: self.instance,
-                };
+                let labels = merged(rule, self.plan, self.labels, self.instance, &inst);
                 self.changed |= step(rule, &mut slot.alert, inst, &labels, self.snap, self.out);
             }
             Some(_) => {
@@ -267,21 +259,33 @@ impl Pass<'_> {
             }
             None if holds(rule, inst.value, inst.holds, false) => {
                 let key = self.devs.own(id);
-                self.labels.clear();
-                inst.subject.write_labels(self.labels);
-                self.plan.fit(rule, self.labels, self.instance);
-                let labels = Merged {
-                    plan: self.plan,
-                    rule,
-                    buf: self.labels,
-                    instance: self.instance,
-                };
+                let labels = merged(rule, self.plan, self.labels, self.instance, &inst);
                 let alert = start(rule, inst, &labels, self.snap, self.out);
                 self.alerts.insert(key, Slot { alert, pass: self.pass });
                 self.changed = true;
             }
             None => {}
         }
+    }
+}
+
+/// `inst`'s labels written into `buf` and merged with the rule's shape
+/// (which `plan` fits to them first).
+fn merged<'a>(
+    rule: &'a Rule,
+    plan: &'a mut Plan,
+    buf: &'a mut LabelBuf,
+    instance: &'a str,
+    inst: &Instance,
+) -> Merged<'a> {
+    buf.clear();
+    inst.subject.write_labels(buf);
+    plan.fit(rule, buf, instance);
+    Merged {
+        plan,
+        rule,
+        buf,
+        instance,
     }
 }
 
