@@ -121,7 +121,8 @@ impl ScrapeCache {
 
     /// The snapshot part gzipped as a member's head (see [`gzip`]),
     /// compressed by the first gzip scrape of an entry and kept; the plain
-    /// text it was made from is kept only if a plain scrape asked for it.
+    /// text it was made from is kept only if a plain scrape asked for it,
+    /// and is not made whole at all when none had (issue 21, round 11).
     ///
     /// # Errors
     /// When deflate fails.
@@ -144,9 +145,16 @@ impl ScrapeCache {
                 _ => None,
             }
         };
-        let plain =
-            cached.unwrap_or_else(|| Bytes::from(metrics::render_snapshot(snap, &cfg.processes, build, format)));
-        let head = gzip::head(&plain)?;
+        // Text a plain scrape left is compressed as it is; otherwise the
+        // text is compressed as it is rendered and never held whole.
+        let head = match cached {
+            Some(plain) => gzip::head(&plain)?,
+            None => {
+                let mut to = gzip::HeadWriter::new();
+                metrics::stream_snapshot(snap, &cfg.processes, build, format, &mut to);
+                to.finish()?
+            }
+        };
         let mut held = self.held(format);
         match held.as_mut() {
             Some(e) if e.is_for(snap, cfg) => {
@@ -171,7 +179,7 @@ impl ScrapeCache {
     }
 
     /// [`ScrapeCache::body`] as one gzip member: the cached compressed
-    /// snapshot part, then the live part compressed now.
+    /// snapshot part, then the live part compressed as it is rendered.
     ///
     /// # Errors
     /// When deflate fails.
@@ -184,8 +192,9 @@ impl ScrapeCache {
         format: Format,
     ) -> Result<Frames, gzip::GzipError> {
         let head = self.gzip_part(snap, cfg, build, format)?;
-        let live = metrics::render_live(daemon, &cfg.processes, format);
-        let tail = gzip::tail(&head, live.as_bytes())?;
+        let mut to = gzip::TailWriter::new(&head);
+        metrics::stream_live(daemon, &cfg.processes, format, &mut to);
+        let tail = to.finish()?;
         Ok(Frames::new(vec![head.bytes, tail]))
     }
 

@@ -12,6 +12,8 @@
 use axum::body::Bytes;
 use flate2::{Compress, Compression, FlushCompress, Status};
 
+use crate::metrics::{SPILL_CHUNK, Spill};
+
 /// The gzip header, no name or time; OS 255 (unknown), as flate2 writes it.
 const HEADER: [u8; 10] = [0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff];
 
@@ -33,59 +35,170 @@ pub enum GzipError {
     Stalled,
 }
 
-/// Compresses `plain` as the head of a member.
+/// A raw deflate stream being written, with the CRC32 and length of what
+/// went in. A deflate error is kept (a [`Spill`] cannot return one) and
+/// given back when the stream is ended.
+struct Deflater {
+    c: Compress,
+    out: Vec<u8>,
+    crc: crc32fast::Hasher,
+    len: u64,
+    failed: Option<GzipError>,
+}
+
+impl Deflater {
+    fn new(out: Vec<u8>, crc: crc32fast::Hasher, len: u64) -> Self {
+        Self {
+            c: Compress::new(Compression::fast(), false),
+            out,
+            crc,
+            len,
+            failed: None,
+        }
+    }
+
+    fn feed(&mut self, plain: &[u8], flush: FlushCompress) {
+        if self.failed.is_some() {
+            return;
+        }
+        self.crc.update(plain);
+        self.len += plain.len() as u64;
+        if let Err(e) = deflate(&mut self.c, plain, &mut self.out, flush) {
+            self.failed = Some(e);
+        }
+    }
+
+    /// The stream ended by `flush` and what was written, or the first error.
+    fn end(mut self, flush: FlushCompress) -> Result<(Vec<u8>, crc32fast::Hasher, u64), GzipError> {
+        self.feed(&[], flush);
+        match self.failed {
+            Some(e) => Err(e),
+            None => Ok((fitted(self.out), self.crc, self.len)),
+        }
+    }
+}
+
+/// A head compressed as its text is written ([`Spill`]): the whole text
+/// never exists at once. End it with [`HeadWriter::finish`].
+pub struct HeadWriter(Deflater);
+
+impl Default for HeadWriter {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl HeadWriter {
+    pub fn new() -> Self {
+        let mut out = Vec::with_capacity(SPILL_CHUNK);
+        out.extend_from_slice(&HEADER);
+        Self(Deflater::new(out, crc32fast::Hasher::new(), 0))
+    }
+
+    /// The head of everything spilled into it.
+    ///
+    /// # Errors
+    /// When deflate failed at any chunk.
+    pub fn finish(self) -> Result<Head, GzipError> {
+        let (out, crc, len) = self.0.end(FlushCompress::Sync)?;
+        Ok(Head {
+            bytes: out.into(),
+            crc: crc.finalize(),
+            len,
+        })
+    }
+}
+
+impl Spill for HeadWriter {
+    fn spill(&mut self, text: &[u8]) {
+        self.0.feed(text, FlushCompress::None);
+    }
+}
+
+/// The rest of a member after a [`Head`], compressed as its text is
+/// written. End it with [`TailWriter::finish`].
+pub struct TailWriter(Deflater);
+
+impl TailWriter {
+    pub fn new(head: &Head) -> Self {
+        let crc = crc32fast::Hasher::new_with_initial_len(head.crc, head.len);
+        Self(Deflater::new(Vec::with_capacity(SPILL_CHUNK / 4), crc, head.len))
+    }
+
+    /// The tail: the deflate stream finished, then the CRC32 and length
+    /// (mod 2^32) of head and tail together.
+    ///
+    /// # Errors
+    /// When deflate failed at any chunk.
+    pub fn finish(self) -> Result<Bytes, GzipError> {
+        let (mut out, crc, len) = self.0.end(FlushCompress::Finish)?;
+        out.extend_from_slice(&crc.finalize().to_le_bytes());
+        // ISIZE is the length modulo 2^32 (RFC 1952): the cut is the format's.
+        out.extend_from_slice(&(len as u32).to_le_bytes());
+        Ok(out.into())
+    }
+}
+
+impl Spill for TailWriter {
+    fn spill(&mut self, text: &[u8]) {
+        self.0.feed(text, FlushCompress::None);
+    }
+}
+
+/// Compresses `plain`, held whole, as the head of a member.
 ///
 /// # Errors
 /// When deflate fails.
 pub fn head(plain: &[u8]) -> Result<Head, GzipError> {
-    let mut out = Vec::with_capacity(HEADER.len() + plain.len() / 6 + 1024);
-    out.extend_from_slice(&HEADER);
-    deflate(plain, &mut out, FlushCompress::Sync)?;
-    Ok(Head {
-        bytes: out.into(),
-        crc: crc32fast::hash(plain),
-        len: plain.len() as u64,
-    })
+    let mut w = HeadWriter::new();
+    w.spill(plain);
+    w.finish()
 }
 
-/// The rest of the member after `head`: `plain` compressed and finished,
-/// then the CRC32 and length (mod 2^32) of head and tail together.
+/// The rest of the member after `head`: `plain`, held whole, compressed
+/// (the daemon streams its tails; tests compare against this).
 ///
 /// # Errors
 /// When deflate fails.
+#[cfg(test)]
 pub fn tail(head: &Head, plain: &[u8]) -> Result<Bytes, GzipError> {
-    let mut out = Vec::with_capacity(plain.len() / 2 + 1024);
-    deflate(plain, &mut out, FlushCompress::Finish)?;
-    let mut crc = crc32fast::Hasher::new_with_initial_len(head.crc, head.len);
-    crc.update(plain);
-    out.extend_from_slice(&crc.finalize().to_le_bytes());
-    // ISIZE is the length modulo 2^32 (RFC 1952): the cut is the format's.
-    let total = (head.len + plain.len() as u64) as u32;
-    out.extend_from_slice(&total.to_le_bytes());
-    Ok(out.into())
+    let mut w = TailWriter::new(head);
+    w.spill(plain);
+    w.finish()
 }
 
-/// `input` as one raw deflate stream appended to `out`, ended by `flush`
-/// (`Sync`: byte-aligned and open; `Finish`: with its final block).
-fn deflate(input: &[u8], out: &mut Vec<u8>, flush: FlushCompress) -> Result<(), GzipError> {
-    let mut c = Compress::new(Compression::fast(), false);
+/// `out` without most of its spare capacity: a head is kept per snapshot,
+/// and the doubling below may leave it half empty.
+fn fitted(mut out: Vec<u8>) -> Vec<u8> {
+    if out.capacity() > out.len() + out.len() / 8 {
+        out.shrink_to_fit();
+    }
+    out
+}
+
+/// `input` fed to the raw deflate stream `c`, its output appended to `out`.
+/// `None` leaves what deflate buffered inside it; `Sync` ends byte-aligned
+/// and open; `Finish` writes the final block.
+fn deflate(c: &mut Compress, input: &[u8], out: &mut Vec<u8>, flush: FlushCompress) -> Result<(), GzipError> {
+    let start = c.total_in();
     loop {
         if out.capacity() - out.len() < 1024 {
             out.reserve(out.capacity().max(4096));
         }
-        let (at, before) = (c.total_in() as usize, c.total_out());
+        let (at, before) = ((c.total_in() - start) as usize, c.total_out());
         let status = c.compress_vec(&input[at.min(input.len())..], out, flush)?;
-        if status == Status::BufError && c.total_in() as usize == at && c.total_out() == before {
-            return Err(GzipError::Stalled);
-        }
-        let all_in = c.total_in() as usize >= input.len();
-        // Done once the stream ended, or (sync) all input is in and the
-        // call left room in `out`, so nothing of the flush is pending.
+        let all_in = (c.total_in() - start) as usize >= input.len();
+        // Done once the stream ended, or all input is in and the call left
+        // room in `out`, so nothing of a sync flush is pending.
         let room = out.capacity() > out.len();
         match (status, flush) {
             (Status::StreamEnd, _) => return Ok(()),
-            (_, FlushCompress::Sync) if all_in && room => return Ok(()),
+            (_, FlushCompress::Finish) => {}
+            _ if all_in && room => return Ok(()),
             _ => {}
+        }
+        if status == Status::BufError && (c.total_in() - start) as usize == at && c.total_out() == before {
+            return Err(GzipError::Stalled);
         }
     }
 }
@@ -126,6 +239,24 @@ mod tests {
                 h.len(),
                 t.len()
             );
+        }
+    }
+
+    #[test]
+    fn text_fed_in_pieces_makes_the_member_of_the_whole() {
+        let big: Vec<u8> = (0..300_000u32)
+            .flat_map(|i| format!("g{{pid=\"{}\"}} {}\n", i % 5000, i * 3).into_bytes())
+            .collect();
+        let (h, t) = big.split_at(big.len() / 3);
+        for piece in [97usize, 700, SPILL_CHUNK, SPILL_CHUNK * 3 + 5] {
+            let mut hw = HeadWriter::new();
+            h.chunks(piece).for_each(|c| hw.spill(c));
+            hw.spill(b"");
+            let Ok(head) = hw.finish() else { panic!("head") };
+            let mut tw = TailWriter::new(&head);
+            t.chunks(piece).for_each(|c| tw.spill(c));
+            let Ok(tail) = tw.finish() else { panic!("tail") };
+            assert_eq!(gunzip(&[&head.bytes, &tail]), big, "pieces of {piece}");
         }
     }
 

@@ -21,6 +21,7 @@ pub use daemon::{Counters, DaemonState};
 pub use format::Format;
 pub use selfproc::{SelfStats, Units};
 use text::Writer;
+pub use text::{SPILL_CHUNK, Spill};
 
 /// Reasons `gpumem_poll_errors_total` always exposes (0 until seen), so
 /// `rate()` works from the first scrape.
@@ -49,6 +50,22 @@ pub fn render_snapshot(snap: &Snapshot, cfg: &Processes, build: &BuildInfo, form
     let mut w = Writer::new(format, capacity(snap, cfg), cfg.label_max_bytes);
     snapshot_part(&mut w, snap, cfg, build);
     w.into_unfinished()
+}
+
+/// [`render_snapshot`]'s bytes handed to `to` a chunk at a time, never
+/// whole (the gzip scrape compresses them as they come).
+pub fn stream_snapshot(snap: &Snapshot, cfg: &Processes, build: &BuildInfo, format: Format, to: &mut dyn Spill) {
+    let mut w = Writer::spilling(format, cfg.label_max_bytes, to);
+    snapshot_part(&mut w, snap, cfg, build);
+    w.finish_spill(false);
+}
+
+/// [`render_live`]'s bytes handed to `to` a chunk at a time: at 64 x 1000
+/// the demo's 12,800 firing alerts alone are 2.3 MB of text.
+pub fn stream_live(daemon: &DaemonState<'_>, cfg: &Processes, format: Format, to: &mut dyn Spill) {
+    let mut w = Writer::spilling(format, cfg.label_max_bytes, to);
+    daemon::render(&mut w, daemon);
+    w.finish_spill(true);
 }
 
 /// The exposition's second part, which changes without a new snapshot

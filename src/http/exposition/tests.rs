@@ -224,6 +224,40 @@ fn gzipped_scrapes_are_one_member_of_the_same_text_with_a_cached_head() {
     }
 }
 
+/// A fleet whose text is many spill chunks: the head and the tail are
+/// compressed as they are rendered and still make one member of the
+/// same text.
+#[test]
+fn a_body_of_many_chunks_is_gzipped_as_it_is_rendered() {
+    let mut cfg = Config::default();
+    cfg.processes.top_n = 1000;
+    let cfg = Arc::new(cfg);
+    let epoch = 1_767_225_600.0;
+    let mut src = SimulatedSource::new(large(4, 300), Duration::from_secs(10), epoch);
+    let Ok(poll) = src.poll(true) else {
+        panic!("simulated poll failed")
+    };
+    let (driver, devices) = Pipeline::new(&cfg.processes).build(poll, epoch);
+    let snap = Arc::new(Snapshot {
+        seq: 1,
+        timestamp: epoch,
+        nvml_up: true,
+        driver,
+        devices,
+        ..Snapshot::default()
+    });
+    let cache = ScrapeCache::default();
+    for format in [Format::Prometheus, Format::OpenMetrics] {
+        let want = metrics::render(&snap, &live(1.5, true), &cfg.processes, &BUILD, format);
+        assert!(want.len() > 8 * metrics::SPILL_CHUNK, "{} bytes", want.len());
+        let Ok(g) = cache.gzip_body(&snap, &cfg, &BUILD, &live(1.5, true), format) else {
+            panic!("gzip")
+        };
+        assert!(!cache.holds_text(format));
+        assert_eq!(gunzip(&g), want, "{format:?}");
+    }
+}
+
 /// A plain scrape first, then gzip: the text stays (a plain scraper of
 /// this snapshot will ask again) and the gzip head is made from it.
 #[test]
