@@ -18,20 +18,24 @@ use serde::Serialize;
 
 use crate::snapshot::{Holder, Snapshot};
 
+mod runs;
+use runs::{Point, Runs};
+
 /// Process series kept at most, across all devices (the largest holders of
 /// each device come first). 4096 x 900 points x 4 bytes is 14 MiB at worst.
 pub const MAX_PROCESS_SERIES: usize = 4096;
 
-/// What a missing point is stored as (the device or process was not seen).
-const ABSENT_U64: u64 = u64::MAX;
-const ABSENT_U32: u32 = u32::MAX;
+/// What a missing point is stored as (the device or process was not seen):
+/// the top value a series holds; real figures stop below it.
+const ABSENT_U64: u64 = u64::TOP;
+const ABSENT_U32: u32 = u32::TOP;
 
 /// One device's series; the last element of each is the latest poll.
 #[derive(Debug, Default)]
 struct DeviceSeries {
-    used: VecDeque<u64>,
+    used: Runs<u64>,
     /// Live, zombie, exited, unattributed (in `Holder::ALL` order).
-    holders: [VecDeque<u64>; 4],
+    holders: [Runs<u64>; 4],
 }
 
 /// A process on a device, by identity across PID reuse. The device is a
@@ -49,7 +53,7 @@ struct ProcId {
 struct ProcSeries {
     comm: String,
     start_time: Option<f64>,
-    kib: VecDeque<u32>,
+    kib: Runs<u32>,
     /// Polls since the process was last seen; dropped once all its points are absent.
     absent_for: usize,
 }
@@ -143,13 +147,13 @@ impl History {
             let Some(s) = self.devices.get_mut(&d.uuid) else {
                 continue;
             };
-            pad_to(&mut s.used, self.times.len() - 1, ABSENT_U64, max);
+            s.used.pad_to(self.times.len() - 1, ABSENT_U64, max);
             for h in &mut s.holders {
-                pad_to(h, self.times.len() - 1, ABSENT_U64, max);
+                h.pad_to(self.times.len() - 1, ABSENT_U64, max);
             }
-            push(&mut s.used, d.memory.map_or(ABSENT_U64, |m| m.used_bytes), max);
+            s.used.push(bytes(d.memory.map(|m| m.used_bytes)), max);
             for (i, &class) in Holder::ALL.iter().enumerate() {
-                push(&mut s.holders[i], d.holders.map_or(ABSENT_U64, |h| h.get(class)), max);
+                s.holders[i].push(bytes(d.holders.map(|h| h.get(class))), max);
             }
             self.record_processes(d);
         }
@@ -183,14 +187,14 @@ impl History {
             let s = self.processes.entry(id).or_insert_with(|| ProcSeries {
                 comm: p.comm.to_string(),
                 start_time: p.start_time.get(),
-                kib: VecDeque::new(),
+                kib: Runs::default(),
                 absent_for: 0,
             });
-            pad_to(&mut s.kib, len - 1, ABSENT_U32, max);
+            s.kib.pad_to(len - 1, ABSENT_U32, max);
             let kib = p
                 .used_bytes
                 .map_or(ABSENT_U32, |b| (b / 1024).min(u64::from(ABSENT_U32 - 1)) as u32);
-            push(&mut s.kib, kib, max);
+            s.kib.push(kib, max);
             s.absent_for = 0;
         }
     }
@@ -200,15 +204,15 @@ impl History {
     fn close_poll(&mut self) {
         let (len, max) = (self.times.len(), self.capacity + 1);
         for s in self.devices.values_mut() {
-            pad_to(&mut s.used, len, ABSENT_U64, max);
+            s.used.pad_to(len, ABSENT_U64, max);
             for h in &mut s.holders {
-                pad_to(h, len, ABSENT_U64, max);
+                h.pad_to(len, ABSENT_U64, max);
             }
         }
         for s in self.processes.values_mut() {
             if s.kib.len() < len {
                 s.absent_for += 1;
-                pad_to(&mut s.kib, len, ABSENT_U32, max);
+                s.kib.pad_to(len, ABSENT_U32, max);
             }
         }
         if len > self.capacity {
@@ -224,7 +228,7 @@ impl History {
             });
         }
         let len = self.times.len();
-        self.devices.retain(|_, s| s.used.iter().any(|&v| v != ABSENT_U64));
+        self.devices.retain(|_, s| s.used.any_but(ABSENT_U64));
         self.processes.retain(|_, s| s.absent_for < len);
     }
 
@@ -248,10 +252,10 @@ impl History {
             .since
             .map_or(0, |t| self.times.iter().take_while(|&&x| x <= t).count());
         let picked = pick(skip, self.times.len(), o.points);
-        let tail64 = |v: &VecDeque<u64>| -> Vec<Option<u64>> {
-            picked
-                .iter()
-                .map(|&i| v.get(i).copied().filter(|&x| x != ABSENT_U64))
+        let tail64 = |v: &Runs<u64>| -> Vec<Option<u64>> {
+            v.at(&picked)
+                .into_iter()
+                .map(|x| x.filter(|&x| x != ABSENT_U64))
                 .collect()
         };
         let wanted = |uuid: &str| o.gpu.is_none_or(|g| g == uuid);
@@ -279,15 +283,11 @@ impl History {
                 pid: id.pid,
                 start_time: s.start_time,
                 comm: s.comm.clone(),
-                used_bytes: picked
-                    .iter()
-                    .map(|&i| {
-                        s.kib
-                            .get(i)
-                            .copied()
-                            .filter(|&k| k != ABSENT_U32)
-                            .map(|k| u64::from(k) * 1024)
-                    })
+                used_bytes: s
+                    .kib
+                    .at(&picked)
+                    .into_iter()
+                    .map(|k| k.filter(|&k| k != ABSENT_U32).map(|k| u64::from(k) * 1024))
                     .collect(),
             })
             .collect();
@@ -324,6 +324,11 @@ pub fn recorder(history: SharedHistory) -> impl FnMut(&Snapshot) + Send {
     }
 }
 
+/// A device figure as a point: absent when unknown, and never the marker.
+fn bytes(v: Option<u64>) -> u64 {
+    v.map_or(ABSENT_U64, |b| b.min(ABSENT_U64 - 1))
+}
+
 /// The indices in `from..len` a view returns: all of them, or at most
 /// `points` evenly spaced counting back from the latest.
 fn pick(from: usize, len: usize, points: Option<usize>) -> Vec<usize> {
@@ -343,17 +348,9 @@ fn pick(from: usize, len: usize, points: Option<usize>) -> Vec<usize> {
     }
 }
 
-/// Appends `fill` until `v` has `len` elements (a series that missed polls).
-fn pad_to<T: Copy>(v: &mut VecDeque<T>, len: usize, fill: T, max: usize) {
-    while v.len() < len {
-        push(v, fill, max);
-    }
-}
-
-/// Appends `x` to a series that never holds more than `max` points: it
-/// grows by doubling as a `VecDeque` does, but not past `max` (a full
-/// 900-point window doubled to 1,024: an eighth of every series was slack,
-/// 2 MiB over 4,096 process series, round 7).
+/// Appends `x` to the poll times, which never hold more than `max`: they
+/// grow by doubling as a `VecDeque` does, but not past `max` (a full
+/// 900-point window doubled to 1,024 left an eighth as slack, round 7).
 fn push<T>(v: &mut VecDeque<T>, x: T, max: usize) {
     if v.len() == v.capacity() {
         let want = (2 * v.len()).max(4).min(max).max(v.len() + 1);
