@@ -11,7 +11,8 @@
 //! client's own start-up or interpreter cost would be most of the figure.
 //! Only the standard library: this runs on the GPU machine, which has no
 //! network to fetch anything. Stops early after `--cap-s` seconds (default
-//! 60) so a slow exporter cannot eat a bounded benchmark run.
+//! 60) so a slow exporter cannot eat a bounded benchmark run. `--gzip` asks
+//! for a gzip body, as Prometheus does (`body_bytes` is then compressed).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
 use std::io::{Read, Write};
@@ -21,7 +22,7 @@ use std::time::{Duration, Instant};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let usage = "usage: scrape HOST:PORT PATH COUNT [--cap-s SECONDS]";
+    let usage = "usage: scrape HOST:PORT PATH COUNT [--cap-s SECONDS] [--gzip]";
     let (Some(addr), Some(path), Some(count)) = (args.first(), args.get(1), args.get(2)) else {
         eprintln!("{usage}");
         return ExitCode::from(2);
@@ -40,7 +41,12 @@ fn main() -> ExitCode {
         },
         None => Duration::from_secs(60),
     };
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let coding = if args.iter().any(|a| a == "--gzip") {
+        "Accept-Encoding: gzip\r\n"
+    } else {
+        ""
+    };
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n{coding}Connection: close\r\n\r\n");
     let mut lat = Vec::with_capacity(count);
     let (mut errors, mut last_status, mut body_bytes) = (0usize, 0u16, 0usize);
     let mut buf = Vec::with_capacity(1 << 20);
