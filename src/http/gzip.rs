@@ -73,7 +73,7 @@ impl Deflater {
         self.feed(&[], flush);
         match self.failed {
             Some(e) => Err(e),
-            None => Ok((fitted(self.out), self.crc, self.len)),
+            None => Ok((self.out, self.crc, self.len)),
         }
     }
 }
@@ -102,7 +102,7 @@ impl HeadWriter {
     pub fn finish(self) -> Result<Head, GzipError> {
         let (out, crc, len) = self.0.end(FlushCompress::Sync)?;
         Ok(Head {
-            bytes: out.into(),
+            bytes: fitted(out).into(),
             crc: crc.finalize(),
             len,
         })
@@ -168,7 +168,8 @@ pub fn tail(head: &Head, plain: &[u8]) -> Result<Bytes, GzipError> {
 }
 
 /// `out` without most of its spare capacity: a head is kept per snapshot,
-/// and the doubling below may leave it half empty.
+/// and the doubling below may leave it half empty (a tail is dropped once
+/// sent, so it keeps its room).
 fn fitted(mut out: Vec<u8>) -> Vec<u8> {
     if out.capacity() > out.len() + out.len() / 8 {
         out.shrink_to_fit();
