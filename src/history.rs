@@ -6,7 +6,8 @@
 //! Owns: the ring buffers and their bound. Every series shares one ring of
 //! poll times, so a point costs its value alone (8 bytes a device field,
 //! 4 a process: KiB in a u32, which NVML's MiB granularity never notices),
-//! and process series are capped in number whatever the fleet size.
+//! and a run of equal points one value and a count (`runs.rs`); process
+//! series are capped in number whatever the fleet size.
 //! Must not: read hardware, clocks or config files (it records snapshots it
 //! is handed), or hold its lock across anything slow.
 
