@@ -14,8 +14,6 @@
 //! - `rules_eval_demo` and `render_prometheus_demo` (8 x 64 and 64 x 1000
 //!   only): the same with the demo's rules, whose idle-holder rule fires
 //!   for one process in five (12,800 alerts at 64 x 1000).
-//! - `render_live`: the part of `render_prometheus` a scrape still renders
-//!   once the snapshot's part is cached (issue 21): alerts, reload status.
 //!
 //! The fleet is stepped 10 s per poll, one leak bucket at the defaults
 //! (600 s window / 60 buckets), so every measured build closes a bucket for
@@ -237,10 +235,6 @@ fn hot_paths(c: &mut Criterion) {
                     ))
                 });
             });
-        // What a scrape still renders once the snapshot's part is cached.
-        c.benchmark_group("render_live").bench_function(id(gpus, per_gpu), |b| {
-            b.iter(|| black_box(metrics::render_live(&daemon, &cfg.processes, Format::Prometheus)));
-        });
     }
 }
 

@@ -1,14 +1,10 @@
-//! A whole `/metrics` scrape through the daemon's HTTP stack, before and
-//! after issue 21's cached snapshot part, in one run: the simulated 8 x 64
-//! and 64 x 1000 fleets served by `gpumemd::http::serve` (its limits and
-//! timeouts) on a two-worker runtime, as the daemon runs it. "before" is
-//! the handler as it was (render the whole body at each request), "after"
-//! is `gpumemd::http::router` itself (which gzips `/metrics` from its
-//! cache; "before" goes through the daemon's compression layer). One client thread makes sequential scrapes on one kept-alive
-//! connection and times each from request to last body byte; rounds of
-//! before and after alternate so load on the machine hits both alike.
-//! Prints p50 / p99 per fleet, encoding and handler. Results, command and
-//! machine are in BENCHMARKS.md.
+//! A whole `/metrics` scrape through the daemon's HTTP stack: the simulated
+//! 8 x 64 and 64 x 1000 fleets served by `gpumemd::http::router` and
+//! `gpumemd::http::serve` (its limits and timeouts) on a two-worker runtime,
+//! as the daemon runs it. One client thread makes sequential scrapes on one
+//! kept-alive connection and times each from request to last body byte.
+//! Prints p50 / p99 per fleet and encoding. Results, command and machine
+//! are in BENCHMARKS.md.
 //!
 //! `cargo bench --bench scrape [-- SCRAPES]` (default 1000 per case).
 
@@ -23,21 +19,16 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, header};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
 use gpumemd::alerts::AlertsView;
 use gpumemd::config::Config;
 use gpumemd::history::History;
 use gpumemd::http::AppState;
-use gpumemd::metrics::{self, BuildInfo, Counters, DaemonState, Format, SelfStats};
+use gpumemd::metrics::{BuildInfo, Counters};
 use gpumemd::reload::ReloadStatus;
 use gpumemd::snapshot::Snapshot;
 use tokio::sync::{mpsc, watch};
 
 const SIZES: &[(usize, usize)] = &[(8, 64), (64, 1000)];
-const ROUNDS: usize = 4;
 
 /// The state a daemon serving `snap` would have (no rules, no notifiers).
 /// The senders are returned so the channels stay open.
@@ -81,26 +72,6 @@ fn state(
         telemetry_path: "/metrics".into(),
     };
     (st, (s_tx, a_tx, c_tx, r_tx))
-}
-
-/// The `/metrics` handler as it was before issue 21's cache.
-async fn uncached(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    let snap = st.snapshots.borrow().clone();
-    let alerts = st.alerts.borrow().clone();
-    let cfg = st.config.borrow().clone();
-    let daemon = DaemonState {
-        alerts: Some(&alerts),
-        reload: Some(*st.reload_status.borrow()),
-        counters: Some(&st.counters),
-        process: Some(SelfStats::read()),
-    };
-    let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
-    (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))],
-        body,
-    )
-        .into_response()
 }
 
 /// Serves `router` on a free local port; returns the port.
@@ -182,45 +153,30 @@ fn main() {
         .build()
         .unwrap();
     let (_stop_tx, stop) = watch::channel(false);
-    println!("| fleet | encoding | body bytes | before p50 / p99 ms | after p50 / p99 ms |");
-    println!("|---|---|---:|---:|---:|");
+    println!("| fleet | encoding | body bytes | p50 / p99 ms |");
+    println!("|---|---|---:|---:|");
     for &(gpus, per_gpu) in SIZES {
         let cfg = Arc::new(Config::default());
         let snap = Arc::new(fleet::snapshot(&cfg, gpus, per_gpu));
         let (st, _keep) = state(cfg, snap);
-        let before = Router::new()
-            .route("/metrics", get(uncached))
-            .with_state(st.clone())
-            .layer(gpumemd::http::compression());
-        let before = start(&rt, before, stop.clone());
-        let after = start(&rt, gpumemd::http::router(st), stop.clone());
+        let port = start(&rt, gpumemd::http::router(st), stop.clone());
         for gzip in [false, true] {
-            let mut clients = [Client::new(before, gzip), Client::new(after, gzip)];
-            let mut times = [Vec::new(), Vec::new()];
-            let mut bytes = [0, 0];
-            for _ in 0..ROUNDS {
-                for (c, (client, t)) in clients.iter_mut().zip(&mut times).enumerate() {
-                    for _ in 0..10 {
-                        client.scrape();
-                    }
-                    for _ in 0..scrapes.div_ceil(ROUNDS) {
-                        let t0 = Instant::now();
-                        bytes[c] = client.scrape();
-                        t.push(t0.elapsed());
-                    }
-                }
+            let mut client = Client::new(port, gzip);
+            let (mut times, mut bytes) = (Vec::new(), 0);
+            for _ in 0..10 {
+                client.scrape();
             }
-            for t in &mut times {
-                t.sort();
+            for _ in 0..scrapes {
+                let t0 = Instant::now();
+                bytes = client.scrape();
+                times.push(t0.elapsed());
             }
+            times.sort();
             let enc = if gzip { "gzip" } else { "identity" };
-            let cell = |t: &[Duration]| format!("{:.3} / {:.3}", percentile(t, 0.5), percentile(t, 0.99));
             println!(
-                "| {gpus} x {per_gpu} | {enc} | {} (before {}) | {} | {} |",
-                bytes[1],
-                bytes[0],
-                cell(&times[0]),
-                cell(&times[1])
+                "| {gpus} x {per_gpu} | {enc} | {bytes} | {:.3} / {:.3} |",
+                percentile(&times, 0.5),
+                percentile(&times, 0.99)
             );
         }
     }

@@ -131,6 +131,20 @@ async fn metrics_are_gzipped_when_asked_and_plain_otherwise() {
     let br = get(app.addr, "/metrics", &[("Accept-Encoding", "br")]).await;
     assert_eq!(br.header("content-encoding"), None);
     assert_eq!(stable(&br.text()), stable(&p));
+    // OpenMetrics bodies are gzipped too, and a client may refuse gzip.
+    let om = [("Accept", "application/openmetrics-text; version=1.0.0")];
+    let om_plain = get(app.addr, "/metrics", &om).await;
+    let om_gz = get(app.addr, "/metrics", &[om[0], ("Accept-Encoding", "gzip")]).await;
+    assert!(
+        om_gz
+            .header("content-type")
+            .is_some_and(|c| c.starts_with("application/openmetrics-text"))
+    );
+    assert_eq!(om_gz.header("content-encoding"), Some("gzip"));
+    assert!(om_gz.text().ends_with("# EOF\n"));
+    assert_eq!(stable(&om_gz.text()), stable(&om_plain.text()));
+    let refused = get(app.addr, "/metrics", &[("Accept-Encoding", "gzip;q=0")]).await;
+    assert_eq!(refused.header("content-encoding"), None);
     app.stop().await.expect("clean stop");
 }
 

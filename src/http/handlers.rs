@@ -1,14 +1,12 @@
 //! Request handlers: each borrows the latest snapshot and answers from it.
 //! Errors are short texts for the client; internals stay in the logs.
 
-use axum::body::Body;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::AppState;
-use super::exposition::{self, ScrapeCache};
 use crate::metrics::{self, Format};
 use crate::statuspage;
 
@@ -16,9 +14,9 @@ pub async fn index() -> Html<&'static str> {
     Html(include_str!("status_page.html"))
 }
 
-/// `/metrics`: the snapshot's families from `cache` (rendered by the first
-/// scrape of a snapshot), the live ones rendered now.
-pub async fn metrics(st: AppState, cache: &ScrapeCache, headers: &HeaderMap) -> Response {
+/// `/metrics`: rendered per scrape from the latest snapshot; the router's
+/// compression layer gzips it when the client asks.
+pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
     let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     // Clone the Arc and release the watch lock before rendering, so a slow
     // scrape never holds up the poller's next publish.
@@ -33,23 +31,12 @@ pub async fn metrics(st: AppState, cache: &ScrapeCache, headers: &HeaderMap) -> 
         // small /proc reads, cheaper than keeping them current.
         process: Some(metrics::SelfStats::read()),
     };
-    let ct = (header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()));
-    if exposition::wants_gzip(headers.get(header::ACCEPT_ENCODING).and_then(|v| v.to_str().ok())) {
-        match cache.gzip_body(&snap, &cfg, &st.build, &daemon, format) {
-            // Marked gzip, the response layer passes it on as it is.
-            Ok(body) => {
-                let headers = [
-                    ct,
-                    (header::CONTENT_ENCODING, HeaderValue::from_static("gzip")),
-                    (header::VARY, HeaderValue::from_static("accept-encoding")),
-                ];
-                return (headers, Body::new(body)).into_response();
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot gzip /metrics; the response layer will"),
-        }
-    }
-    let body = cache.body(&snap, &cfg, &st.build, &daemon, format);
-    ([ct], Body::new(body)).into_response()
+    let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
+    (
+        [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))],
+        body,
+    )
+        .into_response()
 }
 
 pub async fn healthy() -> &'static str {

@@ -7,8 +7,6 @@
 pub mod auth;
 mod bodies;
 mod deadline;
-mod exposition;
-mod gzip;
 mod handlers;
 mod lifecycle;
 mod serve;
@@ -18,14 +16,11 @@ pub mod webconfig;
 mod webwatch;
 
 pub use bodies::{MAX_LARGE_BODIES, large_bytes_in_flight};
-pub use exposition::{Frames, ScrapeCache};
 pub use serve::serve;
 
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::State;
-use axum::http::HeaderMap;
 use axum::routing::{get, post};
 use tokio::sync::{mpsc, watch};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
@@ -115,15 +110,9 @@ pub fn router(state: AppState) -> Router {
             "/metrics".to_string()
         }
     };
-    // One cache per router: its bodies belong to this router's state.
-    let cache = Arc::new(ScrapeCache::default());
-    let metrics = move |State(st): State<AppState>, headers: HeaderMap| {
-        let cache = cache.clone();
-        async move { handlers::metrics(st, &cache, &headers).await }
-    };
     Router::new()
         .route("/", get(handlers::index))
-        .route(&metrics_path, get(metrics))
+        .route(&metrics_path, get(handlers::metrics))
         .route("/-/healthy", get(handlers::healthy))
         .route("/-/ready", get(handlers::ready))
         .route("/api/v1/snapshot", get(handlers::snapshot))

@@ -1,9 +1,8 @@
 //! The exposition writer: Prometheus text format 0.0.4 and OpenMetrics 1.0
-//! into one preallocated `String`, or streamed a chunk at a time to a
-//! [`Spill`] (the gzip scrape compresses as it renders). Owns escaping,
-//! number formatting, label truncation and the two formats' differences
-//! (counter family names, `# EOF`). It knows no metric names; callers emit
-//! whole families in order. It does not compress: a spill does.
+//! into one preallocated `String`. Owns escaping, number formatting, label
+//! truncation and the two formats' differences (counter family names,
+//! `# EOF`). It knows no metric names; callers emit whole families in
+//! order. It does not compress: the HTTP layer does.
 
 use std::fmt::Write as _;
 
@@ -73,80 +72,19 @@ impl Value for f64 {
     }
 }
 
-/// Where a streaming writer's text goes, a whole number of lines at a
-/// time. It cannot fail the writer: a spill that fails keeps its error for
-/// whoever made it.
-pub trait Spill {
-    fn spill(&mut self, text: &[u8]);
-}
-
-/// The text a streaming writer gathers before it spills: large enough that
-/// a spill's own cost is nothing beside the compression of its bytes, small
-/// enough to stay in cache.
-pub const SPILL_CHUNK: usize = 64 * 1024;
-
-pub struct Writer<'s> {
+pub struct Writer {
     out: String,
     format: Format,
     label_max: usize,
-    /// Where the text goes once it holds `spill_at` bytes; `None` keeps it
-    /// all in `out`.
-    spill: Option<&'s mut dyn Spill>,
-    spill_at: usize,
 }
 
-impl Writer<'static> {
+impl Writer {
     pub fn new(format: Format, capacity: usize, label_max: usize) -> Self {
         Self {
             out: String::with_capacity(capacity),
             format,
             label_max,
-            spill: None,
-            spill_at: usize::MAX,
         }
-    }
-}
-
-impl<'s> Writer<'s> {
-    /// A writer that hands its text to `to` in chunks of about
-    /// [`SPILL_CHUNK`] bytes, so a body of megabytes never exists whole
-    /// (issue 21: at 64 x 1000 a gzip scrape rendered 5 MB of text to send
-    /// 0.4 MB). End it with [`Writer::finish_spill`].
-    pub fn spilling(format: Format, label_max: usize, to: &'s mut dyn Spill) -> Self {
-        Self {
-            // A line longer than the room left grows it once; lines are
-            // bounded by `label_max` per label.
-            out: String::with_capacity(SPILL_CHUNK + 4096),
-            format,
-            label_max,
-            spill: Some(to),
-            spill_at: SPILL_CHUNK,
-        }
-    }
-
-    /// Hands the text so far to the spill once there is a chunk of it.
-    /// Called after whole lines only, so a spill never splits one.
-    fn maybe_spill(&mut self) {
-        if self.out.len() >= self.spill_at {
-            self.spill_now();
-        }
-    }
-
-    fn spill_now(&mut self) {
-        if let Some(to) = self.spill.as_deref_mut() {
-            to.spill(self.out.as_bytes());
-            self.out.clear();
-        }
-    }
-
-    /// Ends a spilling writer: the rest of the text (with OpenMetrics'
-    /// `# EOF` when `eof`) goes to the spill. A writer made by
-    /// [`Writer::new`] has no spill; use [`Writer::finish`] on it.
-    pub fn finish_spill(mut self, eof: bool) {
-        if eof && self.format == Format::OpenMetrics {
-            self.out.push_str("# EOF\n");
-        }
-        self.spill_now();
     }
 
     /// Starts a family: HELP and TYPE lines.
@@ -162,7 +100,6 @@ impl<'s> Writer<'s> {
         };
         let _ = writeln!(self.out, "# HELP {meta} {help}");
         let _ = writeln!(self.out, "# TYPE {meta} {kind}");
-        self.maybe_spill();
     }
 
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Value) {
@@ -186,7 +123,6 @@ impl<'s> Writer<'s> {
         self.out.push(' ');
         value.write_to(&mut self.out);
         self.out.push('\n');
-        self.maybe_spill();
     }
 
     /// Appends `labels` as they appear between the braces (escaped and
@@ -195,29 +131,12 @@ impl<'s> Writer<'s> {
         push_labels(out, labels, self.label_max);
     }
 
-    /// The text so far, without OpenMetrics' `# EOF`: the first part of a
-    /// body another writer finishes.
-    pub fn into_unfinished(self) -> String {
-        fitted(self.out)
-    }
-
     pub fn finish(mut self) -> String {
         if self.format == Format::OpenMetrics {
             self.out.push_str("# EOF\n");
         }
-        fitted(self.out)
+        self.out
     }
-}
-
-/// `s` without most of its spare capacity: the body is kept (the scrape
-/// handler caches it per snapshot) and a capacity estimate that fell short
-/// doubled it, 4.6 MB for 2.5 of text at 64 x 1000 (issue 21, round 8).
-/// Shrinking a block gives its tail back without copying it.
-fn fitted(mut s: String) -> String {
-    if s.capacity() > s.len() + s.len() / 16 {
-        s.shrink_to_fit();
-    }
-    s
 }
 
 fn push_labels(out: &mut String, labels: &[(&str, &str)], label_max: usize) {
@@ -336,46 +255,6 @@ mod tests {
             let mut s = String::new();
             v.write_to(&mut s);
             assert_eq!(s, want);
-        }
-    }
-
-    /// Gathers what a spilling writer hands over, chunk by chunk.
-    #[derive(Default)]
-    struct Chunks(Vec<Vec<u8>>);
-
-    impl Spill for Chunks {
-        fn spill(&mut self, text: &[u8]) {
-            self.0.push(text.to_vec());
-        }
-    }
-
-    fn families(w: &mut Writer<'_>) {
-        for f in 0..3 {
-            let name = format!("fam{f}_total");
-            w.family(&name, Kind::Counter, "help");
-            for i in 0..4000u64 {
-                let pid = Digits::new(i);
-                w.sample(&name, &[("pid", pid.as_str()), ("comm", "trainer")], i * 7);
-            }
-        }
-    }
-
-    #[test]
-    fn a_spilling_writer_hands_over_the_same_text_in_whole_lines() {
-        for format in [Format::Prometheus, Format::OpenMetrics] {
-            let mut whole = Writer::new(format, 64, 128);
-            families(&mut whole);
-            let whole = whole.finish();
-            let mut chunks = Chunks::default();
-            let mut w = Writer::spilling(format, 128, &mut chunks);
-            families(&mut w);
-            w.finish_spill(true);
-            assert!(chunks.0.len() >= whole.len() / SPILL_CHUNK, "{} chunks", chunks.0.len());
-            for c in &chunks.0[..chunks.0.len() - 1] {
-                assert!(c.len() >= SPILL_CHUNK && c.len() < SPILL_CHUNK + 200, "{}", c.len());
-                assert_eq!(c.last(), Some(&b'\n'), "a chunk ends a line");
-            }
-            assert_eq!(chunks.0.concat(), whole.as_bytes(), "{format:?}");
         }
     }
 
