@@ -255,7 +255,7 @@ impl SnapshotCollector {
                 ("unit", cut(&p.placement.unit, m)),
                 ("slurm_job", cut(&p.placement.job, m)),
             ];
-            Some(((id(d, p), l), p.used_bytes.get()?))
+            Some(((id(d, p), l), p.used_bytes?))
         });
         gauge_u(
             enc,
@@ -279,14 +279,14 @@ impl SnapshotCollector {
         gauge_u(enc, "gpumem_process_info", "Process identity and state.", info)?;
         type G = fn(&Process) -> Option<f64>;
         let gauges: [(&str, G); 4] = [
-            ("gpumem_process_start_time_seconds", |p| p.start_time.get()),
+            ("gpumem_process_start_time_seconds", |p| p.start_time),
             ("gpumem_process_memory_growth_bytes_per_second", |p| {
-                p.growth_bytes_per_second.get()
+                p.growth_bytes_per_second
             }),
             ("gpumem_process_leak_suspected", |p| {
                 p.growth_bytes_per_second.map(|_| f64::from(u8::from(p.leak_suspected)))
             }),
-            ("gpumem_process_idle_seconds", |p| p.idle_seconds.get()),
+            ("gpumem_process_idle_seconds", |p| p.idle_seconds),
         ];
         for (name, get) in gauges {
             gauge(

@@ -194,7 +194,7 @@ fn hot_paths(c: &mut Criterion) {
                     for (i, d) in snap.devices.iter().enumerate() {
                         black_box(device_peaks.observe(&(i as u32), t, d.memory.map(|m| m.used_bytes)));
                         for p in &d.processes {
-                            black_box(peaks.observe(&(i as u32, p.pid), t, p.used_bytes.get()));
+                            black_box(peaks.observe(&(i as u32, p.pid), t, p.used_bytes));
                         }
                     }
                     peaks.retain_seen();

@@ -84,7 +84,7 @@ impl AlertEngine {
             if !keep && a.state == State::Firing {
                 let mut r = (**a).clone();
                 r.state = State::Resolved;
-                r.resolved_at = now.into();
+                r.resolved_at = Some(now);
                 out.push(Transition {
                     from: Some(State::Firing),
                     to: State::Resolved,

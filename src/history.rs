@@ -187,7 +187,7 @@ impl History {
             }
             let s = self.processes.entry(id).or_insert_with(|| ProcSeries {
                 comm: p.comm.to_string(),
-                start_time: p.start_time.get(),
+                start_time: p.start_time,
                 kib: Runs::default(),
                 absent_for: 0,
             });

@@ -1,14 +1,14 @@
 //! Unit tests of `history.rs`: alignment, bounds, filters and what is not recorded.
 
 use super::*;
-use crate::snapshot::{Device, Holders, Memory, Opt, Process, Who};
+use crate::snapshot::{Device, Holders, Memory, Process, Who};
 
 fn proc(pid: u32, mib: u64) -> Process {
     Process {
         pid,
-        used_bytes: Opt::some(mib << 20),
+        used_bytes: Some(mib << 20),
         who: Who::shared(format!("p{pid}"), "", None),
-        start_time: Opt::some(1000.0 + f64::from(pid)),
+        start_time: Some(1000.0 + f64::from(pid)),
         ..Process::default()
     }
 }

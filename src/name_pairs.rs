@@ -5,32 +5,31 @@
 //! Owns: the pairs and the lookup that finds a pair already held. Must not:
 //! know what the rows are, or keep a pair beyond [`NamePairs::clear`].
 //!
-//! Why (issue 21): two `Text`s (24 bytes each when this was written, 16
-//! since main's two-word `Text`) were most of such a row, 64,000 times
+//! Why (issue 21): two name strings (24 bytes each when this was written, 16
+//! since main's two-word string type) were most of such a row, 64,000 times
 //! over at 64 GPUs x 1000 processes, though the processes of one user and
 //! program share their names (the
 //! attribution cache interns them; `--demo large` has a few dozen pairs).
 //! A pair is found by the addresses and lengths of its two strings, as
-//! `allocator::listed`'s fingerprint compares them: a `Text` never changes,
+//! `allocator::listed`'s fingerprint compares them: an `ArcStr` never changes,
 //! and the table holds a clone of each, so an address it knows cannot be
 //! reused for another string while it is there. Strings equal in content
 //! at other addresses get their own entry: still correct, only not shared.
 
+use arcstr::ArcStr;
 use rustc_hash::FxHashMap;
-
-use crate::snapshot::Text;
 
 /// Where two names lie: (address, length) of each.
 type Addr = [usize; 4];
 
-fn addr(comm: &Text, user: &Text) -> Addr {
+fn addr(comm: &ArcStr, user: &ArcStr) -> Addr {
     [comm.as_ptr() as usize, comm.len(), user.as_ptr() as usize, user.len()]
 }
 
 /// Distinct (comm, user) pairs, by number.
 #[derive(Debug, Default)]
 pub struct NamePairs {
-    pairs: Vec<(Text, Text)>,
+    pairs: Vec<(ArcStr, ArcStr)>,
 }
 
 /// Scratch for filling a [`NamePairs`]: where each pair added so far is.
@@ -40,7 +39,7 @@ pub struct Lookup(FxHashMap<Addr, u32>);
 
 /// A [`NamePairs`] being filled (see [`NamePairs::refill`]).
 pub struct Filling<'a> {
-    pairs: &'a mut Vec<(Text, Text)>,
+    pairs: &'a mut Vec<(ArcStr, ArcStr)>,
     by_addr: &'a mut FxHashMap<Addr, u32>,
 }
 
@@ -62,7 +61,7 @@ impl NamePairs {
     }
 
     /// The pair numbered `id`, when it is one of this table's.
-    pub fn get(&self, id: u32) -> Option<(&Text, &Text)> {
+    pub fn get(&self, id: u32) -> Option<(&ArcStr, &ArcStr)> {
         self.pairs.get(id as usize).map(|(c, u)| (c, u))
     }
 
@@ -77,7 +76,7 @@ impl NamePairs {
 
 impl Filling<'_> {
     /// The number of (`comm`, `user`), added when not held yet.
-    pub fn id(&mut self, comm: &Text, user: &Text) -> u32 {
+    pub fn id(&mut self, comm: &ArcStr, user: &ArcStr) -> u32 {
         let next = u32::try_from(self.pairs.len()).unwrap_or(u32::MAX);
         let id = *self.by_addr.entry(addr(comm, user)).or_insert(next);
         if id == next {
@@ -102,8 +101,8 @@ mod tests {
 
     #[test]
     fn a_pair_held_once_whichever_row_names_it() {
-        let (a, b): (Text, Text) = ("python".to_string().into(), "alice".to_string().into());
-        let c: Text = "bob".to_string().into();
+        let (a, b): (ArcStr, ArcStr) = ("python".to_string().into(), "alice".to_string().into());
+        let c: ArcStr = "bob".to_string().into();
         let (mut t, mut lookup) = (NamePairs::default(), Lookup::default());
         let mut f = t.refill(&mut lookup);
         let first = f.id(&a, &b);
@@ -111,7 +110,7 @@ mod tests {
         let other = f.id(&a, &c);
         assert_ne!(other, first);
         // Equal text elsewhere is a separate entry, but reads the same.
-        let copy: Text = "python".to_string().into();
+        let copy: ArcStr = "python".to_string().into();
         let third = f.id(&copy, &b);
         drop(f);
         assert_eq!(t.len(), 3);

@@ -13,7 +13,7 @@ use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
 use crate::diagnosis::stuck::StuckTracker;
 use crate::diagnosis::{LateRelease, holder_split, proc_key};
-use crate::snapshot::{Device, DriverInfo, Holder, Opt, Process, ProcessState, ProcessType};
+use crate::snapshot::{Device, DriverInfo, Holder, Process, ProcessState, ProcessType};
 use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 
 /// `[poll] peak_window` when the caller sets none (DESIGN.md's default).
@@ -254,14 +254,14 @@ impl Pipeline {
             } else {
                 Activity::Untracked
             };
-            let seen = self.records.observe(key, now, p.used_bytes.get(), activity);
-            p.used_max_bytes = seen.used_max_bytes.into();
+            let seen = self.records.observe(key, now, p.used_bytes, activity);
+            p.used_max_bytes = seen.used_max_bytes;
             if let Some(t) = seen.trend {
-                p.growth_bytes_per_second = Opt::some(t.growth_bytes_per_second);
+                p.growth_bytes_per_second = Some(t.growth_bytes_per_second);
                 p.leak_suspected = t.suspected;
             }
             if let Some(idle) = seen.idle_seconds {
-                p.idle_seconds = Opt::some(idle);
+                p.idle_seconds = Some(idle);
                 p.idle = idle >= idle_after && p.used_bytes.unwrap_or(0) > 0;
             }
         }
@@ -314,7 +314,7 @@ impl Pipeline {
         };
         Process {
             pid: rp.pid,
-            used_bytes: rp.used_bytes.into(),
+            used_bytes: rp.used_bytes,
             kind,
             holder: Some(holder),
             state,
@@ -337,24 +337,24 @@ impl Pipeline {
         };
         Process {
             pid: rp.pid,
-            used_bytes: rp.used_bytes.into(),
-            used_max_bytes: Opt::NONE,
+            used_bytes: rp.used_bytes,
+            used_max_bytes: None,
             kind,
             who: id.who,
-            ppid: Opt::some(id.ppid),
+            ppid: Some(id.ppid),
             state: state.into(),
             holder: Some(if state.is_unkillable() {
                 Holder::Zombie
             } else {
                 Holder::Live
             }),
-            start_time: id.start_time.into(),
-            start_ticks: Opt::some(id.start_ticks),
+            start_time: id.start_time,
+            start_ticks: Some(id.start_ticks),
             cmdline: id.cmdline,
-            growth_bytes_per_second: Opt::NONE,
+            growth_bytes_per_second: None,
             leak_suspected: false,
             sm_util_percent: None,
-            idle_seconds: Opt::NONE,
+            idle_seconds: None,
             idle: false,
             allocator: None,
         }

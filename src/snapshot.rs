@@ -12,17 +12,13 @@ use std::collections::BTreeMap;
 mod allocator;
 mod empty;
 mod kind;
-mod opt;
-mod text;
-mod thin;
 mod who;
+
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
+use arcstr::ArcStr;
 pub use kind::{ProcessState, ProcessType};
-pub use opt::{Niche, Opt};
 use serde::{Deserialize, Serialize};
 pub use suspended::SuspendedProcess;
-pub use text::Text;
-pub use thin::ThinText;
 pub use who::Who;
 
 /// Driver and library versions, as reported by NVML (or the simulation).
@@ -118,37 +114,35 @@ impl GroupBy {
         }
     }
 }
-/// Label values are [`Text`]: cloned per process per poll, shared.
+/// Label values are [`ArcStr`]: cloned per process per poll, shared.
 /// Where a process runs, from its cgroup (empty = not applicable).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Placement {
     /// Full container id.
-    pub container: Text,
+    pub container: ArcStr,
     /// "docker", "containerd", "cri-o", "podman".
-    pub container_runtime: Text,
-    pub pod_uid: Text,
+    pub container_runtime: ArcStr,
+    pub pod_uid: ArcStr,
     /// Kubernetes QoS class: "guaranteed", "burstable", "besteffort".
-    pub qos_class: Text,
+    pub qos_class: ArcStr,
     /// systemd service or scope.
-    pub unit: Text,
-    pub slice: Text,
+    pub unit: ArcStr,
+    pub slice: ArcStr,
     /// Slurm job id.
-    pub job: Text,
+    pub job: ArcStr,
 }
 
 /// One process holding a context on one device. Its `Default` (in
 /// `snapshot/empty.rs`) shares one empty `Who` rather than allocating. Its
 /// serde is in `snapshot/who.rs`: the JSON shows `who`'s fields as its own.
-/// Its optional figures are [`Opt`]s, `Option`s in the number's own size
-/// (`snapshot/opt.rs`), which read, compare and serialize as the `Option`s.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Process {
     pub pid: u32,
     /// Absent when NVML reports the value as unavailable.
-    pub used_bytes: Opt<u64>,
+    pub used_bytes: Option<u64>,
     /// The peak of `used_bytes` over `[poll] peak_window`.
-    pub used_max_bytes: Opt<u64>,
+    pub used_max_bytes: Option<u64>,
     /// "compute", "graphics", "mps" or a `+`-joined combination.
     pub kind: ProcessType,
     /// Comm, user, uid and placement, shared with the processes alike
@@ -156,24 +150,24 @@ pub struct Process {
     /// and one reference count per process and poll instead of 48 and three.
     pub who: std::sync::Arc<Who>,
     /// Parent PID; 1 (or a subreaper) for a child whose job already exited.
-    pub ppid: Opt<u32>,
+    pub ppid: Option<u32>,
     /// "running", "sleeping", "zombie", ... or "exited" when gone from /proc.
     pub state: ProcessState,
     pub holder: Option<Holder>,
     /// Unix seconds; with `pid` it identifies the process across PID reuse.
-    pub start_time: Opt<f64>,
+    pub start_time: Option<f64>,
     /// The exact start time in clock ticks, for reclaim's identity check.
-    pub start_ticks: Opt<u64>,
-    /// One pointer (`ThinText`): off by default, so almost always `None`.
-    pub cmdline: Option<ThinText>,
-    pub growth_bytes_per_second: Opt<f64>,
+    pub start_ticks: Option<u64>,
+    /// One pointer (`ArcStr`): off by default, so almost always `None`.
+    pub cmdline: Option<ArcStr>,
+    pub growth_bytes_per_second: Option<f64>,
     pub leak_suspected: bool,
     /// Latest SM utilisation sample in percent, when sampled. A byte:
     /// NVML's `u32` is a percentage (stored saturating, see
     /// [`Process::percent`]); 8 bytes less per process (issue 21, round 9).
     pub sm_util_percent: Option<u8>,
     /// Seconds this process has held memory with no SM activity.
-    pub idle_seconds: Opt<f64>,
+    pub idle_seconds: Option<f64>,
     pub idle: bool,
     /// What the process's own allocator reports for this GPU (it opted in
     /// with `gpumemd-torch`); absent otherwise.
@@ -204,8 +198,8 @@ impl Process {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Unreleased {
     pub pid: u32,
-    pub comm: Text,
-    pub user: Text,
+    pub comm: ArcStr,
+    pub user: ArcStr,
     pub bytes: u64,
     /// Unix seconds when the process left NVML's list.
     pub since: f64,

@@ -150,7 +150,7 @@ fn processes(out: &mut String, list: &[Process], paint: Paint) {
     let _ = writeln!(out, "  {}", paint.bold(&head));
     for p in list {
         let used = p.used_bytes.map(human).unwrap_or_else(|| "n/a".into());
-        let growth = match p.growth_bytes_per_second.get() {
+        let growth = match p.growth_bytes_per_second {
             Some(g) => format!(
                 "{}{}",
                 if p.leak_suspected { "LEAK " } else { "" },
@@ -217,14 +217,14 @@ fn short(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{AllocPair, AllocatorFigures, Opt, Who};
+    use crate::snapshot::{AllocPair, AllocatorFigures, Who};
 
     #[test]
     fn a_reporting_process_gets_its_split_under_its_row() {
         let gib = 1u64 << 30;
         let with = Process {
             pid: 7,
-            used_bytes: Opt::some(10 * gib),
+            used_bytes: Some(10 * gib),
             allocator: Some(Box::new(AllocatorFigures {
                 inactive_split: AllocPair {
                     current: gib,
@@ -241,7 +241,7 @@ mod tests {
         };
         let without = Process {
             pid: 8,
-            used_bytes: Opt::some(gib),
+            used_bytes: Some(gib),
             ..Process::default()
         };
         let mut out = String::new();
@@ -264,7 +264,7 @@ mod tests {
         let p = Process {
             pid: 42,
             who: Who::shared("python", "alice", None),
-            used_bytes: Opt::some(1 << 30),
+            used_bytes: Some(1 << 30),
             holder: Some(Holder::Live),
             ..Process::default()
         };

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicIsize, Ordering};
 
 use gpumemd::alerts::AlertEngine;
 use gpumemd::config::Config;
-use gpumemd::snapshot::{Device, Holder, Holders, Memory, Opt, PollStats, Process, Snapshot, Who};
+use gpumemd::snapshot::{Device, Holder, Holders, Memory, PollStats, Process, Snapshot, Who};
 
 struct Counting;
 
@@ -63,7 +63,7 @@ fn snapshot(t: f64) -> Snapshot {
                     let idle = i % 5 == 0;
                     Process {
                         pid: 100_000 + (g * PER_GPU + i) as u32,
-                        used_bytes: Opt::some(used),
+                        used_bytes: Some(used),
                         kind: "compute".into(),
                         who: Who::shared(
                             format!("worker-{}", i % 16),
@@ -72,15 +72,15 @@ fn snapshot(t: f64) -> Snapshot {
                         ),
                         state: "running".into(),
                         holder: Some(Holder::Live),
-                        start_time: Opt::some(1_767_225_000.0 + i as f64),
+                        start_time: Some(1_767_225_000.0 + i as f64),
                         sm_util_percent: Some((i % 5) as u8 * 20),
-                        idle_seconds: Opt::from(idle.then_some(t)),
+                        idle_seconds: idle.then_some(t),
                         idle,
                         ..Process::default()
                     }
                 })
                 .collect();
-            let used: u64 = processes.iter().filter_map(|p| p.used_bytes.get()).sum();
+            let used: u64 = processes.iter().filter_map(|p| p.used_bytes).sum();
             Device {
                 uuid: format!("GPU-{g:08x}-5a1e-4c3b-9d2e-00000000{g:04x}"),
                 index: Some(g as u32),

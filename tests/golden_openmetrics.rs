@@ -13,7 +13,7 @@ use std::path::Path;
 
 use gpumemd::config::Config;
 use gpumemd::metrics::{self, DaemonState, Format};
-use gpumemd::snapshot::{Device, Memory, Opt, Process, Snapshot, Who};
+use gpumemd::snapshot::{Device, Memory, Process, Snapshot, Who};
 
 #[derive(Debug, Default)]
 struct Family {
@@ -227,7 +227,7 @@ fn hostile_label_values_round_trip_through_escaping() {
             memory: Some(Memory::default()),
             processes: vec![Process {
                 pid: 7,
-                used_bytes: Opt::some(1),
+                used_bytes: Some(1),
                 who: Who::shared(comm, "\\", None),
                 cmdline: Some("python -c 'print(\"x\")'\n".into()),
                 ..Process::default()

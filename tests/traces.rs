@@ -55,7 +55,7 @@ fn replay(window: u32) -> Flags {
                 _ => {}
             }
             if p.leak_suspected && p.pid == LEAK_PID && flags.growth_at_flag.is_none() {
-                flags.growth_at_flag = p.growth_bytes_per_second.get();
+                flags.growth_at_flag = p.growth_bytes_per_second;
             }
         }
     }

@@ -20,7 +20,7 @@ pub fn payload(a: &Alert) -> AlertPayload {
             AlertStatus::Firing
         },
         starts_at: a.fired_at.unwrap_or(a.active_at),
-        ends_at: a.resolved_at.get(),
+        ends_at: a.resolved_at,
         value: Some(a.value),
         generator_url: String::new(),
     }
@@ -94,8 +94,8 @@ mod tests {
             annotations: Annotations::fixed(BTreeMap::from([("summary".into(), "s".into())])),
             state,
             active_at: 10.0,
-            fired_at: (state != State::Pending).then_some(20.0).into(),
-            resolved_at: (state == State::Resolved).then_some(30.0).into(),
+            fired_at: (state != State::Pending).then_some(20.0),
+            resolved_at: (state == State::Resolved).then_some(30.0),
             value: 7.5,
             since_mono: 0.0,
             targets: pids

@@ -54,7 +54,7 @@ impl Table {
                     comm: p.comm.to_string(),
                     user: p.user.to_string(),
                     holder: p.holder.map(|h| h.as_str()).unwrap_or("unknown").to_string(),
-                    used_bytes: p.used_bytes.get(),
+                    used_bytes: p.used_bytes,
                     allocated_bytes: p.allocator.as_ref().map(|a| a.allocated.current),
                     reserved_bytes: p.allocator.as_ref().map(|a| a.reserved.current),
                 })

@@ -15,10 +15,12 @@
 //! poll changes: a steady poll hashes each process's integers and touches
 //! no reference count. An entry names its (comm, user) by number in a table
 //! of the distinct pairs (`name_pairs.rs`): 12 bytes, not 56 (40 with
-//! two-word `Text`s; round 7).
+//! two-word strings; round 7).
+
+use arcstr::ArcStr;
 
 use crate::name_pairs::{Lookup, NamePairs};
-use crate::snapshot::{Device, Process, Text};
+use crate::snapshot::{Device, Process};
 
 /// One process on one GPU.
 #[derive(Debug)]
@@ -98,7 +100,7 @@ impl Listed {
     }
 
     /// The comm and user of `pid`, when listed.
-    pub(super) fn names(&self, pid: u32) -> Option<(&Text, &Text)> {
+    pub(super) fn names(&self, pid: u32) -> Option<(&ArcStr, &ArcStr)> {
         self.of(pid).first().and_then(|e| self.names.get(e.names))
     }
 
@@ -123,7 +125,7 @@ impl Listed {
 
 /// An order-independent digest of every (PID, GPU, comm, user) of a poll,
 /// and the count: equal digests mean an equal listing (up to a 64-bit hash
-/// collision). Names are compared by address: a `Text` is immutable and the
+/// collision). Names are compared by address: an `ArcStr` is immutable and the
 /// listing holds a clone of each, so an address seen last poll is still the
 /// same string. The sort order of a device's processes (by size, which
 /// changes every poll) does not matter. Fed by the join's own walk over

@@ -263,7 +263,7 @@ impl AllocatorState {
                 p.allocator = reports
                     .get(&p.pid)
                     .filter(|r| now - r.at <= self.stale_after)
-                    .and_then(|r| figures(r, &d.uuid, p.used_bytes.get()))
+                    .and_then(|r| figures(r, &d.uuid, p.used_bytes))
                     .map(Box::new);
                 any |= p.allocator.is_some();
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::config::AllocatorConfig;
 use super::message::{DeviceReport, MessageError, parse};
 use super::state::{AllocatorState, Outcome};
-use crate::snapshot::{AllocPair, Device, Memory, Opt, Process, Who};
+use crate::snapshot::{AllocPair, Device, Memory, Process, Who};
 
 const GIB: u64 = 1 << 30;
 
@@ -26,7 +26,7 @@ pub(super) fn device(uuid: &str, procs: &[(u32, u64)]) -> Device {
             .iter()
             .map(|&(pid, b)| Process {
                 pid,
-                used_bytes: Opt::some(b),
+                used_bytes: Some(b),
                 who: Who::shared(format!("p{pid}"), "", None),
                 ..Process::default()
             })

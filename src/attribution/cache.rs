@@ -21,11 +21,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arcstr::ArcStr;
+
 use crate::roster::Roster;
 
 use super::cgroup::parse_cgroup;
 use super::quiet::{Quiet, STAT_RECHECK, spread};
-use super::{CgroupInfo, Placement, ProcState, Text, Who};
+use super::{CgroupInfo, Placement, ProcState, Who};
 
 /// Distinct workloads, and distinct identities, shared at most. A host has
 /// far fewer cgroups with GPU processes; past the cap a new one is still
@@ -206,7 +208,7 @@ impl IdentityCache {
         &mut self,
         pid: u32,
         start_ticks: u64,
-        (uid, comm, user): (Option<u32>, &str, Text),
+        (uid, comm, user): (Option<u32>, &str, ArcStr),
         cgroup: &[u8],
         now: Instant,
     ) -> Identity {
@@ -245,7 +247,7 @@ impl IdentityCache {
     /// `pid`'s identity `who` under the name passwd gives its uid now,
     /// `user` (passwd was edited since it was cached): shared again under
     /// that name; the old one is swept once no entry holds it.
-    pub(super) fn renamed(&mut self, pid: u32, who: &Arc<Who>, user: Text) -> Arc<Who> {
+    pub(super) fn renamed(&mut self, pid: u32, who: &Arc<Who>, user: ArcStr) -> Arc<Who> {
         match self.entries.find_mut(&pid) {
             Some(e) if Arc::ptr_eq(&e.ident.who, who) => {
                 let workload = e.ident.workload.clone();
@@ -344,7 +346,7 @@ fn view(i: &Ident) -> Identity {
 fn intern_ident(
     idents: &mut HashMap<(Option<u32>, usize), Vec<Arc<Ident>>>,
     count: &mut usize,
-    (uid, comm, user): (Option<u32>, &str, Text),
+    (uid, comm, user): (Option<u32>, &str, ArcStr),
     workload: Workload,
 ) -> Arc<Ident> {
     let key = (uid, Arc::as_ptr(&workload.cgroup) as usize);
@@ -353,7 +355,7 @@ fn intern_ident(
         return same.clone();
     }
     let who = Who {
-        comm: Text::from(comm),
+        comm: ArcStr::from(comm),
         user,
         uid,
         placement: Placement::clone(&workload.placement),

@@ -17,7 +17,9 @@
 //! fields are not mixed across lines, which would pair a job with its
 //! daemon's unit.
 
-use super::{CgroupInfo, Runtime, Text};
+use arcstr::ArcStr;
+
+use super::{CgroupInfo, Runtime};
 
 /// Container scope/dir prefixes, longest first where they share a start.
 const CONTAINER_PREFIXES: &[(&str, Runtime)] = &[
@@ -78,7 +80,7 @@ fn line_rank(hierarchy: &str, controllers: &str) -> u8 {
 fn score(info: &CgroupInfo) -> (usize, usize) {
     let workloads = [&info.container_id, &info.pod_uid, &info.job];
     let others = [&info.qos_class, &info.unit, &info.slice, &info.job_step];
-    let set = |fields: &[&Option<Text>]| fields.iter().filter(|f| f.is_some()).count();
+    let set = |fields: &[&Option<ArcStr>]| fields.iter().filter(|f| f.is_some()).count();
     let runtime = usize::from(info.container_runtime.is_some());
     (set(&workloads), set(&workloads) + set(&others) + runtime)
 }
@@ -112,7 +114,7 @@ fn parse_path(path: &str) -> CgroupInfo {
         in_kubepods |= seg.starts_with("kubepods") || seg.contains("-kubepods");
         in_slurm |= seg.contains("slurm");
         if seg.ends_with(".slice") {
-            info.slice = Some(Text::from(seg));
+            info.slice = Some(ArcStr::from(seg));
         }
         if !found_workload && is_real_unit(seg) {
             unit_at = Some((i, seg));
@@ -123,7 +125,7 @@ fn parse_path(path: &str) -> CgroupInfo {
     // the user ran; one inside a container is kept.
     info.unit = match (unit_at, workload_at) {
         (Some((u, _)), Some(w)) if u < w => None,
-        (unit, _) => unit.map(|(_, name)| Text::from(name)),
+        (unit, _) => unit.map(|(_, name)| ArcStr::from(name)),
     };
     info
 }
@@ -140,26 +142,26 @@ fn classify_workload(
     if let Some((id, runtime)) = container(seg, parent) {
         // Outermost container wins: it is the one the host's runtime knows.
         if info.container_id.is_none() {
-            info.container_id = Some(Text::from(id));
+            info.container_id = Some(ArcStr::from(id));
             info.container_runtime = runtime;
         }
         return true;
     }
     if let Some((uid, qos)) = pod(seg, parent, in_kubepods) {
         if info.pod_uid.is_none() {
-            info.pod_uid = Some(Text::from(uid));
-            info.qos_class = Some(Text::from(qos));
+            info.pod_uid = Some(ArcStr::from(uid));
+            info.qos_class = Some(ArcStr::from(qos));
         }
         return true;
     }
     if in_slurm {
         if let Some(job) = seg.strip_prefix("job_").filter(|j| is_digits(j)) {
-            info.job.get_or_insert_with(|| Text::from(job));
+            info.job.get_or_insert_with(|| ArcStr::from(job));
             return true;
         }
         if let Some(step) = seg.strip_prefix("step_").filter(|s| !s.is_empty()) {
             if info.job.is_some() && info.job_step.is_none() {
-                info.job_step = Some(Text::from(step));
+                info.job_step = Some(ArcStr::from(step));
             }
         }
     }

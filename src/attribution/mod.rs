@@ -13,7 +13,7 @@
 //! real directory ([`DirTree`]) or the simulated fleet's [`MemTree`].
 //!
 //! Must not: depend on anything else in the crate but the leaf `snapshot`
-//! (for its shared string, [`Text`]), call NVML, keep
+//! (for its shared string, [`ArcStr`]), call NVML, keep
 //! per-process state between polls beyond its caches (identity across PID
 //! reuse is `(pid, start_time)`, and how long a process has been in D is
 //! the caller's to remember), panic on anything a file can contain, or use
@@ -34,7 +34,9 @@ mod task;
 mod tree;
 mod users;
 
-pub use crate::snapshot::{Placement, Text, ThinText, Who};
+use arcstr::ArcStr;
+
+pub use crate::snapshot::{Placement, Who};
 
 #[cfg(test)]
 mod tests;
@@ -90,7 +92,7 @@ pub struct ProcessIdentity {
     /// Only when asked: args joined with spaces, secrets redacted, truncated.
     /// `Some("")` for a process without args (zombie, kernel thread); `None`
     /// when not asked or unreadable (e.g. permission denied).
-    pub cmdline: Option<ThinText>,
+    pub cmdline: Option<ArcStr>,
     /// Shared with the identity cache: cloning it per poll is one count.
     /// `who.placement` is how the snapshot shows it.
     pub cgroup: std::sync::Arc<CgroupInfo>,
@@ -273,13 +275,14 @@ pub enum Runtime {
 }
 
 impl Runtime {
-    /// Label value for `gpumem_process_info{container_runtime}`.
-    pub fn as_str(&self) -> &'static str {
+    /// Label value for `gpumem_process_info{container_runtime}`: a static
+    /// string, so no process allocates one.
+    pub fn as_str(&self) -> ArcStr {
         match self {
-            Runtime::Docker => "docker",
-            Runtime::Containerd => "containerd",
-            Runtime::CriO => "cri-o",
-            Runtime::Podman => "podman",
+            Runtime::Docker => arcstr::literal!("docker"),
+            Runtime::Containerd => arcstr::literal!("containerd"),
+            Runtime::CriO => arcstr::literal!("cri-o"),
+            Runtime::Podman => arcstr::literal!("podman"),
         }
     }
 
@@ -296,36 +299,33 @@ impl Runtime {
 #[derive(Default, Clone, Debug, PartialEq, Eq)]
 pub struct CgroupInfo {
     /// Full 64-hex container id.
-    pub container_id: Option<Text>,
+    pub container_id: Option<ArcStr>,
     /// Known only when the path names it (`docker-`, `cri-containerd-`,
     /// `crio-`, `libpod-`, `/docker/`); a bare id under a pod leaves it `None`.
     pub container_runtime: Option<Runtime>,
     /// Pod UID with dashes (systemd slice names use underscores).
-    pub pod_uid: Option<Text>,
+    pub pod_uid: Option<ArcStr>,
     /// "guaranteed" | "burstable" | "besteffort"; set only with a pod.
-    pub qos_class: Option<Text>,
+    pub qos_class: Option<ArcStr>,
     /// Innermost real systemd service/scope ("jupyter.service",
     /// "session-3.scope"); never a container scope, and not a unit that
     /// merely hosts a container or Slurm job found below it.
-    pub unit: Option<Text>,
+    pub unit: Option<ArcStr>,
     /// Innermost slice, e.g. "user-1000.slice".
-    pub slice: Option<Text>,
+    pub slice: Option<ArcStr>,
     /// Slurm job id, e.g. "12345".
-    pub job: Option<Text>,
+    pub job: Option<ArcStr>,
     /// Slurm step: "0", "batch", "extern", "interactive".
-    pub job_step: Option<Text>,
+    pub job_step: Option<ArcStr>,
 }
 
 impl CgroupInfo {
     /// The snapshot's view: empty strings for what does not apply.
     pub fn placement(&self) -> Placement {
-        let text = |t: &Option<Text>| t.clone().unwrap_or_default();
+        let text = |t: &Option<ArcStr>| t.clone().unwrap_or_default();
         Placement {
             container: text(&self.container_id),
-            container_runtime: self
-                .container_runtime
-                .map(|r| Text::from_static(r.as_str()))
-                .unwrap_or_default(),
+            container_runtime: self.container_runtime.map(|r| r.as_str()).unwrap_or_default(),
             pod_uid: text(&self.pod_uid),
             qos_class: text(&self.qos_class),
             unit: text(&self.unit),

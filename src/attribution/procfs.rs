@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use arcstr::ArcStr;
+
 use super::cache::{Identity, IdentityCache};
 use super::files::{CMDLINE_READ_MAX, SMALL_FILE_MAX, read_optional, read_required, stat_error, whole_args};
 use super::nss::{Lookup, NssNames, system_lookup};
@@ -21,7 +23,7 @@ use super::redact::format_cmdline;
 use super::stat::{parse_btime, parse_stat_ref, parse_status_uid};
 use super::tree::{DirTree, Notices, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{ProcError, ProcState, ProcessIdentity, ReadOptions, Text, ThinText};
+use super::{ProcError, ProcState, ProcessIdentity, ReadOptions};
 
 /// What an identity takes from stat (read now, or noted at the last read).
 #[derive(Debug, Clone, Copy)]
@@ -299,14 +301,14 @@ impl ProcFs {
         let renamed = match who.uid {
             Some(uid) => self.users.name_unless(uid, tree, now, &who.user),
             // No uid, no name: "", as `read_identity` cached it.
-            None => (!who.user.is_empty()).then_some(Text::EMPTY),
+            None => (!who.user.is_empty()).then_some(ArcStr::new()),
         };
         if let Some(user) = renamed {
             who = self.cache.renamed(pid, &who, user);
         }
         let cmdline = if opts.cmdline {
             read_optional(tree, pid, PidFile::Cmdline, exited, CMDLINE_READ_MAX, buf)?
-                .map(|cut| ThinText::from(format_cmdline(whole_args(buf, cut), opts.cmdline_max_bytes)))
+                .map(|cut| ArcStr::from(format_cmdline(whole_args(buf, cut), opts.cmdline_max_bytes)))
         } else {
             None
         };

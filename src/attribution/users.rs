@@ -8,10 +8,10 @@
 
 use std::collections::HashMap;
 
+use arcstr::ArcStr;
 use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use super::Text;
 use super::nss::NssNames;
 use super::tree::{ProcTree, TreeFile};
 
@@ -30,10 +30,10 @@ pub(crate) struct UserCache {
     recheck: Duration,
     /// Shared: every process of a user carries the same allocation. FxHash:
     /// looked up for every process every poll, by uids the kernel gives.
-    names: FxHashMap<u32, Text>,
+    names: FxHashMap<u32, ArcStr>,
     /// Names the name service gave, and numeric names where no name
     /// service will ever answer: each allocated once, not per poll.
-    others: FxHashMap<u32, Text>,
+    others: FxHashMap<u32, ArcStr>,
     /// (mtime, len) of the file we parsed; `None` when never read or missing.
     loaded: Option<(SystemTime, u64)>,
     last_check: Option<Instant>,
@@ -70,7 +70,7 @@ impl UserCache {
     /// cache, else the uid as text (until the name service answers).
     /// `now` is the caller's clock (a poll reads it once for all its
     /// processes), for when passwd is checked again.
-    pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree, now: Instant) -> Text {
+    pub(crate) fn name(&mut self, uid: u32, tree: &dyn ProcTree, now: Instant) -> ArcStr {
         self.refresh_if_due(tree, now);
         if let Some(n) = self.names.get(&uid).or_else(|| self.others.get(&uid)) {
             return n.clone();
@@ -83,7 +83,7 @@ impl UserCache {
                 None => (uid.to_string(), false),
             },
         };
-        let name = Text::from(name);
+        let name = ArcStr::from(name);
         if last {
             // Bounded whatever uids come and go.
             if self.others.len() >= OTHERS_MAX {
@@ -97,7 +97,7 @@ impl UserCache {
     /// [`UserCache::name`] when it is not `cached` (the name an identity
     /// was cached with), else `None`: the usual answer, once a poll per
     /// process, then takes no reference count.
-    pub(crate) fn name_unless(&mut self, uid: u32, tree: &dyn ProcTree, now: Instant, cached: &str) -> Option<Text> {
+    pub(crate) fn name_unless(&mut self, uid: u32, tree: &dyn ProcTree, now: Instant, cached: &str) -> Option<ArcStr> {
         self.refresh_if_due(tree, now);
         if let Some(n) = self.names.get(&uid).or_else(|| self.others.get(&uid)) {
             return (n.as_str() != cached).then(|| n.clone());
@@ -123,7 +123,7 @@ impl UserCache {
         self.names = match tree.read(TreeFile::Passwd, PASSWD_MAX, &mut bytes) {
             Ok(_) => parse_passwd(&String::from_utf8_lossy(&bytes))
                 .into_iter()
-                .map(|(uid, name)| (uid, Text::from(name)))
+                .map(|(uid, name)| (uid, ArcStr::from(name)))
                 .collect(),
             Err(_) => FxHashMap::default(),
         };

@@ -15,12 +15,14 @@
 //! processes still listed are updated in place, so a steady poll moves no
 //! name and touches no reference count. An entry names its (comm, user)
 //! by number in the device's table of distinct pairs (`name_pairs.rs`):
-//! 32 bytes, not 80 (64 with two-word `Text`s; round 7).
+//! 32 bytes, not 80 (64 with two-word strings; round 7).
 
 use std::collections::HashMap;
 
+use arcstr::ArcStr;
+
 use crate::name_pairs::{Lookup, NamePairs};
-use crate::snapshot::{Holders, Process, Text, Unreleased};
+use crate::snapshot::{Holders, Process, Unreleased};
 
 /// A process's identity on one device: (PID and whether a start time is
 /// known, the start time's bits), so that keys sort and compare as one
@@ -54,8 +56,8 @@ struct Seen {
 #[derive(Debug, Clone)]
 struct Departure {
     pid: u32,
-    comm: Text,
-    user: Text,
+    comm: ArcStr,
+    user: ArcStr,
     bytes: u64,
     since: f64,
     unattributed_before: u64,
@@ -171,7 +173,7 @@ fn merge(
     now: f64,
 ) {
     let old_names = &*old.names;
-    let empty = Text::EMPTY;
+    let empty = ArcStr::new();
     let mut names = new.names.refill(lookup);
     let mut left = old.listed.drain(..).peekable();
     let leave = |s: Seen, gone: &mut Vec<(u32, Departure)>| {
@@ -204,7 +206,7 @@ fn merge(
 fn departure(s: &Seen, names: &NamePairs, now: f64) -> Departure {
     let (comm, user) = names
         .get(s.names)
-        .map_or((Text::EMPTY, Text::EMPTY), |(c, u)| (c.clone(), u.clone()));
+        .map_or((ArcStr::new(), ArcStr::new()), |(c, u)| (c.clone(), u.clone()));
     Departure {
         pid: pid_of(s.key),
         comm,
@@ -302,7 +304,6 @@ impl LateRelease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Opt;
 
     /// The PID-first sort gives what sorting the whole keys with their
     /// positions and keeping the last of equal keys gives, for lists with
@@ -321,7 +322,7 @@ mod tests {
             let list: Vec<Process> = (0..n)
                 .map(|_| Process {
                     pid: (next() % 16) as u32,
-                    start_time: Opt::from((next() % 3 != 0).then(|| (next() % 3) as f64)),
+                    start_time: (next() % 3 != 0).then(|| (next() % 3) as f64),
                     ..Process::default()
                 })
                 .collect();
@@ -335,17 +336,17 @@ mod tests {
         }
     }
 
-    fn named(pid: u32, start: Option<f64>, comm: &Text, user: &Text) -> Process {
+    fn named(pid: u32, start: Option<f64>, comm: &ArcStr, user: &ArcStr) -> Process {
         Process {
             pid,
-            start_time: start.into(),
-            used_bytes: Opt::some(100),
+            start_time: start,
+            used_bytes: Some(100),
             who: crate::snapshot::Who::shared(comm.clone(), user.clone(), None),
             ..Process::default()
         }
     }
 
-    fn text(s: &str) -> Text {
+    fn text(s: &str) -> ArcStr {
         s.to_string().into()
     }
 
@@ -383,7 +384,7 @@ mod tests {
 
     #[test]
     fn keys_sort_as_pid_then_start_known_then_start() {
-        let k = |pid, start| key(&named(pid, start, &Text::EMPTY, &Text::EMPTY));
+        let k = |pid, start| key(&named(pid, start, &ArcStr::new(), &ArcStr::new()));
         let mut keys = [
             k(9, None),
             k(3, Some(5.0)),

@@ -1,14 +1,13 @@
 //! Table tests for the holder arithmetic, late-release tracking and idle time.
 
 use super::*;
-use crate::snapshot::Opt;
 
 fn proc(pid: u32, bytes: Option<u64>, holder: Holder) -> Process {
     Process {
         pid,
-        used_bytes: bytes.into(),
+        used_bytes: bytes,
         holder: Some(holder),
-        start_time: Opt::some(100.0),
+        start_time: Some(100.0),
         ..Process::default()
     }
 }
@@ -152,7 +151,7 @@ fn pid_reuse_is_a_departure() {
     let mut lr = LateRelease::default();
     let a = proc(7, Some(1000), Holder::Live);
     let b = Process {
-        start_time: Opt::some(200.0),
+        start_time: Some(200.0),
         ..a.clone()
     };
     lr.observe("g", 0.0, 0.0, std::slice::from_ref(&a), &holders(0));
@@ -187,7 +186,7 @@ fn a_reordered_list_loses_nobody_and_a_newcomer_keeps_the_others_watched() {
     assert_eq!(lr.sizes(), (1, 0));
     // 9 leaves with its latest bytes while 4 arrives; 5 and 2 stay.
     ps[1] = proc(4, Some(50), Holder::Live);
-    ps[0].used_bytes = Opt::some(150);
+    ps[0].used_bytes = Some(150);
     let r = lr.observe("g", 2.0, 0.0, &ps, &holders(200));
     assert_eq!(r.iter().map(|u| (u.pid, u.bytes)).collect::<Vec<_>>(), [(9, 200)]);
     // Then everyone leaves, in the order of the list they were last in.

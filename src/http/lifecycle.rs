@@ -106,14 +106,14 @@ fn listed_target(st: &AppState, pid: u32) -> Option<Target> {
         let p = d.processes.iter().find(|p| p.pid == pid)?;
         Some(Target {
             pid,
-            start_time: p.start_time.get(),
-            start_ticks: p.start_ticks.get(),
+            start_time: p.start_time,
+            start_ticks: p.start_ticks,
             uid: p.uid,
             user: p.user.to_string(),
             comm: p.comm.to_string(),
             rule: "api".into(),
             gpu_uuid: d.uuid.clone(),
-            used_bytes: p.used_bytes.get(),
+            used_bytes: p.used_bytes,
         })
     })
 }

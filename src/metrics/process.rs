@@ -65,7 +65,7 @@ fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg:
         "Device memory used by a process, in bytes; absent when NVML reports it unavailable.",
     );
     for (_, p, r) in rows {
-        if let Some(b) = p.used_bytes.get() {
+        if let Some(b) = p.used_bytes {
             let labels = [
                 ("comm", p.comm.as_str()),
                 ("user", &p.user),
@@ -114,12 +114,12 @@ fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
         (
             "gpumem_process_start_time_seconds",
             "Process start time, Unix seconds; with pid it identifies a process across PID reuse.",
-            |p| p.start_time.get(),
+            |p| p.start_time,
         ),
         (
             "gpumem_process_memory_growth_bytes_per_second",
             "Robust trend of the process's memory over the leak window, bytes per second.",
-            |p| p.growth_bytes_per_second.get(),
+            |p| p.growth_bytes_per_second,
         ),
         (
             "gpumem_process_leak_suspected",
@@ -132,7 +132,7 @@ fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
         (
             "gpumem_process_idle_seconds",
             "Seconds the process has held memory with no SM activity (absent where utilisation is not sampled).",
-            |p| p.idle_seconds.get(),
+            |p| p.idle_seconds,
         ),
     ];
     for (name, help, get) in gauges {

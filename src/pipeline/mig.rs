@@ -3,7 +3,7 @@
 //! device before this runs).
 
 use crate::diagnosis::holder_split;
-use crate::snapshot::{Device, Holder, Holders, Opt, Process};
+use crate::snapshot::{Device, Holder, Holders, Process};
 
 /// A MIG parent lists no processes (they are on its instances); its holder
 /// split is the sum of its instances', with the rest unattributed. Linear
@@ -36,7 +36,7 @@ pub(super) fn aggregate_mig_parents(devices: &mut [Device]) {
 
 fn part(bytes: u64, holder: Holder) -> Process {
     Process {
-        used_bytes: Opt::some(bytes),
+        used_bytes: Some(bytes),
         holder: Some(holder),
         ..Process::default()
     }

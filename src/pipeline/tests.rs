@@ -136,7 +136,7 @@ fn a_spike_between_scrapes_stays_in_the_peaks_for_the_window() {
         seen.push((
             d.memory.map(|m| m.used_bytes),
             d.used_max_bytes,
-            d.processes[0].used_max_bytes.get(),
+            d.processes[0].used_max_bytes,
         ));
     }
     assert_eq!(seen[4], (Some(5 * GIB), Some(5 * GIB), Some(4 * GIB)));
@@ -190,7 +190,8 @@ fn a_gpu_down_for_a_poll_keeps_its_xids_and_lists_them() {
 /// and unknown sizes, shuffled by a small deterministic generator.
 #[test]
 fn by_size_matches_a_stable_sort_for_any_permutation() {
-    use crate::snapshot::{Opt, Process, Text, Who};
+    use crate::snapshot::{Process, Who};
+    use arcstr::ArcStr;
     let mut seed = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         seed ^= seed << 13;
@@ -203,14 +204,14 @@ fn by_size_matches_a_stable_sort_for_any_permutation() {
             let list: Vec<Process> = (0..n)
                 .map(|i| Process {
                     pid: (next() % 8) as u32,
-                    used_bytes: Opt::from((next() % 5 != 0).then(|| next() % 4)),
+                    used_bytes: (next() % 5 != 0).then(|| next() % 4),
                     // Tells values with equal keys apart.
-                    who: Who::shared(Text::from(format!("p{i}")), "", None),
+                    who: Who::shared(ArcStr::from(format!("p{i}")), "", None),
                     ..Process::default()
                 })
                 .collect();
             let mut want = list.clone();
-            want.sort_by_key(|p| (std::cmp::Reverse(p.used_bytes.get()), p.pid));
+            want.sort_by_key(|p| (std::cmp::Reverse(p.used_bytes), p.pid));
             let mut got = list;
             super::by_size(&mut got);
             let names = |v: &[Process]| v.iter().map(|p| p.comm.to_string()).collect::<Vec<_>>();

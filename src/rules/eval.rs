@@ -15,7 +15,7 @@ use super::ident::{Devs, Ident, Key};
 pub use super::instances::ProcessRef;
 use super::instances::{Instance, for_each, holds};
 use super::labels::Labels;
-pub use super::stamp::Stamp;
+
 use super::state::{Merged, Plan, Scratch};
 use super::subject::LabelBuf;
 use super::{Rule, RuleKind};
@@ -53,9 +53,9 @@ pub struct Alert {
     /// Wall-clock Unix seconds when it became active (pending).
     pub active_at: f64,
     /// Wall-clock Unix seconds when it fired.
-    pub fired_at: Stamp,
+    pub fired_at: Option<f64>,
     /// Wall-clock Unix seconds when it resolved.
-    pub resolved_at: Stamp,
+    pub resolved_at: Option<f64>,
     pub value: f64,
     pub since_mono: f64,
     pub targets: Box<[ProcessRef]>,
@@ -294,7 +294,7 @@ fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
     if old.state == State::Firing {
         let mut a = old.clone();
         a.state = State::Resolved;
-        a.resolved_at = now.into();
+        a.resolved_at = Some(now);
         out.push(Transition {
             from: Some(State::Firing),
             to: State::Resolved,
@@ -328,8 +328,8 @@ fn start(rule: &Rule, inst: Instance, labels: &Merged, snap: &Snapshot, out: &mu
         annotations: annotations(rule, &inst),
         state: if fires { State::Firing } else { State::Pending },
         active_at: now,
-        fired_at: fires.then_some(now).into(),
-        resolved_at: Stamp::NONE,
+        fired_at: fires.then_some(now),
+        resolved_at: None,
         value: inst.value,
         since_mono: snap.monotonic,
         targets: inst.targets.into_boxed_slice(),
@@ -379,7 +379,7 @@ fn step(
         },
         state: if fires { State::Firing } else { old.state },
         active_at: old.active_at,
-        fired_at: if fires { now.into() } else { old.fired_at },
+        fired_at: if fires { Some(now) } else { old.fired_at },
         resolved_at: old.resolved_at,
         value: inst.value,
         since_mono: old.since_mono,

@@ -118,12 +118,12 @@ fn process_ref(d: &Device, p: &Process) -> ProcessRef {
     ProcessRef {
         uuid: d.uuid.clone(),
         pid: p.pid,
-        start_time: p.start_time.get(),
-        start_ticks: p.start_ticks.get(),
+        start_time: p.start_time,
+        start_ticks: p.start_ticks,
         uid: p.uid,
         user: p.user.to_string(),
         comm: p.comm.to_string(),
-        used_bytes: p.used_bytes.get(),
+        used_bytes: p.used_bytes,
     }
 }
 
@@ -235,8 +235,8 @@ fn process_instance<'a>(
 ) -> Option<Instance<'a>> {
     let used = p.used_bytes.unwrap_or(0) as f64;
     let (value, holds) = match kind {
-        RuleKind::ProcessUsedBytes => (p.used_bytes.get()? as f64, None),
-        RuleKind::ProcessGrowthRate => (p.growth_bytes_per_second.get()?, None),
+        RuleKind::ProcessUsedBytes => (p.used_bytes? as f64, None),
+        RuleKind::ProcessGrowthRate => (p.growth_bytes_per_second?, None),
         RuleKind::ProcessLeakSuspected => (f64::from(u8::from(p.leak_suspected)), Some(p.leak_suspected)),
         RuleKind::ProcessIdleHolder => (used, Some(used > 0.0 && p.idle_seconds.is_some_and(|s| s >= idle_for))),
         RuleKind::ProcessFragmentation => (fragmentation(p, now)?, None),

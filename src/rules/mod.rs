@@ -9,7 +9,7 @@ mod health;
 mod ident;
 mod instances;
 pub mod labels;
-mod stamp;
+
 mod state;
 mod subject;
 pub mod template;

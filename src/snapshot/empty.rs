@@ -5,7 +5,7 @@
 
 use std::sync::{Arc, LazyLock};
 
-use super::{Opt, Process, ProcessState, ProcessType, Who};
+use super::{Process, ProcessState, ProcessType, Who};
 
 static NO_ONE: LazyLock<Arc<Who>> = LazyLock::new(|| Arc::new(Who::default()));
 
@@ -13,20 +13,20 @@ impl Default for Process {
     fn default() -> Self {
         Process {
             pid: 0,
-            used_bytes: Opt::NONE,
-            used_max_bytes: Opt::NONE,
+            used_bytes: None,
+            used_max_bytes: None,
             kind: ProcessType::of_lists(false, false, false),
             who: Arc::clone(&NO_ONE),
-            ppid: Opt::NONE,
+            ppid: None,
             state: ProcessState::Unset,
             holder: None,
-            start_time: Opt::NONE,
-            start_ticks: Opt::NONE,
+            start_time: None,
+            start_ticks: None,
             cmdline: None,
-            growth_bytes_per_second: Opt::NONE,
+            growth_bytes_per_second: None,
             leak_suspected: false,
             sm_util_percent: None,
-            idle_seconds: Opt::NONE,
+            idle_seconds: None,
             idle: false,
             allocator: None,
         }

@@ -27,21 +27,6 @@ fn a_poll_becomes_a_snapshot_one_way() {
 }
 
 #[test]
-fn a_process_stays_small() {
-    // Two snapshot generations hold 128,000 at 64 GPUs x 1000 processes
-    // (issue 21). 224 bytes before round 9; 200 with a one-byte type
-    // and state; 160 with comm, user, uid and placement in a shared
-    // `Who`; 152 with the utilisation percentage in a byte; 96 with
-    // the optional numbers in their own size (`Opt`, round 10); 88
-    // with the cmdline behind one pointer (`ThinText`).
-    assert!(
-        std::mem::size_of::<Process>() <= 88,
-        "{}",
-        std::mem::size_of::<Process>()
-    );
-}
-
-#[test]
 fn holders_by_class() {
     let h = Holders {
         live: 1,

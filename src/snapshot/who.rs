@@ -14,17 +14,18 @@
 
 use std::sync::Arc;
 
+use arcstr::ArcStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{AllocatorFigures, Holder, Opt, Placement, Process, ProcessState, ProcessType, Text, ThinText};
+use super::{AllocatorFigures, Holder, Placement, Process, ProcessState, ProcessType};
 
 /// Who a process is, as the snapshot shows it; shared by the processes of
 /// one comm, user and cgroup.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Who {
-    pub comm: Text,
+    pub comm: ArcStr,
     /// Name from passwd, else the uid as text, else "" when `uid` is `None`.
-    pub user: Text,
+    pub user: ArcStr,
     pub uid: Option<u32>,
     /// Container, pod, unit and job; flattened into the process's JSON.
     pub placement: Placement,
@@ -33,7 +34,7 @@ pub struct Who {
 impl Who {
     /// A `Who` of its own, for processes built outside attribution
     /// (tests, fixtures, JSON read back).
-    pub fn shared(comm: impl Into<Text>, user: impl Into<Text>, uid: Option<u32>) -> Arc<Who> {
+    pub fn shared(comm: impl Into<ArcStr>, user: impl Into<ArcStr>, uid: Option<u32>) -> Arc<Who> {
         Arc::new(Who {
             comm: comm.into(),
             user: user.into(),
@@ -59,25 +60,25 @@ impl std::ops::Deref for Process {
 #[derive(Serialize)]
 struct ProcessOut<'a> {
     pid: u32,
-    used_bytes: Opt<u64>,
-    used_max_bytes: Opt<u64>,
+    used_bytes: Option<u64>,
+    used_max_bytes: Option<u64>,
     #[serde(rename = "type")]
     kind: ProcessType,
-    comm: &'a Text,
-    user: &'a Text,
+    comm: &'a ArcStr,
+    user: &'a ArcStr,
     uid: Option<u32>,
-    ppid: Opt<u32>,
+    ppid: Option<u32>,
     state: ProcessState,
     holder: Option<Holder>,
-    start_time: Opt<f64>,
+    start_time: Option<f64>,
     #[serde(flatten)]
     placement: &'a Placement,
     #[serde(skip_serializing_if = "Option::is_none")]
-    cmdline: Option<&'a ThinText>,
-    growth_bytes_per_second: Opt<f64>,
+    cmdline: Option<&'a ArcStr>,
+    growth_bytes_per_second: Option<f64>,
     leak_suspected: bool,
     sm_util_percent: Option<u8>,
-    idle_seconds: Opt<f64>,
+    idle_seconds: Option<f64>,
     idle: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     allocator: Option<&'a AllocatorFigures>,
@@ -117,24 +118,24 @@ impl Serialize for Process {
 #[serde(default)]
 struct ProcessIn {
     pid: u32,
-    used_bytes: Opt<u64>,
-    used_max_bytes: Opt<u64>,
+    used_bytes: Option<u64>,
+    used_max_bytes: Option<u64>,
     #[serde(rename = "type")]
     kind: ProcessType,
-    comm: Text,
-    user: Text,
+    comm: ArcStr,
+    user: ArcStr,
     uid: Option<u32>,
-    ppid: Opt<u32>,
+    ppid: Option<u32>,
     state: ProcessState,
     holder: Option<Holder>,
-    start_time: Opt<f64>,
+    start_time: Option<f64>,
     #[serde(flatten)]
     placement: Placement,
-    cmdline: Option<ThinText>,
-    growth_bytes_per_second: Opt<f64>,
+    cmdline: Option<ArcStr>,
+    growth_bytes_per_second: Option<f64>,
     leak_suspected: bool,
     sm_util_percent: Option<u32>,
-    idle_seconds: Opt<f64>,
+    idle_seconds: Option<f64>,
     idle: bool,
     allocator: Option<Box<AllocatorFigures>>,
 }
@@ -160,7 +161,7 @@ impl<'de> Deserialize<'de> for Process {
             state: p.state,
             holder: p.holder,
             start_time: p.start_time,
-            start_ticks: Opt::NONE,
+            start_ticks: None,
             cmdline: p.cmdline,
             growth_bytes_per_second: p.growth_bytes_per_second,
             leak_suspected: p.leak_suspected,
@@ -194,20 +195,20 @@ mod tests {
         };
         Process {
             pid: 7,
-            used_bytes: Opt::some(1024),
-            used_max_bytes: Opt::some(2048),
+            used_bytes: Some(1024),
+            used_max_bytes: Some(2048),
             kind: ProcessType::of_lists(true, true, false),
             who: Arc::new(who),
-            ppid: Opt::some(1),
+            ppid: Some(1),
             state: ProcessState::Sleeping,
             holder: Some(Holder::Live),
-            start_time: Opt::some(1.5),
-            start_ticks: Opt::NONE,
+            start_time: Some(1.5),
+            start_ticks: None,
             cmdline: Some("python train.py".into()),
-            growth_bytes_per_second: Opt::some(2.5),
+            growth_bytes_per_second: Some(2.5),
             leak_suspected: true,
             sm_util_percent: Some(40),
-            idle_seconds: Opt::some(3.5),
+            idle_seconds: Some(3.5),
             idle: true,
             allocator: None,
         }

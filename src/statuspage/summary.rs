@@ -270,7 +270,7 @@ fn proc_brief(p: &Process) -> ProcBrief {
         comm: p.comm.to_string(),
         user: p.user.to_string(),
         holder: p.holder,
-        used_bytes: p.used_bytes.get(),
+        used_bytes: p.used_bytes,
         // Whole bytes per second: the decimals are noise the page never shows.
         growth_bytes_per_second: p.growth_bytes_per_second.map(f64::round),
         leak_suspected: p.leak_suspected,

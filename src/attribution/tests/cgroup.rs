@@ -1,14 +1,16 @@
 //! Table of real-world `/proc/<pid>/cgroup` contents -> expected CgroupInfo.
 
-use super::super::{CgroupInfo, Runtime, Text, parse_cgroup};
+use arcstr::ArcStr;
+
+use super::super::{CgroupInfo, Runtime, parse_cgroup};
 
 const ID: &str = "3f1c9a7be20d44c8a5f6e1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f50";
 const ID2: &str = "9e8d7c6b5a49382716059f8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a";
 const POD: &str = "1c4e0f2a-9b7d-4c1e-8a3f-2b6d5e7f9a01";
 const POD_: &str = "1c4e0f2a_9b7d_4c1e_8a3f_2b6d5e7f9a01";
 
-fn some(s: &str) -> Option<Text> {
-    Some(Text::from(s))
+fn some(s: &str) -> Option<ArcStr> {
+    Some(ArcStr::from(s))
 }
 
 fn container(runtime: Option<Runtime>, id: &str) -> CgroupInfo {
@@ -19,7 +21,7 @@ fn container(runtime: Option<Runtime>, id: &str) -> CgroupInfo {
     }
 }
 
-fn pod(qos: &str, runtime: Option<Runtime>, slice: Option<Text>) -> CgroupInfo {
+fn pod(qos: &str, runtime: Option<Runtime>, slice: Option<ArcStr>) -> CgroupInfo {
     CgroupInfo {
         pod_uid: some(POD),
         qos_class: some(qos),
@@ -373,7 +375,7 @@ fn cgroup_table() {
 
 #[test]
 fn runtime_labels() {
-    let labels: Vec<&str> = [Runtime::Docker, Runtime::Containerd, Runtime::CriO, Runtime::Podman]
+    let labels: Vec<ArcStr> = [Runtime::Docker, Runtime::Containerd, Runtime::CriO, Runtime::Podman]
         .iter()
         .map(Runtime::as_str)
         .collect();

@@ -4,9 +4,10 @@
 
 use std::sync::Arc;
 
+use arcstr::ArcStr;
+
 use super::super::{
-    CgroupInfo, MemProcess, MemTree, ProcFs, ProcState, ReadOptions, Runtime, Text, cgroup_path, clock_ticks,
-    parse_cgroup,
+    CgroupInfo, MemProcess, MemTree, ProcFs, ProcState, ReadOptions, Runtime, cgroup_path, clock_ticks, parse_cgroup,
 };
 
 fn info(f: impl FnOnce(&mut CgroupInfo)) -> CgroupInfo {
@@ -33,29 +34,29 @@ fn cgroup_paths_parse_back_into_the_same_workload() {
         }),
         info(|i| i.job = Some("17".into())),
         info(|i| {
-            i.container_id = Some(Text::from(id.as_str()));
+            i.container_id = Some(ArcStr::from(id.as_str()));
             i.container_runtime = Some(Runtime::Docker);
         }),
-        info(|i| i.container_id = Some(Text::from(id.as_str()))),
+        info(|i| i.container_id = Some(ArcStr::from(id.as_str()))),
         info(|i| {
-            i.container_id = Some(Text::from(id.as_str()));
+            i.container_id = Some(ArcStr::from(id.as_str()));
             i.container_runtime = Some(Runtime::Podman);
             i.unit = Some("app.service".into());
         }),
         info(|i| {
-            i.container_id = Some(Text::from(id.as_str()));
+            i.container_id = Some(ArcStr::from(id.as_str()));
             i.container_runtime = Some(Runtime::Containerd);
-            i.pod_uid = Some(Text::from(pod.as_str()));
+            i.pod_uid = Some(ArcStr::from(pod.as_str()));
             i.qos_class = Some("burstable".into());
         }),
         info(|i| {
-            i.container_id = Some(Text::from(id.as_str()));
+            i.container_id = Some(ArcStr::from(id.as_str()));
             i.container_runtime = Some(Runtime::CriO);
-            i.pod_uid = Some(Text::from(pod.as_str()));
+            i.pod_uid = Some(ArcStr::from(pod.as_str()));
             i.qos_class = Some("guaranteed".into());
         }),
         info(|i| {
-            i.pod_uid = Some(Text::from(pod.as_str()));
+            i.pod_uid = Some(ArcStr::from(pod.as_str()));
             i.qos_class = Some("besteffort".into());
         }),
     ];

@@ -11,18 +11,18 @@ use std::collections::BTreeSet;
 
 use super::*;
 use crate::config::Config;
-use crate::snapshot::{Device, DriverInfo, Holders, Memory, Opt, PollStats, Process, Unreleased, Who};
+use crate::snapshot::{Device, DriverInfo, Holders, Memory, PollStats, Process, Unreleased, Who};
 
 fn proc(pid: u32, bytes: Option<u64>, user: &str) -> Process {
     Process {
         pid,
-        used_bytes: bytes.into(),
+        used_bytes: bytes,
         who: Who::shared(format!("p{pid}"), user, None),
         state: "running".into(),
         kind: "compute".into(),
-        start_time: Opt::some(1000.0 + f64::from(pid)),
-        growth_bytes_per_second: Opt::some(0.0),
-        idle_seconds: Opt::some(0.0),
+        start_time: Some(1000.0 + f64::from(pid)),
+        growth_bytes_per_second: Some(0.0),
+        idle_seconds: Some(0.0),
         ..Process::default()
     }
 }
@@ -31,7 +31,7 @@ fn proc(pid: u32, bytes: Option<u64>, user: &str) -> Process {
 fn dev(uuid: &str, procs: Vec<Process>) -> Device {
     let used: u64 = procs
         .iter()
-        .filter_map(|p| p.used_bytes.get())
+        .filter_map(|p| p.used_bytes)
         .fold(0, u64::saturating_add)
         .min(100 << 30);
     Device {
@@ -194,13 +194,13 @@ const UNKNOWN: &[Unknown] = &[
     ("unreadable", unreadable, "gpumem_processes_not_exported", true),
     (
         "used",
-        |s| s.devices[0].processes[0].used_bytes = Opt::NONE,
+        |s| s.devices[0].processes[0].used_bytes = None,
         "gpumem_process_memory_used_bytes",
         true,
     ),
     (
         "start",
-        |s| s.devices[0].processes[0].start_time = Opt::NONE,
+        |s| s.devices[0].processes[0].start_time = None,
         "gpumem_process_start_time_seconds",
         true,
     ),
@@ -213,7 +213,7 @@ const UNKNOWN: &[Unknown] = &[
     ("growth", no_growth, "gpumem_process_leak_suspected", true),
     (
         "idle",
-        |s| s.devices[0].processes[0].idle_seconds = Opt::NONE,
+        |s| s.devices[0].processes[0].idle_seconds = None,
         "gpumem_process_idle_seconds",
         true,
     ),
@@ -239,7 +239,7 @@ fn unreadable(s: &mut Snapshot) {
 }
 
 fn no_growth(s: &mut Snapshot) {
-    s.devices[0].processes[0].growth_bytes_per_second = Opt::NONE;
+    s.devices[0].processes[0].growth_bytes_per_second = None;
 }
 
 #[test]

@@ -122,7 +122,10 @@ fn the_tree_shows_the_scenario_identities() {
         Some("6b1f0c2e-8d4a-4f3b-9e2d-7c1a5b0e4f93")
     );
     assert_eq!(pod.cgroup.qos_class.as_deref(), Some("burstable"));
-    assert_eq!(pod.cgroup.container_runtime.map(|r| r.as_str()), Some("containerd"));
+    assert_eq!(
+        pod.cgroup.container_runtime.map(|r| r.as_str()),
+        Some(arcstr::literal!("containerd"))
+    );
     assert_eq!(pod.cgroup.unit, None);
     let notebook = ident(&s, 4303).expect("4303 runs");
     assert_eq!(notebook.cgroup.unit.as_deref(), Some("jupyter.service"));
