@@ -56,7 +56,6 @@ pub enum Command {
     Check(CheckArgs),
     /// Print the man page (roff) or a shell's completion script; `man --dir
     /// DIR` writes gpumemd.1 and one gpumemd-SUBCOMMAND.1 per subcommand.
-    #[command(hide = true)]
     Generate {
         #[arg(value_enum)]
         what: Generate,
@@ -138,8 +137,10 @@ pub fn generate(what: Generate, out: &mut dyn std::io::Write) -> std::io::Result
         Generate::Zsh => Shell::Zsh,
         Generate::Fish => Shell::Fish,
     };
-    clap_complete::generate(shell, &mut cmd, "gpumemd", out);
-    Ok(())
+    // clap_complete panics on a failed write; render first, then write.
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "gpumemd", &mut script);
+    out.write_all(&script)
 }
 
 /// Where the data comes from; shared by `run` and `snapshot`.

@@ -87,6 +87,7 @@ fn main() -> ExitCode {
     let command = Cli::parse_args().into_command();
     if !matches!(command, Command::Run(_)) {
         hangup::hold(false);
+        end_quietly_on_closed_pipe();
     }
     let result = match command {
         Command::Run(args) => run(args),
@@ -114,6 +115,20 @@ fn main() -> ExitCode {
             eprintln!("gpumemd: {msg}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// One-shot commands end quietly when their reader goes away
+/// (`gpumemd snapshot | head`), as Unix tools do: SIGPIPE's default action.
+/// Rust's runtime ignores SIGPIPE, which turns every later print into an
+/// error or a panic (exit 101). Not for `run`: a client closing its socket
+/// must never end the daemon.
+fn end_quietly_on_closed_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: SIG_DFL installs no handler code; the main thread calls this
+    // before it starts any other.
+    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
+        tracing::debug!(error = %e, "SIGPIPE keeps Rust's default");
     }
 }
 
