@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-mod common;
+use crate::common;
 
 use common::Lines;
 

@@ -7,7 +7,7 @@
 //! a deadline, never sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! it), checked over real HTTP.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};

@@ -24,7 +24,7 @@
 //!   `permission_denied_cgroup_is_not_fatal`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;
