@@ -13,7 +13,9 @@ async fn oversize_and_too_many_headers_are_refused() {
         "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
         "a".repeat(20_000)
     );
-    let r = raw(app.addr, big.as_bytes()).await.expect("an answer to an oversized header");
+    let r = raw(app.addr, big.as_bytes())
+        .await
+        .expect("an answer to an oversized header");
     assert!(r.starts_with("HTTP/1.1 431"), "{}", &r[..r.len().min(200)]);
     let many: String = (0..30).map(|i| format!("X-H{i}: v\r\n")).collect();
     let r = raw(
@@ -232,7 +234,11 @@ async fn response_head(s: &mut TcpStream) -> String {
     let head = String::from_utf8_lossy(&head).into_owned();
     let len: usize = head
         .lines()
-        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned()))
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-length:")
+                .map(|v| v.trim().to_owned())
+        })
         .and_then(|v| v.parse().ok())
         .expect("Content-Length");
     let mut body = vec![0; len];
