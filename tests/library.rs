@@ -7,6 +7,8 @@
 //! own (each binary links the whole crate).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
+mod common;
+
 // An inline module in a root test file resolves its modules in the folder
 // of its name: `library::golden` is tests/library/golden.rs.
 mod library {

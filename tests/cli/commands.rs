@@ -527,26 +527,17 @@ fn snapshot_watch_refreshes_until_stopped() {
 fn snapshot_url_reads_growth_from_the_running_daemon() {
     let (mut daemon, url) = start_daemon(&["--demo"]);
     // The demo's leaking process has a growth trend after a few polls.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    let growing = loop {
+    let growing = common::wait_blocking(Duration::from_secs(60), "growth from the daemon", || {
         let o = gpumemd(&["snapshot", "--url", &url, "--json"]);
         assert!(o.status.success(), "{}", stderr(&o));
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
-        let g = v["devices"]
+        v["devices"]
             .as_array()
             .unwrap()
             .iter()
             .flat_map(|d| d["processes"].as_array().unwrap().clone())
-            .find(|p| p["growth_bytes_per_second"].as_f64().is_some_and(|g| g > 0.0));
-        if let Some(p) = g {
-            break p;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no growth from the daemon within 60 s: {v}"
-        );
-        std::thread::park_timeout(Duration::from_millis(300));
-    };
+            .find(|p| p["growth_bytes_per_second"].as_f64().is_some_and(|g| g > 0.0))
+    });
     let pid = growing["pid"].to_string();
     let o = gpumemd(&["snapshot", "--url", &url, "--pid", &pid]);
     let table = String::from_utf8_lossy(&o.stdout);

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
@@ -65,23 +65,20 @@ impl Alertmanager {
             .expect("spawn alertmanager");
         let mut am = Alertmanager { child, log };
         let url = format!("http://127.0.0.1:{port}/-/ready");
-        let end = Instant::now() + Duration::from_secs(30);
-        // The tick only paces the re-checks; readiness ends the wait.
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        loop {
-            tick.tick().await;
+        super::wait_until(Duration::from_secs(30), "Alertmanager ready", || {
             if let Ok(Some(status)) = am.child.try_wait() {
                 panic!("alertmanager exited with {status}:\n{}", am.logs());
             }
-            if reqwest::get(&url).await.is_ok_and(|r| r.status().is_success()) {
-                return am;
+            let url = url.clone();
+            async move {
+                reqwest::get(&url)
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+                    .then_some(())
             }
-            assert!(
-                Instant::now() < end,
-                "alertmanager not ready within 30s:\n{}",
-                am.logs()
-            );
-        }
+        })
+        .await;
+        am
     }
 
     pub fn logs(&self) -> String {
@@ -119,24 +116,23 @@ pub async fn active(port: u16) -> BTreeMap<String, Value> {
         .collect()
 }
 
-/// Polls Alertmanager until `cond` holds on its active alerts.
+/// Polls Alertmanager until `cond` holds on its active alerts. Each new
+/// set of alert names it shows goes to stderr, which a failed test prints.
 pub async fn wait_for(
     port: u16,
     what: &str,
     deadline: Duration,
     cond: impl Fn(&BTreeMap<String, Value>) -> bool,
 ) -> BTreeMap<String, Value> {
-    let end = Instant::now() + deadline;
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        tick.tick().await;
+    let shown = std::cell::RefCell::new(Vec::new());
+    super::wait_until(deadline, what, || async {
         let alerts = active(port).await;
-        if cond(&alerts) {
-            return alerts;
+        let names: Vec<String> = alerts.keys().cloned().collect();
+        if *shown.borrow() != names {
+            eprintln!("Alertmanager shows {names:?}");
+            *shown.borrow_mut() = names;
         }
-        assert!(
-            Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}; Alertmanager shows {alerts:#?}"
-        );
-    }
+        cond(&alerts).then_some(alerts)
+    })
+    .await
 }
