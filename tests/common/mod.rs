@@ -22,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// A real peer (Alertmanager, Prometheus, Chromium) a test needs: `found`,
+/// A real peer (python3) a test needs: `found`,
 /// or, when it is not installed, one line saying the test was skipped and how
 /// to install the peer. `GPUMEMD_REQUIRE_PEERS=1` (set by `.ci/run`) turns
 /// that skip into a failure, so CI always runs these tests for real while a
