@@ -14,7 +14,7 @@
 //! compare its CPU time (`/usr/bin/time`) before and after a change.
 //!
 //! Owns only the table; the shapes and the scoring are in `shapes.rs`,
-//! which `tests/leak_shapes.rs` asserts on. Must not read clocks or files.
+//! which `tests/library/leak_shapes.rs` asserts on. Must not read clocks or files.
 
 #[path = "shapes.rs"]
 mod shapes;

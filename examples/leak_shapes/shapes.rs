@@ -6,7 +6,7 @@
 //! stops, and the shapes that must never be flagged), each with its
 //! expectation, and the per-poll false-positive / false-negative counts.
 //! Shared by `examples/leak_shapes` (the rate table) and
-//! `tests/leak_shapes.rs` (the table tests) through `#[path]`.
+//! `tests/library/leak_shapes.rs` (the table tests) through `#[path]`.
 //! Must not: print, read clocks or files; everything is seeded.
 
 use gpumemd::diagnosis::leak::{LeakConfig, LeakTracker};

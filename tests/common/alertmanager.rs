@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
-/// How to get the peer, for the skip line and the failure.
+/// How to get the peer, for the failure.
 const INSTALL: &str = "install it with `apt-get install -y prometheus-alertmanager` \
                        or point ALERTMANAGER_BIN at an alertmanager binary";
 
@@ -39,10 +39,10 @@ pub struct Alertmanager {
 }
 
 impl Alertmanager {
-    /// Starts one on `port`; `None` (after one "skipped" line, or a failure
-    /// under `GPUMEMD_REQUIRE_PEERS=1`) when Alertmanager is not installed.
-    pub async fn start(port: u16, dir: &Path) -> Option<Alertmanager> {
-        let bin = super::peer_or_skip("Alertmanager", binary(), INSTALL)?;
+    /// Starts one on `port`; fails the test when Alertmanager is not
+    /// installed (the tests that need it are ignored unless asked for).
+    pub async fn start(port: u16, dir: &Path) -> Alertmanager {
+        let bin = binary().unwrap_or_else(|| panic!("Alertmanager not found: {INSTALL}"));
         std::fs::create_dir_all(dir).expect("am dir");
         let config = dir.join("alertmanager.yml");
         std::fs::write(
@@ -65,23 +65,20 @@ impl Alertmanager {
             .expect("spawn alertmanager");
         let mut am = Alertmanager { child, log };
         let url = format!("http://127.0.0.1:{port}/-/ready");
-        let end = Instant::now() + Duration::from_secs(30);
-        // The tick only paces the re-checks; readiness ends the wait.
-        let mut tick = tokio::time::interval(Duration::from_millis(50));
-        loop {
-            tick.tick().await;
+        super::wait_until(Duration::from_secs(30), "Alertmanager ready", || {
             if let Ok(Some(status)) = am.child.try_wait() {
                 panic!("alertmanager exited with {status}:\n{}", am.logs());
             }
-            if reqwest::get(&url).await.is_ok_and(|r| r.status().is_success()) {
-                return Some(am);
+            let url = url.clone();
+            async move {
+                reqwest::get(&url)
+                    .await
+                    .is_ok_and(|r| r.status().is_success())
+                    .then_some(())
             }
-            assert!(
-                Instant::now() < end,
-                "alertmanager not ready within 30s:\n{}",
-                am.logs()
-            );
-        }
+        })
+        .await;
+        am
     }
 
     pub fn logs(&self) -> String {
@@ -119,24 +116,23 @@ pub async fn active(port: u16) -> BTreeMap<String, Value> {
         .collect()
 }
 
-/// Polls Alertmanager until `cond` holds on its active alerts.
+/// Polls Alertmanager until `cond` holds on its active alerts. Each new
+/// set of alert names it shows goes to stderr, which a failed test prints.
 pub async fn wait_for(
     port: u16,
     what: &str,
     deadline: Duration,
     cond: impl Fn(&BTreeMap<String, Value>) -> bool,
 ) -> BTreeMap<String, Value> {
-    let end = Instant::now() + deadline;
-    let mut tick = tokio::time::interval(Duration::from_millis(100));
-    loop {
-        tick.tick().await;
+    let shown = std::cell::RefCell::new(Vec::new());
+    super::wait_until(deadline, what, || async {
         let alerts = active(port).await;
-        if cond(&alerts) {
-            return alerts;
+        let names: Vec<String> = alerts.keys().cloned().collect();
+        if *shown.borrow() != names {
+            eprintln!("Alertmanager shows {names:?}");
+            *shown.borrow_mut() = names;
         }
-        assert!(
-            Instant::now() < end,
-            "timed out after {deadline:?} waiting for {what}; Alertmanager shows {alerts:#?}"
-        );
-    }
+        cond(&alerts).then_some(alerts)
+    })
+    .await
 }

@@ -1,7 +1,8 @@
 //! Shared helpers of the integration tests: `spawn_app` runs the daemon
 //! in-process on 127.0.0.1:0, `get` is a minimal HTTP/1.1 client (so the
 //! tests need no HTTP client crate), and `wait_until` polls a condition
-//! against a deadline instead of sleeping.
+//! against a deadline instead of sleeping: the one wait of the integration
+//! tests (`wait_true` and `wait_blocking` are its other forms).
 #![allow(dead_code)] // each test binary uses a different subset
 // Test helpers: a failed expectation is the test failing.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -21,7 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// A real peer (Alertmanager, Prometheus, Chromium) a test needs: `found`,
+/// A real peer (python3) a test needs: `found`,
 /// or, when it is not installed, one line saying the test was skipped and how
 /// to install the peer. `GPUMEMD_REQUIRE_PEERS=1` (set by `.ci/run`) turns
 /// that skip into a failure, so CI always runs these tests for real while a
@@ -195,6 +196,16 @@ where
 /// `wait_until` for a plain synchronous condition.
 pub async fn wait_true(timeout: Duration, what: &str, mut cond: impl FnMut() -> bool) {
     wait_until(timeout, what, || std::future::ready(cond().then_some(()))).await
+}
+
+/// `wait_until` for a test without a runtime (a plain `#[test]`): blocks
+/// the calling thread. Inside an async test, await `wait_until` instead.
+pub fn wait_blocking<T>(timeout: Duration, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("a runtime for the wait")
+        .block_on(wait_until(timeout, what, || std::future::ready(check())))
 }
 
 /// The value of the first sample of `metric` whose line contains every

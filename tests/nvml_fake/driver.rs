@@ -35,22 +35,18 @@ async fn assert_serving_without_nvml(d: &Daemon) -> String {
 /// Exactly one log line contains `fragment`. The daemon writes the line
 /// before it publishes the state the caller saw, but the thread draining its
 /// stderr may not have read it yet: wait (bounded) for the first hit.
-fn assert_logged_once(d: &Daemon, fragment: &str) {
-    let hits = logged(d, fragment, 1);
+async fn assert_logged_once(d: &Daemon, fragment: &str) {
+    let hits = logged(d, fragment, 1).await;
     assert_eq!(hits.len(), 1, "one log line with {fragment:?}: {hits:#?}");
 }
 
-/// The log lines containing `fragment`, once at least `n` have been read
-/// (or 10 s have passed).
-fn logged(d: &Daemon, fragment: &str, n: usize) -> Vec<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
+/// The log lines containing `fragment`, once at least `n` have been read.
+async fn logged(d: &Daemon, fragment: &str, n: usize) -> Vec<String> {
+    wait_until(WAIT, &format!("{n} log lines with {fragment:?}"), || {
         let hits: Vec<String> = d.logs().into_iter().filter(|l| l.contains(fragment)).collect();
-        if hits.len() >= n || std::time::Instant::now() >= deadline {
-            return hits;
-        }
-        std::thread::park_timeout(std::time::Duration::from_millis(10));
-    }
+        std::future::ready((hits.len() >= n).then_some(hits))
+    })
+    .await
 }
 
 #[tokio::test]
@@ -64,7 +60,8 @@ async fn without_the_library_the_daemon_serves_with_nvml_down() {
     assert_logged_once(
         &d,
         "NVML not available: /nonexistent/libnvidia-ml.so.1 not found; retrying with backoff",
-    );
+    )
+    .await;
     assert_eq!(lines_of(&d.metrics().await, "gpumem_driver_info"), Vec::<&str>::new());
 }
 
@@ -94,8 +91,8 @@ async fn driver_not_loaded_at_start_then_recovers() {
     ]);
     assert_lines(&body, &want);
     assert_eq!(d.get("/-/ready").await.status, 200);
-    assert_logged_once(&d, "NVML not available: ");
-    assert_logged_once(&d, "GPU source answering");
+    assert_logged_once(&d, "NVML not available: ").await;
+    assert_logged_once(&d, "GPU source answering").await;
 }
 
 #[tokio::test]
@@ -131,8 +128,8 @@ async fn a_driver_upgrade_mid_run_reinitialises_without_a_restart() {
     assert!(value(&after, "gpumem_poll_errors_total", &["reason=\"nvml_unavailable\""]) >= 3.0);
     assert_eq!(d.get("/-/ready").await.status, 200);
     assert!(d.running(), "no restart");
-    assert_logged_once(&d, "\"listening\"");
-    assert_logged_once(&d, &format!("NVML not available: {mismatch}; retrying"));
+    assert_logged_once(&d, "\"listening\"").await;
+    assert_logged_once(&d, &format!("NVML not available: {mismatch}; retrying")).await;
 }
 
 #[tokio::test]
@@ -159,7 +156,7 @@ async fn a_failing_device_count_is_a_counted_poll_failure() {
     ]);
     assert_lines(&body, &want);
     let fragment = "\"reason\":\"failed\",\"error\":\"device count: an internal driver error occurred\"";
-    assert_eq!(logged(&d, fragment, 2).len(), 2, "{:#?}", d.logs());
+    assert_eq!(logged(&d, fragment, 2).await.len(), 2, "{:#?}", d.logs());
 }
 
 #[tokio::test]

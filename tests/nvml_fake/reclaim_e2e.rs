@@ -4,9 +4,9 @@
 //! it touches nothing. Attribution reads the machine's real /proc.
 
 use std::path::Path;
-use std::process::{Child, Command};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
+use crate::common::{wait_true, wait_until};
 use crate::harness::{Daemon, Opts, WAIT};
 
 const RULE: &str =
@@ -19,18 +19,6 @@ fn scenario_for(dir: &Path, pid: u32) -> std::path::PathBuf {
     let p = dir.join("scenario.toml");
     std::fs::write(&p, text).expect("write scenario");
     p
-}
-
-/// Waits for the child to exit (deadline), returning whether it did.
-fn exits_within(child: &mut Child, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if child.try_wait().ok().flatten().is_some() {
-            return true;
-        }
-        std::thread::park_timeout(Duration::from_millis(20));
-    }
-    false
 }
 
 fn audit(d: &Daemon) -> Vec<serde_json::Value> {
@@ -56,15 +44,11 @@ async fn run(dry_run: bool) {
     });
     d.ready().await;
     let want = if dry_run { "dry_run" } else { "signalled" };
-    let deadline = Instant::now() + WAIT;
-    let line = loop {
-        if let Some(l) = audit(&d).into_iter().find(|l| l["result"] == want) {
-            break l;
-        }
-        assert!(Instant::now() < deadline, "no audit line {want}; logs: {:#?}", d.logs());
-        tokio::task::yield_now().await;
-        std::thread::park_timeout(Duration::from_millis(20));
-    };
+    // A timeout fails the test, and the daemon's drop prints its last logs.
+    let line = wait_until(WAIT, &format!("an audit line with result {want}"), || {
+        std::future::ready(audit(&d).into_iter().find(|l| l["result"] == want))
+    })
+    .await;
     assert_eq!(line["pid"], victim.id());
     assert_eq!(line["rule"], "IdleHog");
     assert_eq!(line["comm"], "sleep");
@@ -80,7 +64,10 @@ async fn run(dry_run: bool) {
         let _ = victim.kill();
         let _ = victim.wait();
     } else {
-        assert!(exits_within(&mut victim, WAIT), "the victim exits after SIGTERM");
+        wait_true(WAIT, "the victim to exit after SIGTERM", || {
+            victim.try_wait().ok().flatten().is_some()
+        })
+        .await;
     }
 }
 

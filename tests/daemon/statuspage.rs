@@ -5,7 +5,7 @@
 //! under 200 KB. Chromium drawing it is `.ci/statuspage-check.sh`.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -194,7 +194,7 @@ async fn the_page_reads_summary_history_and_runbook_from_the_daemon() {
 /// from anywhere else (air-gapped nodes, and no third party sees who looks).
 #[test]
 fn the_page_loads_no_external_assets() {
-    let page = include_str!("../src/http/status_page.html");
+    let page = include_str!("../../src/http/status_page.html");
     assert!(page.len() > 1000 && page.contains("<script"), "the page itself");
     // The SVG namespace is an identifier, never fetched.
     let without_ns = page.replace("\"http://www.w3.org/2000/svg\"", "");

@@ -7,10 +7,10 @@
 //! a deadline, never sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn the_demo_suspends_and_resumes_its_idle_notebook() {
@@ -36,25 +36,23 @@ fn the_demo_suspends_and_resumes_its_idle_notebook() {
         .spawn()
         .expect("spawn gpumemd");
     let audit = state.join("reclaim-audit.jsonl");
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let lines = loop {
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&audit)
+    let read = || -> Vec<serde_json::Value> {
+        std::fs::read_to_string(&audit)
             .unwrap_or_default()
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        let has = |a: &str| lines.iter().any(|l| l["action"] == a && l["result"] == "done");
-        if has("suspend") && has("resume") {
-            break lines;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("no suspend and resume within 90 s; audit: {lines:#?}");
-        }
-        std::thread::park_timeout(Duration::from_millis(100));
+            .collect()
     };
+    let waited = std::panic::catch_unwind(|| {
+        common::wait_blocking(Duration::from_secs(90), "a suspend and a resume audited", || {
+            let lines = read();
+            let has = |a: &str| lines.iter().any(|l| l["action"] == a && l["result"] == "done");
+            (has("suspend") && has("resume")).then_some(lines)
+        })
+    });
     let _ = child.kill();
     let _ = child.wait();
+    let lines = waited.unwrap_or_else(|_| panic!("audit: {:#?}", read()));
     let suspended = lines
         .iter()
         .find(|l| l["action"] == "suspend" && l["result"] == "done")

@@ -5,7 +5,7 @@
 //! two requests see the same snapshot.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::io::Read as _;
 use std::net::SocketAddr;

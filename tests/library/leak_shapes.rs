@@ -7,7 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-#[path = "../examples/leak_shapes/shapes.rs"]
+#[path = "../../examples/leak_shapes/shapes.rs"]
 #[allow(dead_code)]
 mod shapes;
 

@@ -8,25 +8,20 @@ use std::fs;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::common::wait_blocking;
 use gpumemd::reclaim::{Outcome, ReclaimConfig, ReclaimError, Reclaimer, SERIES, Target, read_view};
 use serde_json::Value;
 
 const GRACE: Duration = Duration::from_millis(300);
 const DEADLINE: Duration = Duration::from_secs(10);
-const TICK: Duration = Duration::from_millis(10);
 const SIGTERM: i32 = 15;
 const SIGKILL: i32 = 9;
 
-/// Polls `cond` every TICK until it holds or DEADLINE passes.
+/// Polls `cond` until it holds or DEADLINE passes.
 fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let end = Instant::now() + DEADLINE;
-    while !cond() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        thread::sleep(TICK);
-    }
+    wait_blocking(DEADLINE, what, || cond().then_some(()));
 }
 
 /// A child that is killed and reaped on drop, so a failing test leaks nothing.

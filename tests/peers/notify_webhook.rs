@@ -4,7 +4,7 @@
 //! the receiver is down. Waits are polls on conditions with deadlines.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::net::SocketAddr;

@@ -13,7 +13,7 @@
 //! - (b) a corrupt outbox entry is moved aside, counted as dropped and the
 //!   rest delivered: `src/notify/tests/outbox.rs`
 //!   `corrupt_entry_is_moved_aside_counted_and_the_rest_loaded`, and the
-//!   delivery of what a previous run left in `tests/notify_webhook.rs`
+//!   delivery of what a previous run left in `tests/peers/notify_webhook.rs`
 //!   `the_outbox_delivers_after_a_restart_while_the_receiver_was_down`;
 //! - (c) clock jumps: rule durations run on the monotonic clock,
 //!   `src/rules/tests.rs` `wall_clock_jumps_do_not_shorten_for`;
@@ -24,7 +24,7 @@
 //!   `permission_denied_cgroup_is_not_fatal`).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! to used memory at every point, and the `gpu` and `since` filters.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

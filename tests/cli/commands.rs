@@ -1,0 +1,584 @@
+//! The `gpumemd` binary as a user runs it: exit codes and one-line errors
+//! for bad input, `check-config`, `snapshot` (filters, colour, `--watch`,
+//! `--url`, a closed pipe), JSON and logfmt logs, the
+//! exporter flags (`--version`, `--log.level`, `--web.telemetry-path`), and a
+//! clean exit 0 on SIGTERM.
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::common;
+
+use common::Lines;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
+
+fn gpumemd(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run gpumemd")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn write_tmp(text: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::Builder::new().suffix(".toml").tempfile().expect("tempfile");
+    std::fs::write(f.path(), text).expect("write");
+    f
+}
+
+#[test]
+fn bad_input_is_one_clear_line_and_exit_1() {
+    let bad = write_tmp("[poll]\ninterval = \"1s\"\ntimeout = \"3s\"\n");
+    let bad_path = bad.path().display().to_string();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let zero_scenario = dir.path().join("zero.toml");
+    std::os::unix::fs::symlink("/dev/zero", &zero_scenario).expect("symlink");
+    let zero_scenario = zero_scenario.display().to_string();
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["--config", "/nonexistent/g.toml"],
+            "gpumemd: config file /nonexistent/g.toml does not exist".into(),
+        ),
+        (
+            vec!["check-config", &bad_path],
+            format!("gpumemd: {bad_path}:3: poll.timeout: 3s is not below poll.interval (1s)"),
+        ),
+        (
+            vec!["--demo", "--web.listen-address", "nowhere"],
+            "gpumemd: --web.listen-address: `nowhere` has no port".into(),
+        ),
+        // Files that are not config files are refused, not read until
+        // memory runs out.
+        (
+            vec!["--config", "/dev/zero"],
+            "gpumemd: config file /dev/zero is a character device, not a regular file".into(),
+        ),
+        (
+            vec!["check-config", "/dev/zero"],
+            "gpumemd: config file /dev/zero is a character device, not a regular file".into(),
+        ),
+        (
+            vec!["--demo", &zero_scenario],
+            format!("gpumemd: cannot read scenario {zero_scenario}: is a character device"),
+        ),
+        (
+            vec!["--demo", "no-such-scenario"],
+            "gpumemd: unknown scenario `no-such-scenario`".into(),
+        ),
+        (
+            vec!["snapshot", "--nvml-lib", "/nonexistent/libnvidia-ml.so.1"],
+            "gpumemd: NVML not available: /nonexistent/libnvidia-ml.so.1 not found; use --demo to try without a GPU"
+                .into(),
+        ),
+    ];
+    for (args, want) in cases {
+        let o = gpumemd(&args);
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.starts_with(&want), "{args:?}\n got: {err}\nwant: {want}");
+        assert_eq!(err.trim_end().lines().count(), 1, "one line: {err:?}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+#[test]
+fn an_address_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let o = gpumemd(&["--demo", "--web.listen-address", &addr]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let last = err.trim_end().lines().last().unwrap_or("");
+    assert!(
+        last.starts_with(&format!("gpumemd: cannot listen on {addr}: ")),
+        "{err}"
+    );
+}
+
+#[test]
+fn check_config_prints_the_effective_config() {
+    let f = write_tmp("[poll]\ninterval = \"2s\"\n");
+    let o = gpumemd(&["check-config", &f.path().display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("interval = \"2s\""), "{out}");
+    assert!(
+        out.contains("timeout = \"1s 600ms\""),
+        "derived timeout is printed: {out}"
+    );
+    assert!(out.contains("top_n = 50"), "{out}");
+}
+
+#[test]
+fn check_config_redacts_url_tokens_and_secrets() {
+    let f = write_tmp(
+        "[notify.webhook]\nurl = \"https://hooks.example/services/T0/B0/SECRETPATH?token=SECRETQUERY\"\n\
+         secret = \"SECRETHMAC\"\n",
+    );
+    let o = gpumemd(&["check-config", &f.path().display().to_string()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(!out.contains("SECRET"), "{out}");
+    assert!(out.contains("url = \"https://hooks.example/<redacted>\""), "{out}");
+}
+
+#[test]
+fn a_config_over_the_size_cap_is_refused() {
+    let f = write_tmp("");
+    // Sparse: 2 GiB that cost no disk, and would cost 2 GiB of memory.
+    std::fs::File::options()
+        .write(true)
+        .open(f.path())
+        .and_then(|h| h.set_len(2 << 30))
+        .expect("grow the file");
+    let o = gpumemd(&["check-config", &f.path().display().to_string()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("is larger than the limit of 1048576 bytes"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn snapshot_of_the_demo_as_table_and_json() {
+    let o = gpumemd(&["snapshot", "--demo"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("DEMO: simulated fleet \"default\""), "{out}");
+    assert!(out.contains("GPU 0  NVIDIA H100 80GB HBM3"), "{out}");
+    assert!(out.contains("holders: live"), "{out}");
+    let o = gpumemd(&["snapshot", "--demo", "mig", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+    let devs = v["devices"].as_array().expect("devices");
+    assert_eq!(devs.len(), 5, "2 GPUs and 3 MIG instances");
+    assert!(
+        devs.iter()
+            .any(|d| d["mig_profile"] == "1g.10gb" && d["parent_uuid"] == devs[0]["uuid"])
+    );
+}
+
+#[test]
+fn sigterm_exits_0() {
+    let mut child = Command::new(BIN)
+        .args(["--demo", "--web.listen-address", "127.0.0.1:0", "--log-format", "json"])
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    // The JSON log says where it listens; wait for that line (bounded by the
+    // child's own output: it either logs it or exits).
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("\"listening\""))
+        .expect("a listening log line");
+    let v: serde_json::Value = serde_json::from_str(&listening).expect("JSON log line");
+    // Flat, as Prometheus' exporters log: ts, level (lower case), msg, fields.
+    assert_eq!(
+        (v["level"].as_str(), v["msg"].as_str()),
+        (Some("info"), Some("listening")),
+        "{v}"
+    );
+    assert!(v["ts"].as_str().is_some_and(|t| t.ends_with('Z')), "{v}");
+    assert!(
+        v["address"].as_str().is_some_and(|a| a.starts_with("127.0.0.1:")),
+        "{v}"
+    );
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait().map(|s| s.code()));
+    });
+    let code = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("gpumemd exits within 10 s of SIGTERM");
+    assert_eq!(code.expect("wait"), Some(0));
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(rest.iter().any(|l| l.contains("SIGTERM received")), "{rest:?}");
+}
+
+#[test]
+fn version_names_the_revision_and_build_date() {
+    let o = gpumemd(&["--version"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let want = format!("gpumemd {} (revision ", env!("CARGO_PKG_VERSION"));
+    assert!(out.starts_with(&want), "{out}");
+    let date = out.trim_end().trim_end_matches(')').rsplit(' ').next().unwrap_or("");
+    let parts: Vec<&str> = date.split('-').collect();
+    assert!(
+        parts.len() == 3 && parts.iter().all(|p| p.parse::<u32>().is_ok()),
+        "a YYYY-MM-DD build date in {out}"
+    );
+}
+
+/// `key=value` pairs of a logfmt line (quoted values unescaped just enough
+/// for the test: no `\"` inside the values it reads).
+fn logfmt(line: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut rest = line;
+    while let Some(eq) = rest.find('=') {
+        let key = rest[..eq].trim().to_string();
+        let after = &rest[eq + 1..];
+        let (value, next) = match after.strip_prefix('"') {
+            Some(q) => {
+                let end = q.find('"').expect("closing quote");
+                (q[..end].to_string(), &q[end + 1..])
+            }
+            None => {
+                let end = after.find(' ').unwrap_or(after.len());
+                (after[..end].to_string(), &after[end..])
+            }
+        };
+        out.insert(key, value);
+        rest = next;
+    }
+    out
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").expect("write");
+    let mut body = String::new();
+    s.read_to_string(&mut body).expect("read");
+    body
+}
+
+#[test]
+fn logfmt_by_default_and_metrics_on_the_telemetry_path() {
+    let mut child = Command::new(BIN)
+        .args([
+            "--demo",
+            "--web.listen-address",
+            "127.0.0.1:0",
+            "--web.telemetry-path",
+            "/prom",
+        ])
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut log = Lines::new(child.stderr.take().expect("stderr"));
+    let kv = logfmt(&log.wait_for("msg=listening", Duration::from_secs(20)));
+    assert_eq!(kv.get("level").map(String::as_str), Some("info"), "{kv:?}");
+    assert!(
+        kv.get("ts").is_some_and(|t| t.ends_with('Z') && t.contains('T')),
+        "{kv:?}"
+    );
+    let addr = kv.get("address").expect("address").clone();
+    let metrics = http_get(&addr, "/prom");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(metrics.contains("gpumem_build_info"), "{metrics}");
+    assert!(http_get(&addr, "/metrics").starts_with("HTTP/1.1 404"));
+    let _ = child.kill();
+    let _ = child.wait();
+    // Every line, not only the one read, is logfmt.
+    assert!(
+        log.seen
+            .iter()
+            .all(|l| l.starts_with("ts=") && logfmt(l).contains_key("msg")),
+        "{:?}",
+        log.seen
+    );
+}
+
+#[test]
+fn log_level_error_hides_info_and_a_clashing_telemetry_path_is_refused() {
+    let o = gpumemd(&["--demo", "--web.telemetry-path", "/-/ready"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(
+        stderr(&o).trim(),
+        "gpumemd: --web.telemetry-path: `/-/ready` is already a route of gpumemd"
+    );
+    // A taken port fails after logging starts: at error level the only
+    // line is the failure itself, none of the info lines before it.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("addr").to_string();
+    let o = gpumemd(&["--demo", "--log.level", "error", "--web.listen-address", &addr]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(!err.contains("level=info"), "{err}");
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    let o = gpumemd(&["--demo", "--log.level", "info", "--web.listen-address", &addr]);
+    assert!(stderr(&o).contains("level=info"), "{}", stderr(&o));
+}
+
+#[test]
+fn man_page_and_completions_come_from_the_cli_definition() {
+    let man = gpumemd(&["generate", "man"]);
+    assert!(man.status.success(), "{}", stderr(&man));
+    let man = String::from_utf8_lossy(&man.stdout);
+    assert!(man.starts_with(".ie") && man.contains(".TH gpumemd 1"), "{man}");
+    for flag in ["web.telemetry\\-path", "log.level", "log.format"] {
+        assert!(man.contains(flag), "the man page lacks {flag}");
+    }
+    for (shell, needle) in [
+        ("bash", "_gpumemd()"),
+        ("zsh", "#compdef gpumemd"),
+        ("fish", "complete -c gpumemd"),
+    ] {
+        let o = gpumemd(&["generate", shell]);
+        let text = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && text.contains(needle), "{shell}: {text}");
+        assert!(
+            text.contains("check-config") && text.contains("telemetry"),
+            "{shell} lacks commands or flags"
+        );
+    }
+    assert!(gpumemd(&["generate", "powershell"]).status.code() == Some(2));
+    // One page per subcommand, as the top page's SUBCOMMANDS section names.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = gpumemd(&["generate", "man", "--dir", dir.path().to_str().expect("utf-8")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let page = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap_or_default();
+    for sub in ["check", "snapshot", "suspend", "resume", "check-config", "run"] {
+        let text = page(&format!("gpumemd-{sub}.1"));
+        assert!(
+            text.contains(&format!(".TH gpumemd-{sub} 1")),
+            "no gpumemd-{sub}.1: {text}"
+        );
+    }
+    assert!(
+        page("gpumemd-check.1").contains("allow\\-user"),
+        "check's flags are documented"
+    );
+    assert!(page("gpumemd.1").contains("gpumemd\\-check(1)"));
+    assert!(
+        !dir.path().join("gpumemd-generate.1").exists(),
+        "the hidden one stays hidden"
+    );
+}
+
+/// Where a daemon started with `--log-format json` on 127.0.0.1:0 listens,
+/// read from its "listening" log line.
+fn start_daemon(args: &[&str]) -> (std::process::Child, String) {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .args(["--web.listen-address", "127.0.0.1:0", "--log-format", "json"])
+        .env_remove("RUST_LOG")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let listening = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find(|l| l.contains("\"listening\""))
+        .expect("a listening log line");
+    // Keep draining the log so the daemon never blocks on a full pipe.
+    std::thread::spawn(move || lines.map_while(Result::ok).for_each(drop));
+    let v: serde_json::Value = serde_json::from_str(&listening).expect("JSON log line");
+    let addr = v["address"].as_str().expect("address").to_string();
+    (child, format!("http://{addr}"))
+}
+
+#[test]
+fn snapshot_into_a_closed_pipe_ends_quietly_with_exit_0() {
+    // `gpumemd snapshot --demo large | head -1`: the large table is far
+    // bigger than a pipe buffer, so the writes after the reader left fail.
+    let mut child = Command::new(BIN)
+        .args(["snapshot", "--demo", "large"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut first)
+        .expect("read");
+    assert!(first.starts_with("DEMO"), "{first}");
+    let o = child.wait_with_output().expect("wait");
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+}
+
+#[test]
+fn demo_before_snapshot_is_the_same_command() {
+    let a = gpumemd(&["--demo", "snapshot", "--color", "never"]);
+    let b = gpumemd(&["snapshot", "--demo", "--color", "never"]);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let (a, b) = (String::from_utf8_lossy(&a.stdout), String::from_utf8_lossy(&b.stdout));
+    assert!(a.starts_with("DEMO: simulated fleet \"default\""), "{a}");
+    let gpus = |s: &str| {
+        s.lines()
+            .filter(|l| l.starts_with("GPU "))
+            .map(String::from)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(gpus(&a), gpus(&b));
+    assert_eq!(gpus(&a).len(), 2, "{a}");
+    // With a scenario, spelled both ways.
+    for args in [
+        &["--demo", "mig", "snapshot", "--json"][..],
+        &["--demo=mig", "snapshot", "--json"],
+    ] {
+        let out = gpumemd(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        assert_eq!(v["demo"], "mig", "{args:?}");
+    }
+}
+
+#[test]
+fn snapshot_filters_and_colour() {
+    let all = gpumemd(&["snapshot", "--demo", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&all.stdout).expect("JSON");
+    let d1 = &v["devices"][1];
+    let p = &d1["processes"][0];
+    let (uuid, user, pid) = (
+        d1["uuid"].as_str().unwrap(),
+        p["user"].as_str().unwrap(),
+        p["pid"].as_u64().unwrap().to_string(),
+    );
+    let json = |args: &[&str]| -> serde_json::Value {
+        let mut a = vec!["snapshot", "--demo", "--json"];
+        a.extend_from_slice(args);
+        let o = gpumemd(&a);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        serde_json::from_slice(&o.stdout).expect("JSON")
+    };
+    let uuids = |v: &serde_json::Value| -> Vec<String> {
+        v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["uuid"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(uuids(&json(&["--gpu", "1"])), vec![uuid.to_string()]);
+    assert_eq!(uuids(&json(&["--gpu", uuid])), vec![uuid.to_string()]);
+    let by_user = json(&["--user", user]);
+    for d in by_user["devices"].as_array().unwrap() {
+        assert!(
+            d["processes"].as_array().unwrap().iter().all(|p| p["user"] == user),
+            "{d}"
+        );
+    }
+    let by_pid = json(&["--pid", &pid]);
+    let pids: Vec<u64> = by_pid["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| {
+            d["processes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| p["pid"].as_u64().unwrap())
+        })
+        .collect();
+    assert_eq!(pids, vec![pid.parse::<u64>().unwrap()]);
+
+    let always = gpumemd(&["snapshot", "--demo", "--color", "always"]);
+    assert!(String::from_utf8_lossy(&always.stdout).contains("\x1b[1mGPU 0\x1b[0m"));
+    for mode in ["never", "auto"] {
+        // auto: stdout is a pipe here, so no colour.
+        let o = gpumemd(&["snapshot", "--demo", "--color", mode]);
+        assert!(o.status.success());
+        assert!(!o.stdout.contains(&0x1b), "--color {mode} wrote escapes");
+    }
+    assert_eq!(
+        gpumemd(&["snapshot", "--demo", "--color", "pink"]).status.code(),
+        Some(2)
+    );
+}
+
+#[test]
+fn snapshot_watch_refreshes_until_stopped() {
+    let mut child = Command::new(BIN)
+        .args(["snapshot", "--demo", "--watch", "0.2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn");
+    let mut lines = common::Lines::new(child.stdout.take().expect("stdout"));
+    let first = lines.wait_for("(refresh 1,", Duration::from_secs(20));
+    assert!(first.starts_with("Every 200ms: gpumemd snapshot"), "{first}");
+    lines.wait_for("(refresh 3,", Duration::from_secs(20));
+    child.kill().expect("kill");
+    let _ = child.wait();
+    assert!(
+        lines.seen.iter().filter(|l| l.starts_with("GPU 0 ")).count() >= 2,
+        "{:?}",
+        lines.seen
+    );
+}
+
+#[test]
+fn snapshot_url_reads_growth_from_the_running_daemon() {
+    let (mut daemon, url) = start_daemon(&["--demo"]);
+    // The demo's leaking process has a growth trend after a few polls.
+    let growing = common::wait_blocking(Duration::from_secs(60), "growth from the daemon", || {
+        let o = gpumemd(&["snapshot", "--url", &url, "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("JSON");
+        v["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|d| d["processes"].as_array().unwrap().clone())
+            .find(|p| p["growth_bytes_per_second"].as_f64().is_some_and(|g| g > 0.0))
+    });
+    let pid = growing["pid"].to_string();
+    let o = gpumemd(&["snapshot", "--url", &url, "--pid", &pid]);
+    let table = String::from_utf8_lossy(&o.stdout);
+    let row = table
+        .lines()
+        .find(|l| l.trim_start().starts_with(&pid))
+        .unwrap_or_else(|| panic!("{table}"));
+    // USED and GROWTH/s are the two size columns: both filled.
+    assert!(row.matches("iB").count() >= 2, "growth column empty: {row}");
+    assert!(!stderr(&o).contains("GROWTH needs history"), "{}", stderr(&o));
+    // The demo's PyTorch processes report allocator figures to the daemon:
+    // `--url` keeps them, in JSON and as the table's split line.
+    let all = gpumemd(&["snapshot", "--url", &url]);
+    let table = String::from_utf8_lossy(&all.stdout);
+    assert!(table.contains("= tensors ") && table.contains(" + cache "), "{table}");
+    let json = gpumemd(&["snapshot", "--url", &url, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let figures = v["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["processes"].as_array().unwrap().clone())
+        .filter(|p| p["allocator"]["tensors_bytes"].as_u64().is_some())
+        .count();
+    assert!(figures >= 3, "the demo's three reporting processes: {v}");
+    let _ = daemon.kill();
+    let _ = daemon.wait();
+
+    let local = gpumemd(&["snapshot", "--demo"]);
+    assert!(stderr(&local).contains("GROWTH needs history"), "{}", stderr(&local));
+    assert!(
+        stderr(&local).contains("tensors / cache / other split"),
+        "{}",
+        stderr(&local)
+    );
+    assert!(!String::from_utf8_lossy(&local.stdout).contains("= tensors "));
+    let dead = gpumemd(&["snapshot", "--url", &url]);
+    assert_eq!(dead.status.code(), Some(1));
+    assert!(
+        stderr(&dead).starts_with(&format!("gpumemd: --url {url}: ")),
+        "{}",
+        stderr(&dead)
+    );
+}
