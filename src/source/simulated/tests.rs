@@ -239,12 +239,11 @@ fn the_tree_matches_the_scenario_at_every_poll() {
         let cycle = (t / 300.0).floor();
         let t = t - cycle * 300.0;
         for &pid in &pids {
-            let want = s
-                .scenario()
-                .processes
-                .iter()
-                .filter(|p| p.pid == pid)
-                .find_map(|p| proc_state(p, t).0.map(|st| (st, epoch + cycle * 300.0 + p.start.0)));
+            let want = s.scenario().processes.iter().filter(|p| p.pid == pid).find_map(|p| {
+                proc_state(p, t, None)
+                    .0
+                    .map(|st| (st, epoch + cycle * 300.0 + p.start.0))
+            });
             let got = fs.read(pid, &ReadOptions::default());
             match (want, got) {
                 (Some((st, start)), Ok(id)) => {
