@@ -338,6 +338,47 @@ fn lock(this: &std::sync::Mutex<AlertLoop>) -> std::sync::MutexGuard<'_, AlertLo
 
 #[cfg(test)]
 mod tests {
+    use crate::source::parked::ParkedSource;
+    use crate::source::scenario::Scenario;
+    use crate::source::simulated::SimulatedSource;
+    use crate::source::{GpuSource, RawPoll, SourceError};
+
+    /// Real hardware as far as reclaim can tell: no tree, no scenario.
+    struct Hardware;
+
+    impl GpuSource for Hardware {
+        fn poll(&mut self, _: bool) -> Result<RawPoll, SourceError> {
+            Ok(RawPoll::default())
+        }
+    }
+
+    /// The demo's source (a parked simulated fleet, as `--demo` builds it)
+    /// gets the simulated host, kill function and driver; so does a bare
+    /// simulated fleet; only a source with neither tree nor scenario gets
+    /// the real kernel.
+    #[test]
+    fn demo_wiring_installs_the_simulated_signaller() {
+        let cfg = crate::reclaim::ReclaimConfig::default();
+        let scenario = Scenario::resolve("default").expect("default scenario");
+        let fleet = SimulatedSource::new(scenario, std::time::Duration::from_secs(1), 1_700_000_000.0);
+        let bare = super::reclaim_host(&cfg, "/proc".into(), &fleet);
+        assert!(matches!(bare, crate::reclaim::Host::Simulated { kill: Some(_), .. }));
+        let demo = ParkedSource::new(Box::new(fleet), Default::default());
+        let host = super::reclaim_host(&cfg, "/proc".into(), &demo);
+        assert!(matches!(
+            host,
+            crate::reclaim::Host::Simulated {
+                kill: Some(_),
+                cuda: Some(_),
+                ..
+            }
+        ));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = crate::reclaim::Reclaimer::new(cfg.clone(), host, dir.path()).expect("reclaimer");
+        assert!(r.is_simulated());
+        assert!(!super::reclaim_host(&cfg, "/proc".into(), &Hardware).is_simulated());
+    }
+
     /// A full disk accepts an empty file but no data: the probe's file
     /// replaced by a link to /dev/full (every write fails with ENOSPC) must
     /// read as not writable, and the same dir with room as writable.

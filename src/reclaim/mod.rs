@@ -13,6 +13,7 @@
 mod audit;
 mod config;
 mod escalate;
+mod host;
 mod hostmem;
 mod policy;
 mod procview;
@@ -35,6 +36,7 @@ use thiserror::Error;
 
 pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
 pub use config::{InvalidSetting, PROTECTED_COMMANDS, ReclaimConfig};
+pub use host::Host;
 pub use hostmem::{FixedHostMemory, HostMemory, Meminfo};
 pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
@@ -46,6 +48,7 @@ pub use suspend_retry::{MAX_RETRIES, RETRY_BACKOFF_SECS};
 pub use types::{Action, Outcome, Target};
 
 use escalate::{Pending, Worker};
+use host::Procs;
 use procview::ViewError as VE;
 
 #[derive(Debug, Error)]
@@ -59,36 +62,6 @@ pub enum ReclaimError {
          reclaim would signal the wrong processes, so it refuses to start"
     )]
     PidNamespace { proc_root: PathBuf, detail: String },
-}
-
-/// Which processes the reclaimer acts on. There is no default: the caller
-/// says, so a simulated fleet can never fall through to the real kernel.
-pub enum Host {
-    /// This machine: `/proc` at this path, pidfd signals, the configured
-    /// CUDA driver.
-    Real(PathBuf),
-    /// A simulated fleet: its in-memory `/proc`, its kill function and its
-    /// simulated CUDA driver (`None`: suspend finds no driver). Nothing
-    /// reaches the host's `/proc`, kernel or driver.
-    Simulated {
-        tree: Arc<dyn crate::attribution::ProcTree>,
-        kill: Option<Kill>,
-        cuda: Option<crate::cuda::SimHandle>,
-    },
-}
-
-impl Host {
-    pub fn is_simulated(&self) -> bool {
-        matches!(self, Host::Simulated { .. })
-    }
-}
-
-/// Where processes are read and how they are signalled, fixed at
-/// construction.
-#[derive(Debug)]
-enum Procs {
-    Real(PathBuf),
-    Simulated(Arc<dyn crate::attribution::ProcTree>),
 }
 
 /// State shared with the grace thread.

@@ -87,3 +87,43 @@ impl Pinned for SimPinned {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::attribution::{MemIdentity, MemTree, ProcState};
+
+    fn ident() -> Arc<MemIdentity> {
+        Arc::new(MemIdentity {
+            ppid: 1,
+            comm: "python".into(),
+            uid: 1000,
+            cgroup: "/".into(),
+            cmdline: MemIdentity::nul_args("python train.py"),
+        })
+    }
+
+    #[test]
+    fn a_signal_ends_the_pinned_simulated_process_and_nothing_else() {
+        let tree = Arc::new(MemTree::new(0));
+        tree.update(|w| w.insert_as(4101, ProcState::Sleeping, 500, ident()));
+        let ended = Arc::new(Mutex::new(Vec::new()));
+        let seen = ended.clone();
+        let kill: Kill = Arc::new(move |pid| seen.lock().expect("lock").push(pid));
+        let signals = SimulatedSignals::new(tree.clone(), Some(kill));
+        assert!(matches!(signals.open(4202), Err(SignalError::Gone)), "not in the fleet");
+        let pinned = signals.open(4101).expect("pinned");
+        assert!(matches!(pinned.send(Action::Suspend), Err(SignalError::Failed(_))));
+        pinned.send(Action::Term).expect("sent");
+        assert_eq!(*ended.lock().expect("lock"), [4101]);
+        // Another process under the PID is not the one pinned.
+        tree.update(|w| w.insert_as(4101, ProcState::Sleeping, 900, ident()));
+        assert!(matches!(pinned.send(Action::Kill), Err(SignalError::Gone)));
+        let without = SimulatedSignals::new(tree, None);
+        let pinned = without.open(4101).expect("pinned");
+        assert!(matches!(pinned.send(Action::Term), Err(SignalError::Failed(_))));
+        assert_eq!(ended.lock().expect("lock").len(), 1);
+    }
+}

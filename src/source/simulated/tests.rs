@@ -301,3 +301,21 @@ fn a_large_fleet_process_stays_small() {
     let boxed = large.processes.iter().filter(|p| p.more.is_some()).count();
     assert_eq!(boxed, 64 * 11, "only the leaking processes (1 in 97) box their shape");
 }
+
+/// A simulated signal ends the process at the next poll, per its `exit`
+/// (here the default, released): it leaves the list and `/proc`; the
+/// others stay.
+#[test]
+fn a_simulated_kill_ends_the_process_at_the_next_poll() {
+    let mut src = source("default");
+    let p = at(&mut src, 5);
+    assert!(find(&p, 4101).is_some() && ident(&src, 4101).is_ok());
+    let others = p.devices.iter().flat_map(|d| &d.processes).count();
+    src.simulated_kill()
+        .expect("a simulated fleet can be signalled")
+        .kill(4101);
+    let p = src.poll(true).expect("poll");
+    assert!(find(&p, 4101).is_none(), "still listed");
+    assert!(ident(&src, 4101).is_err(), "still in /proc");
+    assert_eq!(p.devices.iter().flat_map(|d| &d.processes).count(), others - 1);
+}
