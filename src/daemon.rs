@@ -4,6 +4,7 @@
 //! systemd watchdog. It owns how they start and stop; it must not build
 //! the router, bind sockets or decide what an alert is.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use tokio::sync::watch;
 use crate::config::{self, Config};
 use crate::snapshot::Snapshot;
 use crate::source::GpuSource;
-use crate::{alerts, allocator, clock, cuda, notify, poller, reclaim, rules, suspend_follow, sysnotify};
+use crate::{alerts, allocator, clock, notify, poller, reclaim, rules, suspend_follow, sysnotify};
 
 /// Called after each evaluation with its transitions and the engine (for
 /// the firing set): where notifiers and reclaim plug in.
@@ -120,28 +121,35 @@ pub(crate) fn alert_hooks(
     })
 }
 
-/// On a simulated fleet, reclaim acts on the simulation: its `/proc`, a
-/// simulated CUDA driver (the source hides what it checkpoints) and a host
-/// with room for it. Real hardware is left as configured.
-pub(crate) fn demo_reclaim(r: reclaim::Reclaimer, source: &dyn GpuSource) -> reclaim::Reclaimer {
-    let r = match source.proc_tree() {
-        Some(tree) => r.with_proc_tree(tree),
-        None => r,
-    };
-    let Some(handle) = source.simulated_cuda() else {
-        return r;
-    };
-    if r.config().enabled {
-        tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
-    } else {
-        tracing::info!(
-            "DEMO: to see suspend and resume (simulated CUDA checkpoint), run `gpumemd --demo --config config/demo-suspend.toml`"
-        );
+/// Where reclaim acts. On a simulated fleet (any source with its own
+/// `/proc` or a scenario name) it acts on the simulation only: its `/proc`,
+/// its kill function, a simulated CUDA driver (the source hides what it
+/// checkpoints) and a host with room for it. Only real hardware gets the
+/// real `/proc`, signals and driver.
+pub(crate) fn reclaim_host(cfg: &reclaim::ReclaimConfig, proc_root: PathBuf, source: &dyn GpuSource) -> reclaim::Host {
+    let tree = source.proc_tree();
+    if tree.is_none() && source.demo_name().is_none() {
+        return reclaim::Host::Real(proc_root);
     }
-    r.with_cuda(Box::new(move || {
-        Ok(Box::new(cuda::SimulatedCuda::new(handle)) as Box<dyn cuda::Checkpointer>)
-    }))
-    .with_host_memory(Box::new(reclaim::FixedHostMemory(1 << 40)))
+    let cuda = source.simulated_cuda();
+    match (&cuda, cfg.enabled) {
+        (None, _) => {}
+        (Some(_), true) => {
+            tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
+        }
+        (Some(_), false) => tracing::info!(
+            "DEMO: to see suspend and resume (simulated CUDA checkpoint), run `gpumemd --demo --config config/demo-suspend.toml`"
+        ),
+    }
+    let kill = source
+        .simulated_kill()
+        .map(|k| Arc::new(move |pid| k.kill(pid)) as reclaim::Kill);
+    reclaim::Host::Simulated {
+        // A simulated fleet without a tree shows no process: nothing is acted on.
+        tree: tree.unwrap_or_else(|| Arc::new(crate::attribution::MemTree::new(0))),
+        kill,
+        cuda,
+    }
 }
 
 /// Lets the reclaimer follow the daemon: the processes it may suspend
@@ -330,6 +338,47 @@ fn lock(this: &std::sync::Mutex<AlertLoop>) -> std::sync::MutexGuard<'_, AlertLo
 
 #[cfg(test)]
 mod tests {
+    use crate::source::parked::ParkedSource;
+    use crate::source::scenario::Scenario;
+    use crate::source::simulated::SimulatedSource;
+    use crate::source::{GpuSource, RawPoll, SourceError};
+
+    /// Real hardware as far as reclaim can tell: no tree, no scenario.
+    struct Hardware;
+
+    impl GpuSource for Hardware {
+        fn poll(&mut self, _: bool) -> Result<RawPoll, SourceError> {
+            Ok(RawPoll::default())
+        }
+    }
+
+    /// The demo's source (a parked simulated fleet, as `--demo` builds it)
+    /// gets the simulated host, kill function and driver; so does a bare
+    /// simulated fleet; only a source with neither tree nor scenario gets
+    /// the real kernel.
+    #[test]
+    fn demo_wiring_installs_the_simulated_signaller() {
+        let cfg = crate::reclaim::ReclaimConfig::default();
+        let scenario = Scenario::resolve("default").expect("default scenario");
+        let fleet = SimulatedSource::new(scenario, std::time::Duration::from_secs(1), 1_700_000_000.0);
+        let bare = super::reclaim_host(&cfg, "/proc".into(), &fleet);
+        assert!(matches!(bare, crate::reclaim::Host::Simulated { kill: Some(_), .. }));
+        let demo = ParkedSource::new(Box::new(fleet), Default::default());
+        let host = super::reclaim_host(&cfg, "/proc".into(), &demo);
+        assert!(matches!(
+            host,
+            crate::reclaim::Host::Simulated {
+                kill: Some(_),
+                cuda: Some(_),
+                ..
+            }
+        ));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let r = crate::reclaim::Reclaimer::new(cfg.clone(), host, dir.path()).expect("reclaimer");
+        assert!(r.is_simulated());
+        assert!(!super::reclaim_host(&cfg, "/proc".into(), &Hardware).is_simulated());
+    }
+
     /// A full disk accepts an empty file but no data: the probe's file
     /// replaced by a link to /dev/full (every write fails with ENOSPC) must
     /// read as not writable, and the same dir with room as writable.

@@ -115,11 +115,9 @@ struct Core {
 fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<bool>) -> Result<Core, RunError> {
     // Kept whether or not the allocator view is on.
     let events = events::EventLog::shared();
-    let reclaimer = Arc::new(daemon::demo_reclaim(
-        reclaim::Reclaimer::new(cfg.reclaim.clone(), cfg.processes.proc_root.clone(), &cfg.state.dir)?
-            .with_events(events.clone()),
-        source.as_ref(),
-    ));
+    let host = daemon::reclaim_host(&cfg.reclaim, cfg.processes.proc_root.clone(), source.as_ref());
+    let reclaimer =
+        Arc::new(reclaim::Reclaimer::new(cfg.reclaim.clone(), host, &cfg.state.dir)?.with_events(events.clone()));
     let notifiers = daemon::start_notifiers(cfg, stop.clone());
     // Notifications are what an unwritable state dir silently turns off
     // (reclaim, when enabled, has already refused to start without it).

@@ -14,5 +14,6 @@ mod common;
 mod cli {
     mod check;
     mod commands;
+    mod reclaim_demo;
     mod suspend_demo;
 }

@@ -15,7 +15,7 @@ use std::thread::{self, JoinHandle};
 use std::time::Instant;
 
 use super::procview::ViewError;
-use super::signal::{Handle, SignalError};
+use super::signal::{Pinned, SignalError};
 use super::{Action, Outcome, Shared, Target, policy};
 
 /// A SIGTERM that was delivered and may need a SIGKILL.
@@ -23,7 +23,7 @@ use super::{Action, Outcome, Shared, Target, policy};
 pub struct Pending {
     pub target: Target,
     /// Kept open so the SIGKILL goes to the process the SIGTERM went to.
-    pub handle: Handle,
+    pub handle: Box<dyn Pinned>,
     pub deadline: Instant,
 }
 

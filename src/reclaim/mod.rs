@@ -13,11 +13,13 @@
 mod audit;
 mod config;
 mod escalate;
+mod host;
 mod hostmem;
 mod policy;
 mod procview;
 mod recover;
 mod signal;
+mod simsignal;
 mod suspend;
 mod suspend_config;
 mod suspend_retry;
@@ -34,17 +36,20 @@ use thiserror::Error;
 
 pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
 pub use config::{InvalidSetting, PROTECTED_COMMANDS, ReclaimConfig};
+pub use host::Host;
 pub use hostmem::{FixedHostMemory, HostMemory, Meminfo};
 pub use policy::{Protected, check, precheck};
 pub use procview::{ProcView, ViewError, read_view};
+pub use signal::{Pinned, SignalError, Signaller};
+pub use simsignal::{Kill, SimulatedSignals};
 pub use suspend::{Listing, Suspended};
 pub use suspend_config::{ResumeMode, SuspendConfig};
 pub use suspend_retry::{MAX_RETRIES, RETRY_BACKOFF_SECS};
 pub use types::{Action, Outcome, Target};
 
 use escalate::{Pending, Worker};
+use host::Procs;
 use procview::ViewError as VE;
-use signal::SignalError;
 
 #[derive(Debug, Error)]
 pub enum ReclaimError {
@@ -63,15 +68,14 @@ pub enum ReclaimError {
 #[derive(Debug)]
 struct Shared {
     cfg: Mutex<ReclaimConfig>,
-    proc_root: PathBuf,
+    procs: Procs,
+    signals: Box<dyn Signaller>,
     me: Protected,
     audit: audit::AuditLog,
     /// Serializes audit appends so lines never interleave.
     audit_lock: Mutex<()>,
     state: Mutex<State>,
     suspend: suspend::SuspendState,
-    /// A `/proc` other than `proc_root` (the demo's simulated tree).
-    tree: std::sync::OnceLock<Arc<dyn crate::attribution::ProcTree>>,
     /// `GET /api/v1/events`: suspends and resumes done or failed go there.
     events: std::sync::OnceLock<Arc<crate::events::EventLog>>,
 }
@@ -93,11 +97,11 @@ impl Shared {
         lock(&self.cfg).clone()
     }
 
-    /// The live view of `pid`, from the simulated tree when there is one.
+    /// The live view of `pid`, from the simulated tree on a simulated fleet.
     fn view(&self, pid: u32) -> Result<ProcView, ViewError> {
-        match self.tree.get() {
-            Some(t) => procview::read_view_in(t.as_ref(), pid),
-            None => read_view(&self.proc_root, pid),
+        match &self.procs {
+            Procs::Simulated(t) => procview::read_view_in(t.as_ref(), pid),
+            Procs::Real(root) => read_view(root, pid),
         }
     }
 
@@ -188,22 +192,36 @@ pub struct Reclaimer {
 }
 
 impl Reclaimer {
-    /// Validates `cfg`; when enabled, also checks that `proc_root` is this
-    /// process's PID namespace and creates `<state_dir>/reclaim-audit.jsonl`.
-    /// When disabled nothing is touched on disk.
-    pub fn new(cfg: ReclaimConfig, proc_root: PathBuf, state_dir: &Path) -> Result<Reclaimer, ReclaimError> {
+    /// Validates `cfg`; when enabled, also checks that a real `/proc` is
+    /// this process's PID namespace and creates
+    /// `<state_dir>/reclaim-audit.jsonl`. When disabled nothing is touched on
+    /// disk. Real signals and CUDA calls exist only for [`Host::Real`].
+    pub fn new(cfg: ReclaimConfig, host: Host, state_dir: &Path) -> Result<Reclaimer, ReclaimError> {
         let audit = audit::AuditLog::new(state_dir);
-        prepare(&cfg, &proc_root, &audit)?;
-        let suspend = suspend::SuspendState::new(&proc_root);
+        let (procs, signals, suspend): (_, Box<dyn Signaller>, _) = match host {
+            Host::Real(root) => {
+                let suspend = suspend::SuspendState::new(&root);
+                (Procs::Real(root), Box::new(signal::Pidfd), suspend)
+            }
+            Host::Simulated { tree, kill, cuda } => {
+                let signals = SimulatedSignals::new(tree.clone(), kill);
+                (
+                    Procs::Simulated(tree),
+                    Box::new(signals),
+                    suspend::SuspendState::simulated(cuda),
+                )
+            }
+        };
+        prepare(&cfg, &procs, &audit)?;
         let shared = Shared {
             cfg: Mutex::new(cfg),
-            proc_root,
+            procs,
+            signals,
             me: Protected::current(),
             audit,
             audit_lock: Mutex::new(()),
             state: Mutex::new(State::default()),
             suspend,
-            tree: std::sync::OnceLock::new(),
             events: std::sync::OnceLock::new(),
         };
         Ok(Reclaimer {
@@ -212,10 +230,15 @@ impl Reclaimer {
         })
     }
 
+    /// Whether it acts on a simulated fleet (never on real processes).
+    pub fn is_simulated(&self) -> bool {
+        matches!(self.shared.procs, Procs::Simulated(_))
+    }
+
     /// Applies a reloaded `[reclaim]` section. Pending SIGKILLs stay
     /// scheduled and are re-decided under the new config when due.
     pub fn reconfigure(&self, cfg: ReclaimConfig) -> Result<(), ReclaimError> {
-        prepare(&cfg, &self.shared.proc_root, &self.shared.audit)?;
+        prepare(&cfg, &self.shared.procs, &self.shared.audit)?;
         *lock(&self.shared.cfg) = cfg;
         Ok(())
     }
@@ -223,14 +246,6 @@ impl Reclaimer {
     /// The config in force.
     pub fn config(&self) -> ReclaimConfig {
         self.shared.config()
-    }
-
-    /// Reads processes from `tree` instead of `proc_root`: the demo's
-    /// simulated fleet lives in an in-memory `/proc`.
-    #[must_use]
-    pub fn with_proc_tree(self, tree: Arc<dyn crate::attribution::ProcTree>) -> Self {
-        let _ = self.shared.tree.set(tree);
-        self
     }
 
     /// Lists every suspend and resume that was done or failed in `log`
@@ -335,12 +350,12 @@ impl Reclaimer {
 }
 
 /// The SIGTERM step. Returns the pinned handle when a SIGTERM was delivered.
-fn terminate(sh: &Shared, cfg: &ReclaimConfig, t: &Target) -> (Outcome, Option<signal::Handle>) {
+fn terminate(sh: &Shared, cfg: &ReclaimConfig, t: &Target) -> (Outcome, Option<Box<dyn signal::Pinned>>) {
     if let Err(reason) = precheck(t, &sh.me) {
         return (Outcome::Refused(reason), None);
     }
     // Pin first, then verify: see signal.rs for why this order is safe.
-    let handle = match signal::open(t.pid) {
+    let handle = match sh.signals.open(t.pid) {
         Ok(h) => h,
         Err(SignalError::Gone) => return (Outcome::Refused("gone"), None),
         Err(SignalError::Failed(e)) => return (Outcome::Failed(e), None),
@@ -364,13 +379,15 @@ fn terminate(sh: &Shared, cfg: &ReclaimConfig, t: &Target) -> (Outcome, Option<s
 }
 
 /// Validation plus, when enabled, the checks that must hold before anything
-/// is read or signalled.
-fn prepare(cfg: &ReclaimConfig, proc_root: &Path, audit: &audit::AuditLog) -> Result<(), ReclaimError> {
+/// is read or signalled (a simulated fleet has no PID namespace to check).
+fn prepare(cfg: &ReclaimConfig, procs: &Procs, audit: &audit::AuditLog) -> Result<(), ReclaimError> {
     cfg.validate().map_err(ReclaimError::Config)?;
     if !cfg.enabled {
         return Ok(());
     }
-    check_pid_namespace(proc_root)?;
+    if let Procs::Real(proc_root) = procs {
+        check_pid_namespace(proc_root)?;
+    }
     audit.ensure().map_err(|source| ReclaimError::Audit {
         path: audit.path().to_path_buf(),
         source,

@@ -1,8 +1,11 @@
-//! Sending SIGTERM/SIGKILL to one exact process.
+//! Sending SIGTERM/SIGKILL to one exact process, behind one seam.
 //!
-//! Owns: the pidfd (Linux 5.3+) that pins the process between the identity
-//! check and the signal, and the plain `kill(2)` fallback where pidfds are
-//! unavailable. Must not: decide whether to signal (that is policy.rs).
+//! Owns: the [`Signaller`] trait (open/pin, then send), its real
+//! implementation [`Pidfd`]: the pidfd (Linux 5.3+) that pins the process
+//! between the identity check and the signal, and the plain `kill(2)`
+//! fallback where pidfds are unavailable. Must not: decide whether to signal
+//! (that is policy.rs), or be reachable on a simulated fleet (the reclaimer
+//! builds it only for [`super::Host::Real`]).
 //!
 //! Why a pidfd: it is opened BEFORE `/proc/<pid>/stat` is re-read, so if the
 //! check sees the expected start ticks the pidfd refers to that very process;
@@ -17,9 +20,39 @@ use rustix::process::{Pid, PidfdFlags, Signal, kill_process, pidfd_open, pidfd_s
 
 use super::Action;
 
+/// The seam: pins a process by PID, then signals exactly that process.
+pub trait Signaller: Send + Sync + std::fmt::Debug {
+    /// Pins `pid` before its identity is re-checked.
+    fn open(&self, pid: u32) -> Result<Box<dyn Pinned>, SignalError>;
+}
+
+/// A pinned process: a signal reaches it, or nothing (`Gone`).
+pub trait Pinned: Send + std::fmt::Debug {
+    fn send(&self, action: Action) -> Result<(), SignalError>;
+}
+
+/// The signal an action sends; suspend and resume send none.
+pub fn signal_of(action: Action) -> Result<Signal, SignalError> {
+    match action {
+        Action::Term => Ok(Signal::TERM),
+        Action::Kill => Ok(Signal::KILL),
+        Action::Suspend | Action::Resume => Err(SignalError::Failed(format!("{} sends no signal", action.as_str()))),
+    }
+}
+
+/// This host's processes, through pidfds.
+#[derive(Debug)]
+pub struct Pidfd;
+
+impl Signaller for Pidfd {
+    fn open(&self, pid: u32) -> Result<Box<dyn Pinned>, SignalError> {
+        open(pid).map(|h| Box::new(h) as Box<dyn Pinned>)
+    }
+}
+
 /// A process about to be signalled.
 #[derive(Debug)]
-pub struct Handle {
+struct Handle {
     pid: Pid,
     /// `None` on kernels without pidfd_open, or where seccomp denies it.
     pidfd: Option<OwnedFd>,
@@ -36,7 +69,7 @@ pub enum SignalError {
 
 /// Pins `pid`. PIDs that are not positive `i32` are refused here too, because
 /// `kill` gives 0 and negative values process-group meaning.
-pub fn open(pid: u32) -> Result<Handle, SignalError> {
+fn open(pid: u32) -> Result<Handle, SignalError> {
     let raw = i32::try_from(pid).ok().filter(|&p| p > 0);
     let pid = raw
         .and_then(Pid::from_raw)
@@ -53,16 +86,10 @@ pub fn open(pid: u32) -> Result<Handle, SignalError> {
     }
 }
 
-impl Handle {
+impl Pinned for Handle {
     /// Sends the action's signal.
-    pub fn send(&self, action: Action) -> Result<(), SignalError> {
-        let sig = match action {
-            Action::Term => Signal::TERM,
-            Action::Kill => Signal::KILL,
-            Action::Suspend | Action::Resume => {
-                return Err(SignalError::Failed(format!("{} sends no signal", action.as_str())));
-            }
-        };
+    fn send(&self, action: Action) -> Result<(), SignalError> {
+        let sig = signal_of(action)?;
         let sent = match &self.pidfd {
             Some(fd) => pidfd_send_signal(fd, sig),
             None => kill_process(self.pid, sig),

@@ -73,6 +73,24 @@ impl SuspendState {
             retries: super::suspend_retry::Retries::default(),
         }
     }
+
+    /// A simulated fleet's: its simulated driver (none: suspend finds no
+    /// driver, the real one is never loaded) and a host with room for it.
+    pub(super) fn simulated(cuda: Option<crate::cuda::SimHandle>) -> Self {
+        let state = SuspendState::new(std::path::Path::new("/proc"));
+        {
+            let mut inner = lock(&state.inner);
+            inner.host = Box::new(super::FixedHostMemory(1 << 40));
+            inner.opener = Some(Box::new(move || match cuda {
+                Some(h) => Ok(Box::new(crate::cuda::SimulatedCuda::new(h)) as Box<dyn crate::cuda::Checkpointer>),
+                None => Err(crate::cuda::CudaError::Unavailable {
+                    library: "simulated".into(),
+                    detail: "this simulated fleet has no simulated CUDA driver".into(),
+                }),
+            }));
+        }
+        state
+    }
 }
 
 /// Why the sequence stopped early.

@@ -59,7 +59,7 @@ fn fixture_with(cfg: ReclaimConfig, host: Option<u64>, driver: impl FnOnce(SimHa
     write_proc(dir.path(), TICKS);
     let sim = SimHandle::default();
     let opener = driver(sim.clone(), dir.path());
-    let r = Reclaimer::new(cfg, dir.path().to_path_buf(), dir.path())
+    let r = Reclaimer::new(cfg, crate::reclaim::Host::Real(dir.path().to_path_buf()), dir.path())
         .expect("valid")
         .with_cuda(opener)
         .with_host_memory(Box::new(Host(host)));

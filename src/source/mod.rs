@@ -11,6 +11,8 @@ pub mod parked;
 pub mod scenario;
 pub mod simulated;
 
+pub use simulated::SimKill;
+
 use thiserror::Error;
 
 use std::sync::Arc;
@@ -128,6 +130,12 @@ pub trait GpuSource: Send {
     /// The simulated CUDA driver whose checkpoints this source hides (the
     /// demo's [`parked::ParkedSource`]); `None`: a real driver, if any.
     fn simulated_cuda(&self) -> Option<crate::cuda::SimHandle> {
+        None
+    }
+
+    /// How a simulated fleet's processes are ended (reclaim's simulated
+    /// signaller); `None`: real processes, which only real signals reach.
+    fn simulated_kill(&self) -> Option<SimKill> {
         None
     }
 }

@@ -62,6 +62,10 @@ impl GpuSource for ParkedSource {
     fn simulated_cuda(&self) -> Option<SimHandle> {
         Some(self.cuda.clone())
     }
+
+    fn simulated_kill(&self) -> Option<super::SimKill> {
+        self.inner.simulated_kill()
+    }
 }
 
 #[cfg(test)]

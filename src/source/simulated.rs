@@ -14,7 +14,10 @@ use super::{GpuSource, RawDevice, RawPoll, RawProcess, SourceError, Utilization}
 use crate::attribution::{ProcState, ProcTree};
 use crate::snapshot::{DriverInfo, Memory};
 
+mod ends;
 mod proctree;
+
+pub use ends::SimKill;
 
 /// A simulated fleet.
 pub struct SimulatedSource {
@@ -27,6 +30,8 @@ pub struct SimulatedSource {
     /// them all per device cost 20 ms a poll at 64 GPUs x 1000 processes).
     by_device: std::collections::HashMap<(usize, Option<usize>), Vec<u32>>,
     procs: proctree::SimProcTree,
+    /// Processes ended by a (simulated) signal.
+    ends: ends::Ends,
 }
 
 /// What a process is doing at one instant of scenario time.
@@ -55,6 +60,7 @@ impl SimulatedSource {
             poll: 0,
             by_device,
             procs,
+            ends: ends::Ends::default(),
         }
     }
 
@@ -128,10 +134,11 @@ impl SimulatedSource {
         let loop_len = self.scenario.loop_after.map(|l| l.0).unwrap_or(0.0);
         let ps = &self.scenario.processes;
         let epoch = self.epoch;
+        let ends = &self.ends;
         self.procs.sync(
             ps,
             (t, cycle),
-            |i| proc_state(&ps[i], t),
+            |i| proc_state(&ps[i], t, ends.stop_of(&ps[i])),
             |i| epoch + cycle as f64 * loop_len + ps[i].start.0,
         );
     }
@@ -151,7 +158,7 @@ impl SimulatedSource {
         }
         let shape = p.shape();
         let busy = shape.busy_for.is_none_or(|b| local < b.0);
-        let Some(stop) = stop_at(p).filter(|s| local >= *s) else {
+        let Some(stop) = stop_at(p, self.ends.stop_of(p)).filter(|s| local >= *s) else {
             return Phase {
                 listed: true,
                 bytes: self.bytes(p, local),
@@ -224,6 +231,9 @@ impl GpuSource for SimulatedSource {
             cycle = (t / l.0).floor() as u64;
             t -= cycle as f64 * l.0;
         }
+        if self.ends.advance(t, cycle) {
+            self.procs.look_again();
+        }
         self.sync_proc(t, cycle);
         let mut devices = Vec::new();
         let mut utilization = sample_utilization.then(Utilization::new);
@@ -248,6 +258,10 @@ impl GpuSource for SimulatedSource {
 
     fn proc_tree(&self) -> Option<Arc<dyn ProcTree>> {
         Some(self.procs.tree())
+    }
+
+    fn simulated_kill(&self) -> Option<SimKill> {
+        Some(self.ends.handle())
     }
 }
 
@@ -326,14 +340,15 @@ impl SimulatedSource {
     }
 }
 
-/// When `p` stops, in seconds after its start: `stop`, or the end of its trace.
-fn stop_at(p: &SimProcess) -> Option<f64> {
+/// When `p` stops, in seconds after its start: `stop`, the end of its
+/// trace, or `ended` (by a simulated signal), whichever comes first.
+fn stop_at(p: &SimProcess, ended: Option<f64>) -> Option<f64> {
     let shape = p.shape();
     let trace_end = shape.trace_rows.last().map(|r| r.0 / shape.speed.unwrap_or(1.0));
-    match (shape.stop.map(|s| s.0 - p.start.0), trace_end) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
+    [shape.stop.map(|s| s.0 - p.start.0), trace_end, ended]
+        .into_iter()
+        .flatten()
+        .reduce(f64::min)
 }
 
 /// What `/proc` shows of `p` at scenario time `t`: its scenario state while
@@ -341,13 +356,13 @@ fn stop_at(p: &SimProcess) -> Option<f64> {
 /// entry before it starts or once it exited. Also the scenario time at which
 /// that next changes (infinite: not before the loop wraps), so that the
 /// tree can skip the process until then.
-fn proc_state(p: &SimProcess, t: f64) -> (Option<ProcState>, f64) {
+fn proc_state(p: &SimProcess, t: f64, ended: Option<f64>) -> (Option<ProcState>, f64) {
     let start = p.start.0;
     let local = t - start;
     if local < 0.0 {
         return (None, start);
     }
-    let stop = stop_at(p);
+    let stop = stop_at(p, ended);
     let Some(stop) = stop.filter(|s| local >= *s) else {
         return (Some(p.who.state), stop.map_or(f64::INFINITY, |s| start + s));
     };

@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::wait_blocking;
-use gpumemd::reclaim::{Outcome, ReclaimConfig, ReclaimError, Reclaimer, SERIES, Target, read_view};
+use gpumemd::reclaim::{Host, Outcome, ReclaimConfig, ReclaimError, Reclaimer, SERIES, Target, read_view};
 use serde_json::Value;
 
 const GRACE: Duration = Duration::from_millis(300);
@@ -120,7 +120,7 @@ fn live_config() -> ReclaimConfig {
 
 fn reclaimer(cfg: ReclaimConfig) -> (Reclaimer, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let r = Reclaimer::new(cfg, PathBuf::from("/proc"), dir.path()).expect("reclaimer");
+    let r = Reclaimer::new(cfg, Host::Real(PathBuf::from("/proc")), dir.path()).expect("reclaimer");
     (r, dir)
 }
 
@@ -164,7 +164,8 @@ fn disabled_touches_nothing_not_even_the_state_dir() {
     let mut kid = Kid::sleeper();
     let dir = tempfile::tempdir().expect("tempdir");
     let state = dir.path().join("state");
-    let r = Reclaimer::new(ReclaimConfig::default(), PathBuf::from("/proc"), &state).expect("disabled is valid");
+    let r = Reclaimer::new(ReclaimConfig::default(), Host::Real(PathBuf::from("/proc")), &state)
+        .expect("disabled is valid");
     assert_eq!(one(&r, kid.target()), Outcome::Disabled);
     assert!(kid.alive());
     assert!(!state.exists(), "no audit file while disabled");
@@ -294,7 +295,7 @@ fn identity_is_rechecked_before_sigkill() {
         grace: Duration::from_secs(2),
         ..live_config()
     };
-    let r = Reclaimer::new(cfg, root.to_path_buf(), state.path()).expect("reclaimer");
+    let r = Reclaimer::new(cfg, Host::Real(root.to_path_buf()), state.path()).expect("reclaimer");
     assert_eq!(one(&r, t.clone()), Outcome::Signalled);
     let stat = fs::read_to_string(root.join(format!("{pid}/stat"))).expect("stat");
     fs::write(root.join(format!("{pid}/stat")), with_start_ticks(&stat, 1)).expect("rewrite stat");
@@ -423,16 +424,17 @@ fn reload_to_dry_run_cancels_pending_sigkill() {
 #[test]
 fn enabling_checks_the_pid_namespace_and_config() {
     let empty = tempfile::tempdir().expect("tempdir");
-    let err = Reclaimer::new(live_config(), empty.path().to_path_buf(), empty.path()).expect_err("no self");
+    let err = Reclaimer::new(live_config(), Host::Real(empty.path().to_path_buf()), empty.path()).expect_err("no self");
     assert!(matches!(err, ReclaimError::PidNamespace { .. }), "{err}");
     let other = tempfile::tempdir().expect("tempdir");
     std::os::unix::fs::symlink("1", other.path().join("self")).expect("link");
-    let err = Reclaimer::new(live_config(), other.path().to_path_buf(), empty.path()).expect_err("pid 1 view");
+    let err =
+        Reclaimer::new(live_config(), Host::Real(other.path().to_path_buf()), empty.path()).expect_err("pid 1 view");
     assert!(err.to_string().contains("PID namespace"), "{err}");
     let useless = ReclaimConfig {
         allow_users: vec![],
         ..live_config()
     };
-    let err = Reclaimer::new(useless, PathBuf::from("/proc"), empty.path()).expect_err("nobody allowed");
+    let err = Reclaimer::new(useless, Host::Real(PathBuf::from("/proc")), empty.path()).expect_err("nobody allowed");
     assert!(matches!(err, ReclaimError::Config(_)), "{err}");
 }

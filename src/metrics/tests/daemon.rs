@@ -131,7 +131,11 @@ fn family_names_end_in_their_unit() {
 #[test]
 fn daemon_counters_come_from_their_producers_at_render_time() {
     let tmp = std::env::temp_dir();
-    let reclaimer = Reclaimer::new(ReclaimConfig::default(), "/proc".into(), &tmp);
+    let reclaimer = Reclaimer::new(
+        ReclaimConfig::default(),
+        crate::reclaim::Host::Real("/proc".into()),
+        &tmp,
+    );
     let reclaimer = Arc::new(reclaimer.unwrap_or_else(|e| panic!("{e}")));
     let counters = Counters::new(Some(reclaimer), None, Some(false));
     let d = DaemonState {

@@ -105,6 +105,14 @@ impl SimProcTree {
         }
     }
 
+    /// Every PID is looked at on the next sync: a simulated signal changed
+    /// what some show before their `until`.
+    pub(super) fn look_again(&mut self) {
+        for s in &mut self.slots {
+            s.until = f32::NEG_INFINITY;
+        }
+    }
+
     pub(super) fn tree(&self) -> Arc<MemTree> {
         self.tree.clone()
     }

@@ -242,12 +242,11 @@ fn the_tree_matches_the_scenario_at_every_poll() {
         let cycle = (t / 300.0).floor();
         let t = t - cycle * 300.0;
         for &pid in &pids {
-            let want = s
-                .scenario()
-                .processes
-                .iter()
-                .filter(|p| p.pid == pid)
-                .find_map(|p| proc_state(p, t).0.map(|st| (st, epoch + cycle * 300.0 + p.start.0)));
+            let want = s.scenario().processes.iter().filter(|p| p.pid == pid).find_map(|p| {
+                proc_state(p, t, None)
+                    .0
+                    .map(|st| (st, epoch + cycle * 300.0 + p.start.0))
+            });
             let got = fs.read(pid, &ReadOptions::default());
             match (want, got) {
                 (Some((st, start)), Ok(id)) => {
@@ -304,4 +303,22 @@ fn a_large_fleet_process_stays_small() {
     let large = Scenario::resolve("large").unwrap_or_else(|e| panic!("{e}"));
     let boxed = large.processes.iter().filter(|p| p.more.is_some()).count();
     assert_eq!(boxed, 64 * 11, "only the leaking processes (1 in 97) box their shape");
+}
+
+/// A simulated signal ends the process at the next poll, per its `exit`
+/// (here the default, released): it leaves the list and `/proc`; the
+/// others stay.
+#[test]
+fn a_simulated_kill_ends_the_process_at_the_next_poll() {
+    let mut src = source("default");
+    let p = at(&mut src, 5);
+    assert!(find(&p, 4101).is_some() && ident(&src, 4101).is_ok());
+    let others = p.devices.iter().flat_map(|d| &d.processes).count();
+    src.simulated_kill()
+        .expect("a simulated fleet can be signalled")
+        .kill(4101);
+    let p = src.poll(true).expect("poll");
+    assert!(find(&p, 4101).is_none(), "still listed");
+    assert!(ident(&src, 4101).is_err(), "still in /proc");
+    assert_eq!(p.devices.iter().flat_map(|d| &d.processes).count(), others - 1);
 }
