@@ -87,7 +87,6 @@ fn main() -> ExitCode {
     let command = Cli::parse_args().into_command();
     if !matches!(command, Command::Run(_)) {
         hangup::hold(false);
-        end_quietly_on_closed_pipe();
     }
     let result = match command {
         Command::Run(args) => run(args),
@@ -98,7 +97,7 @@ fn main() -> ExitCode {
             what: gpumemd::cli::Generate::Man,
             dir: Some(dir),
         } => gpumemd::cli::generate_man_pages(&dir)
-            .map(|pages| pages.iter().for_each(|p| println!("{}", p.display())))
+            .map(|pages| pages.iter().for_each(|p| print_out(format_args!("{}\n", p.display()))))
             .map_err(|source| CliError::ManPages { dir, source }),
         Command::Generate { what, dir: Some(_) } => Err(CliError::DirNotForMan(format!("{what:?}"))),
         Command::Generate { what, dir: None } => match gpumemd::cli::generate(what, &mut std::io::stdout().lock()) {
@@ -118,17 +117,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// One-shot commands end quietly when their reader goes away
-/// (`gpumemd snapshot | head`), as Unix tools do: SIGPIPE's default action.
-/// Rust's runtime ignores SIGPIPE, which turns every later print into an
-/// error or a panic (exit 101). Not for `run`: a client closing its socket
-/// must never end the daemon.
-fn end_quietly_on_closed_pipe() {
-    use nix::sys::signal::{SigHandler, Signal, signal};
-    // SAFETY: SIG_DFL installs no handler code; the main thread calls this
-    // before it starts any other.
-    if let Err(e) = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) } {
-        tracing::debug!(error = %e, "SIGPIPE keeps Rust's default");
+/// Prints `text` to stdout. A reader that went away (`gpumemd ... | head`)
+/// is not a failure: `println!` would panic there (exit 101).
+fn print_out(text: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let written = out.write_fmt(text).and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => eprintln!("gpumemd: cannot write to stdout: {e}"),
+        _ => {}
     }
 }
 
@@ -255,7 +252,10 @@ fn check_config(file: &Path, demo: bool) -> Result<(), CliError> {
     // Printed without URL credentials or tokens: this output ends up in
     // terminals, CI logs and bug reports.
     let text = config::redact::printable(&cfg).map_err(CliError::PrintConfig)?;
-    println!("# effective configuration of {}\n{text}", file.display());
+    print_out(format_args!(
+        "# effective configuration of {}\n{text}\n",
+        file.display()
+    ));
     Ok(())
 }
 
@@ -333,7 +333,7 @@ fn check(args: &CheckArgs) -> ExitCode {
             line: format!("UNKNOWN: {msg}"),
         },
     };
-    println!("{}", verdict.line);
+    print_out(format_args!("{}\n", verdict.line));
     ExitCode::from(verdict.code)
 }
 
@@ -405,6 +405,6 @@ fn remote(args: &RemoteArgs, action: &str) -> Result<(), CliError> {
         key_file: args.key_file.clone(),
     };
     let body = rt.block_on(gpumemd::remote::lifecycle(&args.url, args.pid, action, auth, &tls))?;
-    print!("{body}");
+    print_out(format_args!("{body}"));
     Ok(())
 }

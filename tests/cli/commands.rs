@@ -582,3 +582,42 @@ fn snapshot_url_reads_growth_from_the_running_daemon() {
         stderr(&dead)
     );
 }
+
+/// Runs `gpumemd ARGS` with its stdout a pipe whose reader is already gone,
+/// as `gpumemd ARGS | head -0` leaves it.
+fn into_closed_pipe(args: &[&str]) -> std::process::ExitStatus {
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let mut child = Command::new(BIN)
+        .args(args)
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn gpumemd");
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().expect("stderr"), &mut err).expect("stderr");
+    let status = child.wait().expect("wait");
+    assert!(
+        !err.contains("panicked"),
+        "gpumemd {args:?} panicked on a closed pipe: {err}"
+    );
+    status
+}
+
+#[test]
+fn a_closed_pipe_ends_every_printing_command_quietly() {
+    let printing: [&[&str]; 7] = [
+        &["generate", "bash"],
+        &["generate", "zsh"],
+        &["generate", "fish"],
+        &["generate", "man"],
+        &["snapshot", "--demo"],
+        &["snapshot", "--demo", "--json"],
+        &["check-config", "config/gpumemd.toml"],
+    ];
+    for args in printing {
+        let status = into_closed_pipe(args);
+        // A reader that left is not a failure, and never the panic exit 101.
+        assert_eq!(status.code(), Some(0), "gpumemd {args:?} on a closed pipe: {status:?}");
+    }
+}
