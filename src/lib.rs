@@ -27,7 +27,6 @@ pub mod poller;
 pub mod reclaim;
 pub mod reload;
 pub mod remote;
-pub mod roster;
 pub mod rules;
 pub mod shutdown;
 pub mod snapshot;
