@@ -5,10 +5,9 @@
 //! figure is the same in debug and release; `--nocapture` prints it.
 //!
 //! Attribution reads a /proc root that does not exist, so its caches stay
-//! empty and what the pipeline holds is the records (their map slots, with
-//! the leak rings inline, and the roster's index: about 398 bytes a
-//! process) and late-release detection's list of the previous poll's
-//! processes (about 33). Own binary, one test: the allocator counts every
+//! empty and what the pipeline holds is the records (their map slots and
+//! leak rings) and late-release detection's list of the previous poll's
+//! processes. Own binary, one test: the allocator counts every
 //! thread.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a failed step is the test failing
 
@@ -26,13 +25,10 @@ use gpumemd::source::simulated::SimulatedSource;
 const GPUS: usize = 64;
 const PER_GPU: usize = 1000;
 const EPOCH: f64 = 1_767_225_600.0;
-/// Bytes per process measured on 2026-12-04 after issue 21's round 8 (431:
-/// the leak ring's 3-byte entries inline in the record; 524 after round 7,
-/// late release's 32-byte entries naming shared (comm, user) pairs; 569
-/// after round 6's 4-byte index and sorted lists, 728 before it, 917 at
-/// the 4-byte rings, 1296 before them: BENCHMARKS.md), plus 10 %: a layout
-/// change that grows the record fails here.
-const BOUND_PER_PROCESS: f64 = 1.10 * 431.0;
+/// Bytes per process measured with the leak ring's exact 60 minima per
+/// record (1496), plus 10 %: a layout change that grows the record fails
+/// here.
+const BOUND_PER_PROCESS: f64 = 1.10 * 1496.0;
 
 #[test]
 fn per_process_history_at_64_x_1000_stays_within_its_bound() {
