@@ -20,7 +20,6 @@ pub mod http;
 pub mod links;
 pub mod logging;
 pub mod metrics;
-pub mod name_pairs;
 pub mod notify;
 pub mod pipeline;
 pub mod poller;
