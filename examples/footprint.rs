@@ -86,8 +86,9 @@ const SIM_BUDGET_BYTES: f64 = 32e6;
 /// Identity cache: one shared copy of a pod's cgroup, placement and comm
 /// (about 62 bytes a PID); a copy per PID is about 550.
 const IDENTITY_BUDGET_PER_PROCESS: f64 = 256.0;
-/// Peak window, leak history, idle time and late-release entry (about 430).
-const RECORD_BUDGET_PER_PROCESS: f64 = 1024.0;
+/// Peak window, leak history (60 exact bucket minima, 480 bytes), idle time
+/// and late-release entry: about 1030 bytes.
+const RECORD_BUDGET_PER_PROCESS: f64 = 1536.0;
 /// Engine and view per firing alert (about 780).
 const ALERT_BUDGET_PER_ALERT: f64 = 2048.0;
 

@@ -4,10 +4,9 @@
 //! page's sparklines and out-of-memory events.
 //!
 //! Owns: the ring buffers and their bound. Every series shares one ring of
-//! poll times, so a point costs its value alone (8 bytes a device field,
-//! 4 a process: KiB in a u32, which NVML's MiB granularity never notices),
-//! and a run of equal points one value and a count (`runs.rs`); process
-//! series are capped in number whatever the fleet size.
+//! poll times, so a point is its value alone (`None` where the device or
+//! process was not seen; a process's in whole KiB); process series are
+//! capped in number whatever the fleet size.
 //! Must not: read hardware, clocks or config files (it records snapshots it
 //! is handed), or hold its lock across anything slow.
 
@@ -19,29 +18,23 @@ use serde::Serialize;
 
 use crate::snapshot::{Holder, Snapshot};
 
-mod runs;
-use runs::{Point, Runs};
-
 /// Process series kept at most, across all devices (the largest holders of
-/// each device come first). 4096 x 900 points x 4 bytes is 14 MiB at worst.
+/// each device come first).
 pub const MAX_PROCESS_SERIES: usize = 4096;
 
-/// What a missing point is stored as (the device or process was not seen):
-/// the top value a series holds; real figures stop below it.
-const ABSENT_U64: u64 = u64::TOP;
-const ABSENT_U32: u32 = u32::TOP;
+/// One series' points, aligned to the poll times; `None` where absent.
+type Points = VecDeque<Option<u64>>;
 
 /// One device's series; the last element of each is the latest poll.
 #[derive(Debug, Default)]
 struct DeviceSeries {
-    used: Runs<u64>,
+    used: Points,
     /// Live, zombie, exited, unattributed (in `Holder::ALL` order).
-    holders: [Runs<u64>; 4],
+    holders: [Points; 4],
 }
 
 /// A process on a device, by identity across PID reuse. The device is a
-/// number (see `History::uuids`): a key with the UUID in it cost a String
-/// per process per poll, dropped at once when the series existed.
+/// number (see `History::uuids`), so a lookup allocates nothing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct ProcId {
     dev: u32,
@@ -54,7 +47,8 @@ struct ProcId {
 struct ProcSeries {
     comm: String,
     start_time: Option<f64>,
-    kib: Runs<u32>,
+    /// Bytes, rounded down to whole KiB.
+    used: Points,
     /// Polls since the process was last seen; dropped once all its points are absent.
     absent_for: usize,
 }
@@ -138,8 +132,7 @@ impl History {
             return;
         }
         self.last_seq = snap.seq;
-        let max = self.capacity + 1;
-        push(&mut self.times, snap.timestamp, max);
+        self.times.push_back(snap.timestamp);
         for d in snap.devices.iter().filter(|d| d.up) {
             // Looked up by &str: `entry` would take a new String each poll.
             if !self.devices.contains_key(&d.uuid) {
@@ -148,13 +141,12 @@ impl History {
             let Some(s) = self.devices.get_mut(&d.uuid) else {
                 continue;
             };
-            s.used.pad_to(self.times.len() - 1, ABSENT_U64, max);
-            for h in &mut s.holders {
-                h.pad_to(self.times.len() - 1, ABSENT_U64, max);
-            }
-            s.used.push(bytes(d.memory.map(|m| m.used_bytes)), max);
+            let before = self.times.len() - 1;
+            pad_to(&mut s.used, before);
+            s.holders.iter_mut().for_each(|h| pad_to(h, before));
+            s.used.push_back(d.memory.map(|m| m.used_bytes));
             for (i, &class) in Holder::ALL.iter().enumerate() {
-                s.holders[i].push(bytes(d.holders.map(|h| h.get(class))), max);
+                s.holders[i].push_back(d.holders.map(|h| h.get(class)));
             }
             self.record_processes(d);
         }
@@ -173,7 +165,7 @@ impl History {
     }
 
     fn record_processes(&mut self, d: &crate::snapshot::Device) {
-        let (len, max) = (self.times.len(), self.capacity + 1);
+        let len = self.times.len();
         let dev = self.dev_id(&d.uuid);
         // `processes` is sorted largest first, as the exposition's top_n is.
         for p in d.processes.iter().take(self.top_n) {
@@ -188,14 +180,11 @@ impl History {
             let s = self.processes.entry(id).or_insert_with(|| ProcSeries {
                 comm: p.comm.to_string(),
                 start_time: p.start_time,
-                kib: Runs::default(),
+                used: Points::new(),
                 absent_for: 0,
             });
-            s.kib.pad_to(len - 1, ABSENT_U32, max);
-            let kib = p
-                .used_bytes
-                .map_or(ABSENT_U32, |b| (b / 1024).min(u64::from(ABSENT_U32 - 1)) as u32);
-            s.kib.push(kib, max);
+            pad_to(&mut s.used, len - 1);
+            s.used.push_back(p.used_bytes.map(|b| b / 1024 * 1024));
             s.absent_for = 0;
         }
     }
@@ -203,17 +192,15 @@ impl History {
     /// Pads series not seen this poll, trims everything to `capacity`, and
     /// drops series with no point left in the window.
     fn close_poll(&mut self) {
-        let (len, max) = (self.times.len(), self.capacity + 1);
+        let len = self.times.len();
         for s in self.devices.values_mut() {
-            s.used.pad_to(len, ABSENT_U64, max);
-            for h in &mut s.holders {
-                h.pad_to(len, ABSENT_U64, max);
-            }
+            pad_to(&mut s.used, len);
+            s.holders.iter_mut().for_each(|h| pad_to(h, len));
         }
         for s in self.processes.values_mut() {
-            if s.kib.len() < len {
+            if s.used.len() < len {
                 s.absent_for += 1;
-                s.kib.pad_to(len, ABSENT_U32, max);
+                pad_to(&mut s.used, len);
             }
         }
         if len > self.capacity {
@@ -225,11 +212,11 @@ impl History {
                 });
             }
             self.processes.values_mut().for_each(|s| {
-                s.kib.pop_front();
+                s.used.pop_front();
             });
         }
         let len = self.times.len();
-        self.devices.retain(|_, s| s.used.any_but(ABSENT_U64));
+        self.devices.retain(|_, s| s.used.iter().any(Option::is_some));
         self.processes.retain(|_, s| s.absent_for < len);
     }
 
@@ -253,12 +240,7 @@ impl History {
             .since
             .map_or(0, |t| self.times.iter().take_while(|&&x| x <= t).count());
         let picked = pick(skip, self.times.len(), o.points);
-        let tail64 = |v: &Runs<u64>| -> Vec<Option<u64>> {
-            v.at(&picked)
-                .into_iter()
-                .map(|x| x.filter(|&x| x != ABSENT_U64))
-                .collect()
-        };
+        let tail64 = |v: &Points| -> Vec<Option<u64>> { picked.iter().map(|&i| v.get(i).copied().flatten()).collect() };
         let wanted = |uuid: &str| o.gpu.is_none_or(|g| g == uuid);
         let devices = self
             .devices
@@ -284,12 +266,7 @@ impl History {
                 pid: id.pid,
                 start_time: s.start_time,
                 comm: s.comm.clone(),
-                used_bytes: s
-                    .kib
-                    .at(&picked)
-                    .into_iter()
-                    .map(|k| k.filter(|&k| k != ABSENT_U32).map(|k| u64::from(k) * 1024))
-                    .collect(),
+                used_bytes: tail64(&s.used),
             })
             .collect();
         let latest = |p: &ProcessHistory| p.used_bytes.last().copied().flatten().unwrap_or(0);
@@ -325,11 +302,6 @@ pub fn recorder(history: SharedHistory) -> impl FnMut(&Snapshot) + Send {
     }
 }
 
-/// A device figure as a point: absent when unknown, and never the marker.
-fn bytes(v: Option<u64>) -> u64 {
-    v.map_or(ABSENT_U64, |b| b.min(ABSENT_U64 - 1))
-}
-
 /// The indices in `from..len` a view returns: all of them, or at most
 /// `points` evenly spaced counting back from the latest.
 fn pick(from: usize, len: usize, points: Option<usize>) -> Vec<usize> {
@@ -349,15 +321,11 @@ fn pick(from: usize, len: usize, points: Option<usize>) -> Vec<usize> {
     }
 }
 
-/// Appends `x` to the poll times, which never hold more than `max`: they
-/// grow by doubling as a `VecDeque` does, but not past `max` (a full
-/// 900-point window doubled to 1,024 left an eighth as slack, round 7).
-fn push<T>(v: &mut VecDeque<T>, x: T, max: usize) {
-    if v.len() == v.capacity() {
-        let want = (2 * v.len()).max(4).min(max).max(v.len() + 1);
-        v.reserve_exact(want - v.len());
+/// Appends absent points until `v` has `len`.
+fn pad_to(v: &mut Points, len: usize) {
+    if v.len() < len {
+        v.resize(len, None);
     }
-    v.push_back(x);
 }
 
 #[cfg(test)]

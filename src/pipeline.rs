@@ -198,9 +198,8 @@ impl Pipeline {
                 None => self.xids.note(&dev.uuid, &rd.xid_events, now),
             }
             self.list_xids(&dev.uuid, &rd.xid_events, now);
-            // Attributed and observed in the source's order, which holds
-            // from poll to poll, so the per-process state is walked front to
-            // back (`roster.rs`); sorted for the snapshot after.
+            // Attributed and observed in the source's order; sorted for the
+            // snapshot after.
             let mut processes: Vec<Process> = rd.processes.iter().map(|rp| self.attribute(rp, now, clock)).collect();
             self.observe_processes(&dev.uuid, &mut processes, now, util);
             by_size(&mut processes);

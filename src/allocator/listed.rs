@@ -13,13 +13,10 @@
 //! report. Here the listing is a vector sorted by PID (a lookup is a binary
 //! search), rebuilt only when a fingerprint of (PID, GPU, names) over the
 //! poll changes: a steady poll hashes each process's integers and touches
-//! no reference count. An entry names its (comm, user) by number in a table
-//! of the distinct pairs (`name_pairs.rs`): 12 bytes, not 56 (40 with
-//! two-word strings; round 7).
+//! no reference count.
 
 use arcstr::ArcStr;
 
-use crate::name_pairs::{Lookup, NamePairs};
 use crate::snapshot::{Device, Process};
 
 /// One process on one GPU.
@@ -28,8 +25,8 @@ struct Entry {
     pid: u32,
     /// Index into `uuids`.
     gpu: u32,
-    /// Its (comm, user) in `names`.
-    names: u32,
+    comm: ArcStr,
+    user: ArcStr,
 }
 
 /// The latest poll's listing.
@@ -39,7 +36,6 @@ pub(super) struct Listed {
     entries: Vec<Entry>,
     /// The UUIDs of the latest poll's devices.
     uuids: Vec<String>,
-    names: NamePairs,
     /// Of the listing `entries` holds (see [`fingerprint`]).
     print: (u64, usize),
     /// How many polls rebuilt the listing.
@@ -70,17 +66,15 @@ impl Listed {
             self.entries = Vec::new();
         }
         self.entries.reserve_exact(n);
-        let mut lookup = Lookup::default();
-        let mut names = self.names.refill(&mut lookup);
         for (i, d) in devices.iter().enumerate() {
             let gpu = u32::try_from(i).unwrap_or(u32::MAX);
             self.entries.extend(d.processes.iter().map(|p| Entry {
                 pid: p.pid,
                 gpu,
-                names: names.id(&p.comm, &p.user),
+                comm: p.comm.clone(),
+                user: p.user.clone(),
             }));
         }
-        drop(names);
         self.entries.sort_unstable_by_key(|e| (e.pid, e.gpu));
     }
 
@@ -101,7 +95,7 @@ impl Listed {
 
     /// The comm and user of `pid`, when listed.
     pub(super) fn names(&self, pid: u32) -> Option<(&ArcStr, &ArcStr)> {
-        self.of(pid).first().and_then(|e| self.names.get(e.names))
+        self.of(pid).first().map(|e| (&e.comm, &e.user))
     }
 
     /// The UUIDs of the GPUs `pid` is listed on, in device order.

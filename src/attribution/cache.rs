@@ -9,21 +9,17 @@
 //! it the bytes it read), or grow without bound: both interning tables are
 //! capped and lose what no entry holds at each sweep.
 //!
-//! Why (issue 21): at 64 GPUs x 1000 processes each PID held its own parsed
-//! cgroup, placement (seven strings) and comm, about 700 bytes, though
-//! thousands of PIDs share one pod, job or unit (the `large` fleet has 32
-//! identities): 46 MiB of a 154 MiB peak. An entry is now 32 bytes, one
-//! pointer of them to what it shares. Since round 9 the shared identity
-//! carries the `Arc<Who>` the snapshot's processes hold, so a poll pays one
-//! reference count per process for comm, user and placement, not three.
+//! Why shared: many PIDs share one pod, job or unit, so an entry holds one
+//! pointer to its identity, and the shared identity carries the `Arc<Who>`
+//! the snapshot's processes hold: a poll pays one reference count per
+//! process for comm, user and placement.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arcstr::ArcStr;
-
-use crate::roster::Roster;
+use rustc_hash::FxHashMap;
 
 use super::cgroup::parse_cgroup;
 use super::quiet::{Quiet, STAT_RECHECK, spread};
@@ -56,7 +52,7 @@ pub(super) struct Ident {
     pub(super) who: Arc<Who>,
 }
 
-/// One PID: 40 bytes (the entry of 88 it replaces held its own copies).
+/// One PID.
 #[derive(Debug, Clone)]
 struct Entry {
     start_ticks: u64,
@@ -76,10 +72,10 @@ type Workloads = HashMap<Box<[u8]>, Workload>;
 /// What the caller gets of a cached identity: who it is, and its cgroup.
 pub(super) type Identity = (Arc<Who>, Arc<CgroupInfo>);
 
-/// Per PID, in the order a poll asks (`roster.rs`), plus the shared parts.
+/// Per PID, plus the shared parts.
 #[derive(Debug, Clone)]
 pub(super) struct IdentityCache {
-    entries: Roster<u32, Entry>,
+    entries: FxHashMap<u32, Entry>,
     workloads: Workloads,
     /// By (uid, address of the workload's cgroup): the comms seen with them (almost always one).
     idents: HashMap<(Option<u32>, usize), Vec<Arc<Ident>>>,
@@ -103,7 +99,7 @@ impl IdentityCache {
     pub(super) fn new(refresh: Duration) -> Self {
         let now = Instant::now();
         IdentityCache {
-            entries: Roster::default(),
+            entries: FxHashMap::default(),
             workloads: HashMap::new(),
             idents: HashMap::new(),
             ident_count: 0,
@@ -149,21 +145,18 @@ impl IdentityCache {
         new
     }
 
-    /// Lays the entries out in the order of the last round, and at most once
-    /// per sweep period forgets those not asked about in a whole period (so
-    /// PID churn cannot grow the cache) and the shared parts none holds.
+    /// At most once per sweep period forgets the entries not asked about in
+    /// a whole period (so PID churn cannot grow the cache) and the shared
+    /// parts none holds.
     fn start_round(&mut self, now: Instant) {
         self.round = Some(now);
         if now.duration_since(self.last_sweep) < self.sweep_period() {
-            // Reordering is a pass over every entry, which outlive a poll's
-            // list under churn: between sweeps a stray is found by the index.
-            self.entries.rewind();
             return;
         }
         self.last_sweep = now;
         let period = self.period;
         let unwatched = &mut self.unwatched;
-        self.entries.end_round(|&pid, e, _| {
+        self.entries.retain(|&pid, e| {
             let keep = e.used_in == period;
             if !keep && e.quiet.watched {
                 unwatched.push(pid);
@@ -190,7 +183,7 @@ impl IdentityCache {
     pub(super) fn hit(&mut self, pid: u32, start_ticks: u64, comm: &str, now: Instant) -> Option<Identity> {
         let now_ns = self.nanos(now);
         let period = self.period;
-        let e = self.entries.find_mut(&pid)?;
+        let e = self.entries.get_mut(&pid)?;
         if e.start_ticks != start_ticks || now_ns >= e.due {
             return None;
         }
@@ -218,11 +211,10 @@ impl IdentityCache {
         let now_ns = self.nanos(now);
         let refresh = u64::try_from(self.refresh.as_nanos()).unwrap_or(u64::MAX);
         let period = self.period;
-        let slot = self.entries.find_mut(&pid);
         // A process seen for the first time is first refreshed after 1/2 to
         // 1 period, by its PID: processes that start together (a whole fleet
         // at the daemon's start) are then not all read again in one poll.
-        let first = slot.as_ref().is_none_or(|e| e.start_ticks != start_ticks);
+        let first = self.entries.get(&pid).is_none_or(|e| e.start_ticks != start_ticks);
         let stagger = if first {
             refresh / 2 / 64 * u64::from(spread(pid))
         } else {
@@ -235,12 +227,7 @@ impl IdentityCache {
             used_in: period,
             quiet: Quiet::default(),
         };
-        match slot {
-            Some(e) => *e = entry,
-            None => {
-                self.entries.insert(pid, entry);
-            }
-        }
+        self.entries.insert(pid, entry);
         out
     }
 
@@ -248,7 +235,7 @@ impl IdentityCache {
     /// `user` (passwd was edited since it was cached): shared again under
     /// that name; the old one is swept once no entry holds it.
     pub(super) fn renamed(&mut self, pid: u32, who: &Arc<Who>, user: ArcStr) -> Arc<Who> {
-        match self.entries.find_mut(&pid) {
+        match self.entries.get_mut(&pid) {
             Some(e) if Arc::ptr_eq(&e.ident.who, who) => {
                 let workload = e.ident.workload.clone();
                 let id = (who.uid, &*who.comm, user);
@@ -269,7 +256,7 @@ impl IdentityCache {
     pub(super) fn quiet(&mut self, pid: u32, now: Instant) -> Option<(Identity, u64, ProcState, u32)> {
         let now_ns = self.nanos(now);
         let (period, epoch) = (self.period, self.stat_epoch);
-        let e = self.entries.find_mut(&pid)?;
+        let e = self.entries.get_mut(&pid)?;
         if now_ns >= e.due {
             return None;
         }
@@ -290,14 +277,14 @@ impl IdentityCache {
     ) {
         let now_ns = self.nanos(now);
         let epoch = self.stat_epoch;
-        if let Some(e) = self.entries.find_mut(&pid).filter(|e| e.start_ticks == start_ticks) {
+        if let Some(e) = self.entries.get_mut(&pid).filter(|e| e.start_ticks == start_ticks) {
             e.quiet = Quiet::noted(pid, (state, ppid), watched, (now_ns, self.stat_recheck), epoch);
         }
     }
 
     /// `pid` is read again at its next read (it exited, or was written).
     pub(super) fn forget_stat(&mut self, pid: u32) {
-        if let Some(e) = self.entries.find_mut(&pid) {
+        if let Some(e) = self.entries.get_mut(&pid) {
             e.quiet = Quiet::default();
         }
     }

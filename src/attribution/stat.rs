@@ -1,5 +1,6 @@
-//! Pure parsers for `/proc/<pid>/stat`, the `Uid:` line of
-//! `/proc/<pid>/status` and `btime` of `/proc/stat`.
+//! Pure parsers for `/proc/<pid>/stat` (for attribution and the daemon's
+//! own `process_*` metrics), the `Uid:` line of `/proc/<pid>/status` and
+//! `btime` of `/proc/stat`.
 //!
 //! Owns: turning file text into numbers. Must not: touch the filesystem or
 //! panic on any input (these files race with process exit and fixtures can
@@ -9,9 +10,8 @@ use std::borrow::Cow;
 
 use super::ProcState;
 
-mod fast;
-
-/// The fields of `/proc/<pid>/stat` attribution needs.
+/// The fields of `/proc/<pid>/stat` attribution and the `process_*`
+/// metrics need.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatFields {
     pub comm: String,
@@ -20,6 +20,15 @@ pub struct StatFields {
     /// Field 9 (PF_* bits): reclaim tells kernel threads by PF_KTHREAD.
     pub flags: u64,
     pub start_ticks: u64,
+    /// Fields 14 and 15: user and system CPU time, in clock ticks. These
+    /// and the two below are `None` when missing or not numbers:
+    /// attribution needs none of them.
+    pub utime: Option<u64>,
+    pub stime: Option<u64>,
+    /// Field 23: virtual memory size, in bytes.
+    pub vsize: Option<u64>,
+    /// Field 24: resident set size, in pages.
+    pub rss_pages: Option<u64>,
 }
 
 /// Why a stat line was rejected; the caller wraps it into `ProcError`.
@@ -35,6 +44,8 @@ pub enum StatError {
 const STARTTIME_INDEX: usize = 22 - 3;
 /// Index of flags (field 9), likewise.
 const FLAGS_INDEX: usize = 9 - 3;
+/// Index of rss (field 24), the last field parsed.
+const RSS_INDEX: usize = 24 - 3;
 
 /// Parses `pid (comm) S ppid ... starttime ...`.
 ///
@@ -54,8 +65,7 @@ pub fn parse_stat(bytes: &[u8]) -> Result<StatFields, StatError> {
 /// cached one instead of allocating a copy per process per poll.
 ///
 /// Works on bytes: only the comm can be anything other than ASCII, so only
-/// the comm is checked as UTF-8 (checking the whole ~300-byte line was a
-/// tenth of a 64 x 1000 poll).
+/// the comm is checked as UTF-8.
 pub fn parse_stat_ref(bytes: &[u8]) -> Result<(StatFields, Cow<'_, str>), StatError> {
     let end = bytes.iter().rposition(|b| !matches!(b, b'\n' | 0)).map_or(0, |i| i + 1);
     let text = &bytes[..end];
@@ -63,36 +73,19 @@ pub fn parse_stat_ref(bytes: &[u8]) -> Result<(StatFields, Cow<'_, str>), StatEr
         return Err(StatError::Empty);
     }
     let open = memchr::memchr(b'(', text).ok_or_else(|| StatError::Malformed("no '(' before comm".into()))?;
-    // From the end: a byte at a time this was half of the parse (the line
-    // is 150 to 300 bytes, the comm ends in the first 40).
     let close = memchr::memrchr(b')', text)
         .filter(|&close| close > open)
         .ok_or_else(|| StatError::Malformed("no ')' after comm".into()))?;
-    // Checked first as it almost always is (UTF-8); the lossy walk of
-    // `from_utf8_lossy` cost more than the check on a 15-byte comm.
     let raw = &text[open + 1..close];
     let comm = std::str::from_utf8(raw).map_or_else(|_| String::from_utf8_lossy(raw), Cow::Borrowed);
-    let after = &text[close + 1..];
-    let (state, ppid, flags, start_ticks) = match fast::fields(after) {
-        Some(fields) => fields,
-        None => fields_general(after)?,
-    };
-    let fields = StatFields {
-        comm: String::new(),
-        state,
-        ppid,
-        flags,
-        start_ticks,
-    };
-    Ok((fields, comm))
+    Ok((fields(&text[close + 1..])?, comm))
 }
 
-/// State, ppid, flags and starttime from the fields after the comm,
-/// separated by any run of whitespace.
-fn fields_general(after: &[u8]) -> Result<(ProcState, u32, u64, u64), StatError> {
-    // Only the four fields used are kept: this runs per GPU process per
-    // poll, and collecting all 50 cost an allocation each time.
-    let mut rest: [&[u8]; STARTTIME_INDEX + 1] = [b""; STARTTIME_INDEX + 1];
+/// The fields after the comm, separated by any run of whitespace (the
+/// comm left empty).
+fn fields(after: &[u8]) -> Result<StatFields, StatError> {
+    // Only the fields up to rss are kept, without allocating.
+    let mut rest: [&[u8]; RSS_INDEX + 1] = [b""; RSS_INDEX + 1];
     let fields = after.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty());
     for (slot, field) in rest.iter_mut().zip(fields) {
         *slot = field;
@@ -114,7 +107,18 @@ fn fields_general(after: &[u8]) -> Result<(ProcState, u32, u64, u64), StatError>
     // attribution cannot do without.
     let start_ticks = number(&rest, STARTTIME_INDEX, "starttime")?;
     let flags = number(&rest, FLAGS_INDEX, "flags")?;
-    Ok((state, ppid, flags, start_ticks))
+    let optional = |field: usize| number(&rest, field - 3, "").ok();
+    Ok(StatFields {
+        comm: String::new(),
+        state,
+        ppid,
+        flags,
+        start_ticks,
+        utime: optional(14),
+        stime: optional(15),
+        vsize: optional(23),
+        rss_pages: optional(24),
+    })
 }
 
 fn number<T: std::str::FromStr>(fields: &[&[u8]], index: usize, name: &str) -> Result<T, StatError> {
@@ -164,6 +168,10 @@ mod tests {
         assert_eq!(s.ppid, 1);
         assert_eq!(s.flags, 4194560);
         assert_eq!(s.start_ticks, 123456);
+        assert_eq!(
+            (s.utime, s.stime, s.vsize, s.rss_pages),
+            (Some(5), Some(3), Some(1000000), Some(500))
+        );
     }
 
     #[test]

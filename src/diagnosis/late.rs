@@ -7,21 +7,15 @@
 //! watched. Must not: read clocks, /proc or NVML (times come from the
 //! caller), or keep anything of a process beyond the poll after it left.
 //!
-//! Why sorted vectors (issue 21): at 64 GPUs x 1000 processes the hash map
-//! per device this replaced held 12 MiB (80-byte entries in tables kept
-//! under seven-eighths full) and cost a cache miss per process per poll.
-//! Here a device's processes are one vector sorted by (PID, start time),
-//! walked once beside this poll's keys sorted the same way; the entries of
+//! A device's processes are one vector sorted by (PID, start time), walked
+//! once beside this poll's keys sorted the same way; the entries of
 //! processes still listed are updated in place, so a steady poll moves no
-//! name and touches no reference count. An entry names its (comm, user)
-//! by number in the device's table of distinct pairs (`name_pairs.rs`):
-//! 32 bytes, not 80 (64 with two-word strings; round 7).
+//! name.
 
 use std::collections::HashMap;
 
 use arcstr::ArcStr;
 
-use crate::name_pairs::{Lookup, NamePairs};
 use crate::snapshot::{Holders, Process, Unreleased};
 
 /// A process's identity on one device: (PID and whether a start time is
@@ -47,8 +41,8 @@ struct Seen {
     bytes: u64,
     /// Position in the poll's list, so departures keep the list's order.
     order: u32,
-    /// Its (comm, user) in the device's `names`.
-    names: u32,
+    comm: ArcStr,
+    user: ArcStr,
 }
 
 /// A holder that left NVML's list, and the device's unattributed memory just
@@ -68,8 +62,6 @@ struct Departure {
 struct DeviceLate {
     /// The previous poll's processes, sorted by key, one entry a key.
     listed: Vec<Seen>,
-    /// The names `listed` refers to.
-    names: NamePairs,
     unattributed: u64,
     pending: Vec<Departure>,
 }
@@ -84,11 +76,8 @@ pub struct LateRelease {
     /// Scratch: PID and position of each process, for sorting `keys`.
     order: Vec<u64>,
     /// Scratch: the next `listed` of a device whose processes changed
-    /// (swapped with it, so one spare buffer serves every device), and its
-    /// names.
+    /// (swapped with it, so one spare buffer serves every device).
     next: Vec<Seen>,
-    next_names: NamePairs,
-    lookup: Lookup,
     /// Scratch: departures of one poll with their positions.
     gone: Vec<(u32, Departure)>,
 }
@@ -153,32 +142,21 @@ fn sorted_keys(processes: &[Process], keys: &mut Vec<(Key, u32)>, scratch: &mut 
     });
 }
 
-/// A device's entries and their names, before or after a merge.
-struct Table<'a> {
-    listed: &'a mut Vec<Seen>,
-    names: &'a mut NamePairs,
-}
-
 /// Moves `old` into `new` in key order beside this poll's sorted `keys`: a
-/// process still listed keeps its entry (and its names, found again in the
-/// new table) with this poll's bytes and position, a new one gets an entry,
-/// and one that left with memory is noted in `gone` with its last
-/// position.
+/// process still listed keeps its entry (and its names) with this poll's
+/// bytes and position, a new one gets an entry, and one that left with
+/// memory is noted in `gone` with its last position.
 fn merge(
-    old: Table,
-    new: Table,
-    lookup: &mut Lookup,
+    old: &mut Vec<Seen>,
+    new: &mut Vec<Seen>,
     (keys, processes): (&[(Key, u32)], &[Process]),
     gone: &mut Vec<(u32, Departure)>,
     now: f64,
 ) {
-    let old_names = &*old.names;
-    let empty = ArcStr::new();
-    let mut names = new.names.refill(lookup);
-    let mut left = old.listed.drain(..).peekable();
+    let mut left = old.drain(..).peekable();
     let leave = |s: Seen, gone: &mut Vec<(u32, Departure)>| {
         if s.bytes > 0 {
-            gone.push((s.order, departure(&s, old_names, now)));
+            gone.push((s.order, departure(s, now)));
         }
     };
     for &(k, i) in keys {
@@ -188,29 +166,26 @@ fn merge(
         let p = processes.get(i as usize);
         let bytes = p.map_or(0, |p| p.used_bytes.unwrap_or(0));
         let (comm, user) = match left.next_if(|s| s.key == k) {
-            Some(s) => old_names.get(s.names).unwrap_or((&empty, &empty)),
-            None => p.map_or((&empty, &empty), |p| (&p.comm, &p.user)),
+            Some(s) => (s.comm, s.user),
+            None => p.map_or((ArcStr::new(), ArcStr::new()), |p| (p.comm.clone(), p.user.clone())),
         };
-        new.listed.push(Seen {
+        new.push(Seen {
             key: k,
             bytes,
             order: i,
-            names: names.id(comm, user),
+            comm,
+            user,
         });
     }
     left.for_each(|s| leave(s, gone));
 }
 
-/// A departure of `s` (named in `names`) at `now`; the caller sets the
-/// unattributed level.
-fn departure(s: &Seen, names: &NamePairs, now: f64) -> Departure {
-    let (comm, user) = names
-        .get(s.names)
-        .map_or((ArcStr::new(), ArcStr::new()), |(c, u)| (c.clone(), u.clone()));
+/// A departure of `s` at `now`; the caller sets the unattributed level.
+fn departure(s: Seen, now: f64) -> Departure {
     Departure {
         pid: pid_of(s.key),
-        comm,
-        user,
+        comm: s.comm,
+        user: s.user,
         bytes: s.bytes,
         since: now,
         unattributed_before: 0,
@@ -235,8 +210,6 @@ impl LateRelease {
             keys,
             order,
             next,
-            next_names,
-            lookup,
             gone,
         } = self;
         // Looked up before inserting: a device seen before (every poll but
@@ -257,20 +230,8 @@ impl LateRelease {
                 s.bytes = processes.get(i as usize).map_or(0, |p| p.used_bytes.unwrap_or(0));
             }
         } else {
-            let old = Table {
-                listed: &mut dev.listed,
-                names: &mut dev.names,
-            };
-            let new = Table {
-                listed: next,
-                names: next_names,
-            };
-            merge(old, new, lookup, (keys, processes), gone, now);
+            merge(&mut dev.listed, next, (keys, processes), gone, now);
             std::mem::swap(&mut dev.listed, next);
-            std::mem::swap(&mut dev.names, next_names);
-            next.clear();
-            // The names of processes gone are not kept past this poll.
-            next_names.clear();
         }
         if !first && !gone.is_empty() {
             gone.sort_unstable_by_key(|(order, _)| *order);

@@ -23,10 +23,8 @@
 //! Warm-ups (rise, then flat), periodic allocate/free (flat kept floor),
 //! single steps and floors that only jitter fail the spread.
 //!
-//! Cost: memory per key is one 2-byte minimum per bucket in a fixed ring
-//! (60 buckets by default: 120 bytes, in the `Series`; 3 bytes on the heap
-//! for a figure 2 bytes cannot hold: `leak_ring.rs` says why neither loses
-//! anything) plus 80 bytes, whatever the poll rate.
+//! Cost: memory per key is one exact minimum per bucket in a fixed ring
+//! (60 buckets by default) plus a few fields, whatever the poll rate.
 //! A sample that stays in the open bucket is O(1); the verdict is
 //! recomputed once per bucket, in O(buckets + segments²), at the key's
 //! phase of the next bucket ([`PHASES`]: keys do not all judge in one
@@ -127,10 +125,7 @@ pub struct Series {
     started: bool,
     /// The closed buckets of the `buckets` slots before the open one, as a
     /// ring: bucket `idx` lives in slot `idx mod buckets`, which holds its
-    /// minimum unless empty. The index is implied by the slot, so a bucket
-    /// costs 4 bytes rather than a 16-byte (index, minimum) pair in a
-    /// deque: a quarter of the memory per key at the same verdicts (64
-    /// GPUs x 1000 processes track 64k keys).
+    /// minimum unless empty.
     closed: Ring,
     /// Buckets from the first sample's to the open one, saturating: how
     /// long the process has been seen (a count, not an index: 4 bytes).
@@ -301,7 +296,6 @@ impl Series {
         if !started {
             self.seen = 0;
             self.started = true;
-            self.closed.set_base(used);
         }
         if started && self.open_idx == idx {
             self.open_min = self.open_min.min(used);

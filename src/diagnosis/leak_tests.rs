@@ -313,13 +313,6 @@ fn memory_per_key_is_bounded_whatever_the_poll_rate() {
         }
     }
     assert!(longest.iter().all(|&l| l <= buckets), "{longest:?}");
-    // At most 3 bytes per bucket: these keys' figures are whole bytes
-    // within 8 MiB of their first, which 3 bytes hold exactly. Key 0's
-    // minima are multiples of 1000 (a unit of 8 bytes: 12,500 units at
-    // most) and fit 2-byte codes; key 1's are multiples of 10 (a unit of 2
-    // bytes: 50,000 units), which need 3.
-    let widths = [0u8, 1].map(|k| tr.series[&k].0.closed.entry_bytes());
-    assert_eq!(widths, [2, 3]);
     tr.retain(|k| *k == 1);
     assert_eq!(tr.len(), 1);
     tr.retain(|_| false);

