@@ -23,10 +23,6 @@ pub use selfproc::{SelfStats, Units};
 use text::Writer;
 pub use text::{SPILL_CHUNK, Spill};
 
-/// Reasons `gpumem_poll_errors_total` always exposes (0 until seen), so
-/// `rate()` works from the first scrape.
-pub const POLL_ERROR_REASONS: &[&str] = &["timeout", "nvml_unavailable", "failed", "device", "panic"];
-
 /// Build identity for `gpumem_build_info`.
 #[derive(Debug, Clone)]
 pub struct BuildInfo {

@@ -94,8 +94,46 @@ pub enum SourceError {
     #[error("NVML not available: {0}")]
     Unavailable(String),
     /// The library is loaded but the poll failed as a whole.
-    #[error("{reason}: {message}")]
-    Failed { reason: &'static str, message: String },
+    #[error("{}: {message}", reason.as_str())]
+    Failed { reason: PollErrorReason, message: String },
+}
+
+/// Why a poll or a device failed: the `reason` label of
+/// `gpumem_poll_errors_total`, each always exposed (0 until seen) so
+/// `rate()` works from the first scrape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollErrorReason {
+    /// The poll overran its deadline (NVML hung).
+    Timeout,
+    /// The library or driver is missing.
+    NvmlUnavailable,
+    /// The library is loaded but the poll failed as a whole.
+    Failed,
+    /// One device was down in an otherwise good poll.
+    Device,
+    /// The poll panicked.
+    Panic,
+}
+
+impl PollErrorReason {
+    /// Every reason, in exposition order.
+    pub const ALL: [Self; 5] = [
+        Self::Timeout,
+        Self::NvmlUnavailable,
+        Self::Failed,
+        Self::Device,
+        Self::Panic,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::NvmlUnavailable => "nvml_unavailable",
+            Self::Failed => "failed",
+            Self::Device => "device",
+            Self::Panic => "panic",
+        }
+    }
 }
 
 /// A reader of GPU memory state. Called from the poller's dedicated thread

@@ -29,7 +29,7 @@ use memo::Memo;
 use reads::read_memory;
 use topology::{Handle, Topology};
 
-use super::{GpuSource, RawDevice, RawPoll, SourceError, Utilization};
+use super::{GpuSource, PollErrorReason, RawDevice, RawPoll, SourceError, Utilization};
 use crate::snapshot::DriverInfo;
 
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
@@ -159,11 +159,9 @@ impl GpuSource for NvmlSource {
             None => match nvml.device_count() {
                 Ok(n) => n,
                 Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
-                // "failed" is one of the reasons `gpumem_poll_errors_total`
-                // exports; an unlisted reason would be counted but never shown.
                 Err(e) => {
                     return Err(SourceError::Failed {
-                        reason: "failed",
+                        reason: PollErrorReason::Failed,
                         message: format!("device count: {}", describe(&e)),
                     });
                 }
