@@ -16,7 +16,7 @@ use thiserror::Error;
 use std::sync::Arc;
 
 use crate::attribution::ProcTree;
-use crate::snapshot::{DriverInfo, Memory};
+use crate::snapshot::{Device, DriverInfo};
 
 /// Which NVML process lists a PID appeared in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -48,27 +48,15 @@ pub struct RawProcess {
     pub kinds: ProcessKinds,
 }
 
-/// One device (GPU or MIG instance) as a source reports it.
+/// One device (GPU or MIG instance) as a source reports it: the snapshot's
+/// device with what the source reads (identity, `up`, memory, `errors`,
+/// `processes_unreadable`, health without Xid counts) and the rest left
+/// default for the pipeline to fill, beside the raw process lists and events
+/// the pipeline attributes and counts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RawDevice {
-    pub uuid: String,
-    pub index: Option<u32>,
-    pub name: String,
-    pub pci_bus_id: String,
-    pub parent_uuid: String,
-    pub mig_profile: String,
-    /// False when the device failed as a whole this poll.
-    pub up: bool,
-    pub memory: Option<Memory>,
+    pub device: Device,
     pub processes: Vec<RawProcess>,
-    /// The process lists could not be read (e.g. no permission): the
-    /// process count and holder split are then unknown, not zero.
-    pub processes_unreadable: bool,
-    /// Per-field or whole-device failures, already worded for operators.
-    pub errors: Vec<String>,
-    /// Memory health read this poll (its Xid fields are left empty: the
-    /// pipeline keeps the counts); `None` when not read this poll.
-    pub health: Option<crate::snapshot::health::Health>,
     /// Xid codes of the events read since the previous poll.
     pub xid_events: Vec<u64>,
 }

@@ -289,12 +289,15 @@ fn read_device(
         let dev = ctx.uuid_by_index.get(&index).map(|uuid| {
             let id = ctx.identity.get(uuid).cloned().unwrap_or_default();
             RawDevice {
-                uuid: uuid.clone(),
-                index: Some(index),
-                name: id.name,
-                pci_bus_id: id.pci_bus_id,
-                up: false,
-                errors: vec![format!("device: {}", describe(&e))],
+                device: crate::snapshot::Device {
+                    uuid: uuid.clone(),
+                    index: Some(index),
+                    name: id.name,
+                    pci_bus_id: id.pci_bus_id,
+                    up: false,
+                    errors: vec![format!("device: {}", describe(&e))],
+                    ..crate::snapshot::Device::default()
+                },
                 ..RawDevice::default()
             }
         });
@@ -312,18 +315,21 @@ fn read_device(
     let mut errors = Vec::new();
     let id = identity(&device, &uuid, ctx, &mut errors);
     let mut gpu = RawDevice {
-        uuid: uuid.clone(),
-        index: Some(index),
-        name: id.name,
-        pci_bus_id: id.pci_bus_id,
-        up: true,
-        errors,
+        device: crate::snapshot::Device {
+            uuid: uuid.clone(),
+            index: Some(index),
+            name: id.name,
+            pci_bus_id: id.pci_bus_id,
+            up: true,
+            errors,
+            ..crate::snapshot::Device::default()
+        },
         ..RawDevice::default()
     };
     read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
     let poll = ctx.poll;
     let memo = ctx.memo.entry(uuid.clone()).or_default();
-    let mig_on = mig::mig_mode(&device, memo, poll, &mut gpu.errors);
+    let mig_on = mig::mig_mode(&device, memo, poll, &mut gpu.device.errors);
     let mut out = Vec::new();
     if mig_on {
         out = mig::read_instances(&device, &mut gpu, ctx);
