@@ -20,10 +20,11 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use gpumemd::config::{Config, Processes};
-use gpumemd::metrics::{self, DaemonState, Format, POLL_ERROR_REASONS};
+use gpumemd::metrics::{self, DaemonState, Format};
 use gpumemd::pipeline::Pipeline;
 use gpumemd::snapshot::{Device, PollStats, Process, Snapshot};
 use gpumemd::source::GpuSource;
+use gpumemd::source::PollErrorReason;
 use gpumemd::source::scenario::large;
 use gpumemd::source::simulated::SimulatedSource;
 use prometheus_client::collector::Collector;
@@ -379,8 +380,8 @@ impl SnapshotCollector {
         let c = enc.encode_descriptor("gpumem_polls", "Polls started.", None, MetricType::Counter)?;
         ConstCounter::new(p.polls_total).encode(c)?;
         let mut c = enc.encode_descriptor("gpumem_poll_errors", "Poll errors.", None, MetricType::Counter)?;
-        for r in POLL_ERROR_REASONS {
-            let v = p.errors_total.get(*r).copied().unwrap_or(0);
+        for r in PollErrorReason::ALL.map(PollErrorReason::as_str) {
+            let v = p.errors_total.get(r).copied().unwrap_or(0);
             ConstCounter::new(v).encode(c.encode_family(&[("reason", V::S(r))])?)?;
         }
         let c = enc.encode_descriptor("gpumem_poll_overruns", "Overruns.", None, MetricType::Counter)?;

@@ -47,7 +47,7 @@ use gpumemd::attribution::{CgroupInfo, MemProcess, MemTree, ProcState, ProcTree,
 use gpumemd::config::{Config, GroupBy};
 use gpumemd::metrics::{DaemonState, Format, render};
 use gpumemd::pipeline::{Pipeline, Retained};
-use gpumemd::snapshot::{DriverInfo, Memory, PollStats, Snapshot};
+use gpumemd::snapshot::{Device, DriverInfo, Memory, PollStats, Snapshot};
 use gpumemd::source::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
 
 const GIB: u64 = 1 << 30;
@@ -486,17 +486,20 @@ impl GpuSource for ChurnSource {
                 u.insert(gpu.uuid.clone(), util);
             }
             devices.push(RawDevice {
-                uuid: gpu.uuid.clone(),
-                index: Some(g as u32),
-                name: "NVIDIA H200".into(),
-                pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + g * 0x10),
-                up: true,
-                memory: Some(Memory {
-                    total_bytes: TOTAL,
-                    used_bytes: used,
-                    free_bytes: TOTAL - RESERVED - used,
-                    reserved_bytes: Some(RESERVED),
-                }),
+                device: Device {
+                    uuid: gpu.uuid.clone(),
+                    index: Some(g as u32),
+                    name: "NVIDIA H200".into(),
+                    pci_bus_id: format!("00000000:{:02X}:00.0", 0x18 + g * 0x10),
+                    up: true,
+                    memory: Some(Memory {
+                        total_bytes: TOTAL,
+                        used_bytes: used,
+                        free_bytes: TOTAL - RESERVED - used,
+                        reserved_bytes: Some(RESERVED),
+                    }),
+                    ..Device::default()
+                },
                 processes,
                 ..RawDevice::default()
             });

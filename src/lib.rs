@@ -14,6 +14,7 @@ pub mod cuda;
 mod daemon;
 pub mod diagnosis;
 pub mod events;
+pub mod files;
 pub mod health;
 pub mod history;
 pub mod http;

@@ -83,12 +83,6 @@ impl LinksConfig {
         }
     }
 
-    /// Whether the runbook is a page of this daemon (the status page then
-    /// links it relatively, so it works through any proxy or tunnel).
-    pub fn runbook_on_this_daemon(&self) -> bool {
-        self.runbook_base_url.starts_with('/')
-    }
-
     /// The runbook section of `alertname` (the runbook's headings are the
     /// alert names; Markdown anchors are their lower case), absolute.
     /// `host` and `listen_port` make the daemon's URL when no external URL
@@ -137,7 +131,6 @@ mod tests {
     fn links_are_absolute() {
         let d = LinksConfig::default();
         assert!(d.check().is_ok());
-        assert!(d.runbook_on_this_daemon());
         assert_eq!(
             d.runbook_url("GpuLost", "node1", 9947),
             "http://node1:9947/runbook#gpulost"
@@ -157,7 +150,6 @@ mod tests {
             external_url: Some("https://gpu.example/node1/".into()),
             tls: false,
         };
-        assert!(!l.runbook_on_this_daemon());
         assert_eq!(
             l.runbook_url("GpuMemoryHigh", "x", 1),
             "https://wiki.example/gpu#gpumemoryhigh"

@@ -177,20 +177,7 @@ impl Pipeline {
         // The identity cache's refresh clock, read once for the whole poll.
         let clock = std::time::Instant::now();
         for rd in raw.devices {
-            let mut dev = Device {
-                uuid: rd.uuid,
-                index: rd.index,
-                name: rd.name,
-                pci_bus_id: rd.pci_bus_id,
-                parent_uuid: rd.parent_uuid,
-                mig_profile: rd.mig_profile,
-                up: rd.up,
-                memory: rd.memory,
-                processes_unreadable: rd.processes_unreadable,
-                errors: rd.errors,
-                health: rd.health,
-                ..Device::default()
-            };
+            let mut dev = rd.device;
             // A down GPU has no health this poll, but its events (often
             // the reason it is down) are counted and its book is kept.
             match dev.health.as_mut() {

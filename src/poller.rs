@@ -25,7 +25,7 @@ use tokio::sync::{oneshot, watch};
 use crate::clock::{monotonic_now, unix_now};
 use crate::pipeline::Pipeline;
 use crate::snapshot::{Device, DriverInfo, PollOutcome, PollStats, Snapshot};
-use crate::source::{GpuSource, SourceError};
+use crate::source::{GpuSource, PollErrorReason, SourceError};
 use alarm::Alarm;
 use follow::FollowSlot;
 pub use follow::Follower;
@@ -202,7 +202,7 @@ fn worker(
         }))
         .unwrap_or_else(|_| {
             Err(SourceError::Failed {
-                reason: "panic",
+                reason: PollErrorReason::Panic,
                 message: "the poll panicked".into(),
             })
         });
@@ -262,7 +262,7 @@ impl Shared {
                 note_nvml(st, self.demo.is_some(), true, None);
                 let down = devices.iter().filter(|d| !d.up).count() as u64;
                 if down > 0 {
-                    *st.stats.errors_total.entry("device".into()).or_default() += down;
+                    count_error(&mut st.stats, PollErrorReason::Device, down);
                 }
                 st.stats.success = true;
                 st.stats.duration_seconds = took.as_secs_f64();
@@ -271,7 +271,7 @@ impl Shared {
             }
             Err(SourceError::Unavailable(msg)) => {
                 note_nvml(st, self.demo.is_some(), false, Some(&msg));
-                *st.stats.errors_total.entry("nvml_unavailable".into()).or_default() += 1;
+                count_error(&mut st.stats, PollErrorReason::NvmlUnavailable, 1);
                 st.stats.success = false;
                 st.stats.duration_seconds = took.as_secs_f64();
                 self.publish(st, seq, now, mono, Err(msg))
@@ -300,14 +300,14 @@ impl Shared {
     }
 
     /// A failed poll: count it and keep serving the last data marked stale.
-    fn fail(&self, st: &mut State, reason: &str, message: &str, took: Duration) -> Arc<Snapshot> {
+    fn fail(&self, st: &mut State, reason: PollErrorReason, message: &str, took: Duration) -> Arc<Snapshot> {
         mark_ready(st);
         tracing::warn!(
-            reason,
+            reason = reason.as_str(),
             error = message,
             "poll failed; serving the previous snapshot as stale"
         );
-        *st.stats.errors_total.entry(reason.to_string()).or_default() += 1;
+        count_error(&mut st.stats, reason, 1);
         st.stats.success = false;
         st.stats.duration_seconds = took.as_secs_f64();
         self.publish_stale(st)
@@ -339,7 +339,7 @@ impl Shared {
         {
             st.stuck = true;
             let message = format!("poll did not finish within {timeout:?}");
-            published = Some(self.fail(&mut st, "timeout", &message, now - started));
+            published = Some(self.fail(&mut st, PollErrorReason::Timeout, &message, now - started));
         }
         if st.stuck && now >= st.ticks.next {
             st.ticks.fire(now);
@@ -391,6 +391,11 @@ async fn supervise(
             }
         }
     }
+}
+
+/// Counts `n` failures of `reason` in the stats every snapshot carries.
+fn count_error(stats: &mut PollStats, reason: PollErrorReason, n: u64) {
+    *stats.errors_total.entry(reason.as_str().to_owned()).or_default() += n;
 }
 
 #[cfg(test)]

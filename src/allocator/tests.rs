@@ -271,14 +271,17 @@ fn the_pipeline_tells_a_tensor_leak_from_a_growing_cache() {
         let used = 2 * GIB + s * 4 * mib;
         let raw = RawPoll {
             devices: vec![RawDevice {
-                uuid: "GPU-a".into(),
-                up: true,
-                memory: Some(Memory {
-                    total_bytes: 80 * GIB,
-                    used_bytes: 2 * used,
-                    free_bytes: 80 * GIB - 2 * used,
-                    reserved_bytes: Some(0),
-                }),
+                device: Device {
+                    uuid: "GPU-a".into(),
+                    up: true,
+                    memory: Some(Memory {
+                        total_bytes: 80 * GIB,
+                        used_bytes: 2 * used,
+                        free_bytes: 80 * GIB - 2 * used,
+                        reserved_bytes: Some(0),
+                    }),
+                    ..Device::default()
+                },
                 processes: [1, 2]
                     .map(|pid| RawProcess {
                         pid,

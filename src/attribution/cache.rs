@@ -304,6 +304,7 @@ impl IdentityCache {
     }
 
     /// Shared workloads and identities (tests: they are bounded and swept).
+    #[cfg(test)]
     pub(super) fn shared(&self) -> (usize, usize) {
         (self.workloads.len(), self.ident_count)
     }

@@ -361,11 +361,6 @@ impl ProcFs {
         self.cache.len()
     }
 
-    /// Distinct workloads and identities the cached processes share.
-    pub fn shared_identities(&self) -> (usize, usize) {
-        self.cache.shared()
-    }
-
     /// `btime` of `<root>/stat` in Unix seconds, read once and cached.
     /// Errors carry pid 0: they are about the system, not a process.
     pub fn boot_time(&mut self) -> Result<f64, ProcError> {

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use super::locate::{KeyPath, Located, line_at};
+use crate::files::one_line;
 
 /// Everything that can go wrong loading a config. Each variant prints as one
 /// line that names the file, the line and the key where known.
@@ -19,7 +20,7 @@ pub enum ConfigError {
     Read {
         path: PathBuf,
         #[source]
-        source: super::read::ReadError,
+        source: crate::files::ReadError,
     },
     // Key and message can quote the file (a value's "\n", a stray carriage
     // return): escaped, so the error stays one log line.
@@ -63,19 +64,6 @@ impl ConfigError {
             message,
         }
     }
-}
-
-/// `s` with control characters escaped (`\n`, `\r`, `\u{1b}`).
-pub(crate) fn one_line(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -7,7 +7,6 @@ mod checks;
 mod error;
 mod locate;
 mod overrides;
-pub mod read;
 pub mod redact;
 mod restart;
 pub use crate::units;
@@ -17,10 +16,11 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::files;
+
 pub use crate::snapshot::GroupBy;
 pub use checks::{ListenAddr, ListenError, MAX_POLL_INTERVAL, parse_listen};
 pub use error::ConfigError;
-pub(crate) use error::one_line;
 pub use overrides::Overrides;
 pub use restart::{RestartOnly, needs_restart};
 pub use units::{ByteSize, PositiveDuration, Ratio};
@@ -288,8 +288,8 @@ impl Config {
     /// As `load`, plus `Read` when the deadline passed.
     pub fn load_within(path: &Path, demo: bool, deadline: Option<Duration>) -> Result<Config, ConfigError> {
         let text = match deadline {
-            Some(d) => read::read_text_within(path, read::MAX_CONFIG_BYTES, d),
-            None => read::read_text(path, read::MAX_CONFIG_BYTES),
+            Some(d) => files::read_text_within(path, files::MAX_CONFIG_BYTES, d),
+            None => files::read_text(path, files::MAX_CONFIG_BYTES),
         }
         .map_err(|source| {
             if source.is_not_found() {

@@ -21,7 +21,7 @@ pub use serve::serve;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
 use tokio::sync::{mpsc, watch};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
@@ -55,17 +55,37 @@ pub struct AppState {
     pub telemetry_path: String,
 }
 
-/// The fixed routes, which `--web.telemetry-path` may not take.
-const FIXED_ROUTES: [&str; 8] = [
-    "/",
-    "/-/healthy",
-    "/-/ready",
-    "/-/reload",
-    "/api/v1/snapshot",
-    "/api/v1/alerts",
-    "/api/v1/history",
-    "/api/v1/events",
-];
+/// Every route but the telemetry one: the router serves this very table
+/// and `--web.telemetry-path` may take none of its paths.
+fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 12] {
+    [
+        ("/", get(handlers::index)),
+        ("/-/healthy", get(handlers::healthy)),
+        ("/-/ready", get(handlers::ready)),
+        ("/api/v1/snapshot", get(handlers::snapshot)),
+        ("/api/v1/alerts", get(handlers::alerts)),
+        ("/api/v1/history", get(handlers::history)),
+        ("/api/v1/events", get(handlers::events)),
+        ("/api/v1/summary", get(handlers::summary)),
+        ("/runbook", get(handlers::runbook)),
+        ("/-/reload", post(handlers::reload)),
+        ("/api/v1/processes/{pid}/suspend", post(lifecycle::suspend)),
+        ("/api/v1/processes/{pid}/resume", post(lifecycle::resume)),
+    ]
+}
+
+/// Whether `path` is served by the route `pattern` (a `{param}` segment
+/// takes any one segment).
+fn route_matches(pattern: &str, path: &str) -> bool {
+    let (mut pat, mut got) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (pat.next(), got.next()) {
+            (None, None) => return true,
+            (Some(p), Some(g)) if p == g || (p.starts_with('{') && !g.is_empty()) => {}
+            _ => return false,
+        }
+    }
+}
 
 /// Why a telemetry path was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -87,7 +107,7 @@ pub fn check_telemetry_path(p: &str) -> Result<(), TelemetryPathError> {
     if !p.starts_with('/') {
         return Err(TelemetryPathError::NotAbsolute(p.to_owned()));
     }
-    if FIXED_ROUTES.contains(&p) {
+    if fixed_routes().iter().any(|(route, _)| route_matches(route, p)) {
         return Err(TelemetryPathError::Taken(p.to_owned()));
     }
     if p.contains(['{', '}', '*', '?', '#']) || p.chars().any(|c| c.is_whitespace() || c.is_control()) {
@@ -110,20 +130,10 @@ pub fn router(state: AppState) -> Router {
             "/metrics".to_string()
         }
     };
-    Router::new()
-        .route("/", get(handlers::index))
+    fixed_routes()
+        .into_iter()
+        .fold(Router::new(), |r, (path, method)| r.route(path, method))
         .route(&metrics_path, get(handlers::metrics))
-        .route("/-/healthy", get(handlers::healthy))
-        .route("/-/ready", get(handlers::ready))
-        .route("/api/v1/snapshot", get(handlers::snapshot))
-        .route("/api/v1/alerts", get(handlers::alerts))
-        .route("/api/v1/history", get(handlers::history))
-        .route("/api/v1/events", get(handlers::events))
-        .route("/api/v1/summary", get(handlers::summary))
-        .route("/runbook", get(handlers::runbook))
-        .route("/-/reload", post(handlers::reload))
-        .route("/api/v1/processes/{pid}/suspend", post(lifecycle::suspend))
-        .route("/api/v1/processes/{pid}/resume", post(lifecycle::resume))
         .with_state(state)
         .layer(compression())
 }
@@ -135,4 +145,34 @@ pub fn router(state: AppState) -> Router {
 /// `benches/compression.rs` measures this very layer.
 pub fn compression() -> CompressionLayer {
     CompressionLayer::new().quality(CompressionLevel::Fastest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_of_the_router_is_refused_as_telemetry_path() {
+        for (route, _) in fixed_routes() {
+            let served = route.replace("{pid}", "42");
+            for p in [route, served.as_str()] {
+                assert_eq!(
+                    check_telemetry_path(p),
+                    Err(TelemetryPathError::Taken(p.to_owned())),
+                    "{p}"
+                );
+            }
+        }
+        for p in ["/metrics", "/runbook/x", "/api/v1/processes//suspend", "/api/v1"] {
+            assert_eq!(check_telemetry_path(p), Ok(()), "{p}");
+        }
+        assert!(matches!(
+            check_telemetry_path("metrics"),
+            Err(TelemetryPathError::NotAbsolute(_))
+        ));
+        assert!(matches!(
+            check_telemetry_path("/a b"),
+            Err(TelemetryPathError::NotPlain(_))
+        ));
+    }
 }

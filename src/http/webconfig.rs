@@ -168,7 +168,7 @@ pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
     // With a deadline, on a thread of its own: a FIFO or a hung mount as the
     // web config must fail the start (or the re-check), not hold it forever
     // where not even SIGTERM is heard yet.
-    let text = crate::config::read::read_text_within(path, crate::config::read::MAX_CONFIG_BYTES, READ_DEADLINE)
+    let text = crate::files::read_text_within(path, crate::files::MAX_CONFIG_BYTES, READ_DEADLINE)
         .map_err(|e| error(path, format!("cannot read: {e}")))?;
     parse(&text, path)
 }

@@ -4,10 +4,10 @@
 //! not give has no sample rather than a zero. Reads only the snapshot.
 
 use super::BuildInfo;
-use super::POLL_ERROR_REASONS;
 use super::family::{Emit, Family, Num};
 use super::text::{Digits, Kind};
 use crate::snapshot::{Device, Memory, Snapshot};
+use crate::source::PollErrorReason;
 
 /// One `uuid`-labelled sample, when there is a value.
 fn by_uuid(d: &Device, v: Option<impl Into<Num>>, e: &mut Emit<'_>) {
@@ -200,8 +200,8 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
         "",
         "Polls or devices that failed, by reason.",
         |s, e| {
-            for reason in POLL_ERROR_REASONS {
-                let v = s.poll.errors_total.get(*reason).copied().unwrap_or(0);
+            for reason in PollErrorReason::ALL.map(PollErrorReason::as_str) {
+                let v = s.poll.errors_total.get(reason).copied().unwrap_or(0);
                 e(&[("reason", reason)], v.into());
             }
         },

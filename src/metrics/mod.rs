@@ -22,10 +22,6 @@ pub use format::Format;
 pub use selfproc::{SelfStats, Units};
 use text::Writer;
 
-/// Reasons `gpumem_poll_errors_total` always exposes (0 until seen), so
-/// `rate()` works from the first scrape.
-pub const POLL_ERROR_REASONS: &[&str] = &["timeout", "nvml_unavailable", "failed", "device", "panic"];
-
 /// Build identity for `gpumem_build_info`.
 #[derive(Debug, Clone)]
 pub struct BuildInfo {

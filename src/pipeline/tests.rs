@@ -26,14 +26,17 @@ fn stat(state: char) -> String {
 fn poll_of(pid: u32) -> RawPoll {
     RawPoll {
         devices: vec![RawDevice {
-            uuid: "GPU-0".into(),
-            up: true,
-            memory: Some(Memory {
-                total_bytes: 80 * GIB,
-                used_bytes: 5 * GIB,
-                free_bytes: 75 * GIB,
-                reserved_bytes: Some(0),
-            }),
+            device: Device {
+                uuid: "GPU-0".into(),
+                up: true,
+                memory: Some(Memory {
+                    total_bytes: 80 * GIB,
+                    used_bytes: 5 * GIB,
+                    free_bytes: 75 * GIB,
+                    reserved_bytes: Some(0),
+                }),
+                ..Device::default()
+            },
             processes: vec![RawProcess {
                 pid,
                 used_bytes: Some(4 * GIB),
@@ -122,7 +125,7 @@ fn a_spike_between_scrapes_stays_in_the_peaks_for_the_window() {
     let at = |t: u64, spike: bool| {
         let mut raw = poll_of(4242);
         let extra = if spike { 4 * GIB } else { 0 };
-        if let Some(m) = raw.devices[0].memory.as_mut() {
+        if let Some(m) = raw.devices[0].device.memory.as_mut() {
             m.used_bytes += extra;
         }
         raw.devices[0].processes[0].used_bytes = Some(4 * GIB + extra);
@@ -152,9 +155,12 @@ fn a_spike_between_scrapes_stays_in_the_peaks_for_the_window() {
 fn health_poll(up: bool, xids: &[u64]) -> RawPoll {
     RawPoll {
         devices: vec![RawDevice {
-            uuid: "GPU-0".into(),
-            up,
-            health: up.then(crate::snapshot::health::Health::default),
+            device: Device {
+                uuid: "GPU-0".into(),
+                up,
+                health: up.then(crate::snapshot::health::Health::default),
+                ..Device::default()
+            },
             xid_events: xids.to_vec(),
             ..RawDevice::default()
         }],

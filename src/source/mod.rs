@@ -18,7 +18,7 @@ use thiserror::Error;
 use std::sync::Arc;
 
 use crate::attribution::ProcTree;
-use crate::snapshot::{DriverInfo, Memory};
+use crate::snapshot::{Device, DriverInfo};
 
 /// Which NVML process lists a PID appeared in.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -50,27 +50,15 @@ pub struct RawProcess {
     pub kinds: ProcessKinds,
 }
 
-/// One device (GPU or MIG instance) as a source reports it.
+/// One device (GPU or MIG instance) as a source reports it: the snapshot's
+/// device with what the source reads (identity, `up`, memory, `errors`,
+/// `processes_unreadable`, health without Xid counts) and the rest left
+/// default for the pipeline to fill, beside the raw process lists and events
+/// the pipeline attributes and counts.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RawDevice {
-    pub uuid: String,
-    pub index: Option<u32>,
-    pub name: String,
-    pub pci_bus_id: String,
-    pub parent_uuid: String,
-    pub mig_profile: String,
-    /// False when the device failed as a whole this poll.
-    pub up: bool,
-    pub memory: Option<Memory>,
+    pub device: Device,
     pub processes: Vec<RawProcess>,
-    /// The process lists could not be read (e.g. no permission): the
-    /// process count and holder split are then unknown, not zero.
-    pub processes_unreadable: bool,
-    /// Per-field or whole-device failures, already worded for operators.
-    pub errors: Vec<String>,
-    /// Memory health read this poll (its Xid fields are left empty: the
-    /// pipeline keeps the counts); `None` when not read this poll.
-    pub health: Option<crate::snapshot::health::Health>,
     /// Xid codes of the events read since the previous poll.
     pub xid_events: Vec<u64>,
 }
@@ -96,8 +84,46 @@ pub enum SourceError {
     #[error("NVML not available: {0}")]
     Unavailable(String),
     /// The library is loaded but the poll failed as a whole.
-    #[error("{reason}: {message}")]
-    Failed { reason: &'static str, message: String },
+    #[error("{}: {message}", reason.as_str())]
+    Failed { reason: PollErrorReason, message: String },
+}
+
+/// Why a poll or a device failed: the `reason` label of
+/// `gpumem_poll_errors_total`, each always exposed (0 until seen) so
+/// `rate()` works from the first scrape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollErrorReason {
+    /// The poll overran its deadline (NVML hung).
+    Timeout,
+    /// The library or driver is missing.
+    NvmlUnavailable,
+    /// The library is loaded but the poll failed as a whole.
+    Failed,
+    /// One device was down in an otherwise good poll.
+    Device,
+    /// The poll panicked.
+    Panic,
+}
+
+impl PollErrorReason {
+    /// Every reason, in exposition order.
+    pub const ALL: [Self; 5] = [
+        Self::Timeout,
+        Self::NvmlUnavailable,
+        Self::Failed,
+        Self::Device,
+        Self::Panic,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Timeout => "timeout",
+            Self::NvmlUnavailable => "nvml_unavailable",
+            Self::Failed => "failed",
+            Self::Device => "device",
+            Self::Panic => "panic",
+        }
+    }
 }
 
 /// A reader of GPU memory state. Called from the poller's dedicated thread

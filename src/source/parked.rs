@@ -38,7 +38,7 @@ impl GpuSource for ParkedSource {
                 .filter_map(|p| p.used_bytes)
                 .fold(0u64, u64::saturating_add);
             d.processes.retain(|p| !parked.contains(&p.pid));
-            if let Some(m) = d.memory.as_mut() {
+            if let Some(m) = d.device.memory.as_mut() {
                 m.used_bytes = m.used_bytes.saturating_sub(hidden);
                 m.free_bytes = m.free_bytes.saturating_add(hidden).min(m.total_bytes);
             }
@@ -72,7 +72,7 @@ impl GpuSource for ParkedSource {
 mod tests {
     use super::*;
     use crate::cuda::{Checkpointer, SimulatedCuda};
-    use crate::snapshot::Memory;
+    use crate::snapshot::{Device, Memory};
     use crate::source::{RawDevice, RawProcess};
 
     struct One;
@@ -86,12 +86,15 @@ mod tests {
             };
             Ok(RawPoll {
                 devices: vec![RawDevice {
-                    memory: Some(Memory {
-                        total_bytes: 80 << 30,
-                        used_bytes: 30 << 30,
-                        free_bytes: 50 << 30,
-                        reserved_bytes: None,
-                    }),
+                    device: Device {
+                        memory: Some(Memory {
+                            total_bytes: 80 << 30,
+                            used_bytes: 30 << 30,
+                            free_bytes: 50 << 30,
+                            reserved_bytes: None,
+                        }),
+                        ..Device::default()
+                    },
                     processes: vec![p(10, 20), p(11, 10)],
                     ..RawDevice::default()
                 }],
@@ -110,7 +113,7 @@ mod tests {
         cuda.checkpoint(10).expect("checkpoint");
         let d = &s.poll(false).expect("poll").devices[0];
         assert_eq!(d.processes.iter().map(|p| p.pid).collect::<Vec<_>>(), [11]);
-        let m = d.memory.expect("memory");
+        let m = d.device.memory.expect("memory");
         assert_eq!((m.used_bytes, m.free_bytes), (10 << 30, 70 << 30));
     }
 }

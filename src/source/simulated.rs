@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::scenario::{Exit, Scenario, SimProcess};
 use super::{GpuSource, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
 use crate::attribution::{ProcState, ProcTree};
-use crate::snapshot::{DriverInfo, Memory};
+use crate::snapshot::{Device, DriverInfo, Memory};
 
 mod ends;
 mod proctree;
@@ -89,14 +89,17 @@ impl SimulatedSource {
         };
         let shell = self.device_shell(g);
         let mut dev = RawDevice {
-            uuid,
-            index: instance.is_none().then_some(g as u32),
-            name: match instance {
-                Some(i) => format!("{} MIG {}", gpu.name, gpu.mig[i].profile),
-                None => gpu.name.clone(),
+            device: Device {
+                uuid,
+                index: instance.is_none().then_some(g as u32),
+                name: match instance {
+                    Some(i) => format!("{} MIG {}", gpu.name, gpu.mig[i].profile),
+                    None => gpu.name.clone(),
+                },
+                parent_uuid: instance.map(|_| shell.device.uuid.clone()).unwrap_or_default(),
+                mig_profile: instance.map(|i| gpu.mig[i].profile.clone()).unwrap_or_default(),
+                ..shell.device
             },
-            parent_uuid: instance.map(|_| shell.uuid.clone()).unwrap_or_default(),
-            mig_profile: instance.map(|i| gpu.mig[i].profile.clone()).unwrap_or_default(),
             ..shell
         };
         let mut used = 0u64;
@@ -120,7 +123,7 @@ impl SimulatedSource {
             });
         }
         let used = used.min(total.saturating_sub(reserved));
-        dev.memory = Some(Memory {
+        dev.device.memory = Some(Memory {
             total_bytes: total,
             used_bytes: used,
             free_bytes: total - reserved - used,
@@ -274,11 +277,14 @@ impl SimulatedSource {
             gpu.lost_from_poll.is_some_and(|f| self.poll >= f) && gpu.lost_until_poll.is_none_or(|u| self.poll < u);
         if lost {
             return vec![RawDevice {
-                uuid: self.gpu_uuid(g),
-                index: Some(g as u32),
-                name: gpu.name.clone(),
-                up: false,
-                errors: vec!["device: GPU is lost (fell off the bus)".into()],
+                device: Device {
+                    uuid: self.gpu_uuid(g),
+                    index: Some(g as u32),
+                    name: gpu.name.clone(),
+                    up: false,
+                    errors: vec!["device: GPU is lost (fell off the bus)".into()],
+                    ..Device::default()
+                },
                 ..RawDevice::default()
             }];
         }
@@ -293,12 +299,12 @@ impl SimulatedSource {
             let (mut dev, util) = self.device(g, inst, t);
             if let (Some(h), None) = (&gpu.health, inst) {
                 let (health, events) = h.at(t, t - self.interval);
-                dev.health = Some(health);
+                dev.device.health = Some(health);
                 dev.xid_events = events;
             }
-            parent_used += dev.memory.map_or(0, |m| m.used_bytes);
+            parent_used += dev.device.memory.map_or(0, |m| m.used_bytes);
             if let Some(u) = utilization.as_deref_mut() {
-                u.insert(dev.uuid.clone(), util.into_iter().collect());
+                u.insert(dev.device.uuid.clone(), util.into_iter().collect());
             }
             built.push(dev);
         }
@@ -315,7 +321,7 @@ impl SimulatedSource {
         let mut parent = self.device_shell(g);
         let total = gpu.memory.0;
         let used = instances_used.min(total - gpu.reserved.0);
-        parent.memory = Some(Memory {
+        parent.device.memory = Some(Memory {
             total_bytes: total,
             used_bytes: used,
             free_bytes: total - gpu.reserved.0 - used,
@@ -327,14 +333,17 @@ impl SimulatedSource {
     fn device_shell(&self, g: usize) -> RawDevice {
         let gpu = &self.scenario.gpus[g];
         RawDevice {
-            uuid: self.gpu_uuid(g),
-            index: Some(g as u32),
-            name: gpu.name.clone(),
-            pci_bus_id: gpu
-                .pci_bus_id
-                .clone()
-                .unwrap_or_else(|| format!("00000000:{:02X}:00.0", 0x18 + g * 0x10)),
-            up: true,
+            device: Device {
+                uuid: self.gpu_uuid(g),
+                index: Some(g as u32),
+                name: gpu.name.clone(),
+                pci_bus_id: gpu
+                    .pci_bus_id
+                    .clone()
+                    .unwrap_or_else(|| format!("00000000:{:02X}:00.0", 0x18 + g * 0x10)),
+                up: true,
+                ..Device::default()
+            },
             ..RawDevice::default()
         }
     }

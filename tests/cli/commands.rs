@@ -302,12 +302,15 @@ fn logfmt_by_default_and_metrics_on_the_telemetry_path() {
 
 #[test]
 fn log_level_error_hides_info_and_a_clashing_telemetry_path_is_refused() {
-    let o = gpumemd(&["--demo", "--web.telemetry-path", "/-/ready"]);
-    assert_eq!(o.status.code(), Some(1));
-    assert_eq!(
-        stderr(&o).trim(),
-        "gpumemd: --web.telemetry-path: `/-/ready` is already a route of gpumemd"
-    );
+    // Every route refuses it, those added after /-/ready too.
+    for path in ["/-/ready", "/runbook", "/api/v1/summary"] {
+        let o = gpumemd(&["--demo", "--web.telemetry-path", path]);
+        assert_eq!(o.status.code(), Some(1), "{path}");
+        assert_eq!(
+            stderr(&o).trim(),
+            format!("gpumemd: --web.telemetry-path: `{path}` is already a route of gpumemd")
+        );
+    }
     // A taken port fails after logging starts: at error level the only
     // line is the failure itself, none of the info lines before it.
     let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -50,7 +50,7 @@ pub(super) fn processes(
     poll: u64,
     refresh: bool,
 ) -> Result<(), NvmlError> {
-    let used = dev.memory.map(|m| m.used_bytes);
+    let used = dev.device.memory.map(|m| m.used_bytes);
     let mut periodic = false;
     if let (Some(kept), Some(used)) = (&memo.kept, used) {
         let fresh = poll.saturating_sub(kept.read_at) < REFRESH_POLLS;
@@ -61,9 +61,9 @@ pub(super) fn processes(
         }
         periodic = still;
     }
-    let errors_before = dev.errors.len();
+    let errors_before = dev.device.errors.len();
     let result = read_processes(device, dev, memo, poll, periodic);
-    let whole = result.is_ok() && !dev.processes_unreadable && dev.errors.len() == errors_before;
+    let whole = result.is_ok() && !dev.device.processes_unreadable && dev.device.errors.len() == errors_before;
     memo.kept = match used {
         Some(used) if whole => Some(Kept {
             used,

@@ -100,24 +100,27 @@ impl HealthReader {
         }
         let now = Instant::now();
         let mut seen = HashSet::new();
-        for dev in devices.iter_mut().filter(|d| d.up && d.parent_uuid.is_empty()) {
-            let Some(index) = dev.index else { continue };
+        for dev in devices
+            .iter_mut()
+            .filter(|d| d.device.up && d.device.parent_uuid.is_empty())
+        {
+            let Some(index) = dev.device.index else { continue };
             // A GPU that is up was read whole this poll, so its handle is here.
             let Some((_, handle)) = handles.iter().find(|(i, _)| *i == index) else {
                 continue;
             };
             let device = handle.device(nvml);
             let mut h = if self.cfg.enabled {
-                self.read_one(&device, &dev.uuid, now, &mut dev.errors)
+                self.read_one(&device, &dev.device.uuid, now, &mut dev.device.errors)
             } else {
                 Health::default()
             };
             if self.cfg.xid_events {
-                self.register(nvml, &device, &dev.uuid, &mut dev.errors);
-                h.xid_watched = self.watched.contains(&dev.uuid);
+                self.register(nvml, &device, &dev.device.uuid, &mut dev.device.errors);
+                h.xid_watched = self.watched.contains(&dev.device.uuid);
             }
-            dev.health = Some(h);
-            seen.insert(dev.uuid.clone());
+            dev.device.health = Some(h);
+            seen.insert(dev.device.uuid.clone());
         }
         self.devices.retain(|uuid, _| seen.contains(uuid));
         if self.cfg.xid_events {
@@ -202,7 +205,7 @@ impl HealthReader {
             let Some(uuid) = self.registered.get(&data.device.addr()) else {
                 continue;
             };
-            let Some(dev) = devices.iter_mut().find(|d| &d.uuid == uuid) else {
+            let Some(dev) = devices.iter_mut().find(|d| &d.device.uuid == uuid) else {
                 continue;
             };
             if data.eventType & u64::from(nvmlEventTypeXidCriticalError) != 0 {

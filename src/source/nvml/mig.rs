@@ -24,14 +24,14 @@ const MIG_RECHECK_POLLS: u64 = 30;
 pub(super) fn read_instances(device: &Device<'_>, gpu: &mut RawDevice, ctx: &mut PollCtx<'_>) -> Vec<RawDevice> {
     let mut out = Vec::new();
     let count = device.mig_device_count().unwrap_or_else(|e| {
-        gpu.errors.push(format!("mig instance count: {}", describe(&e)));
+        gpu.device.errors.push(format!("mig instance count: {}", describe(&e)));
         0
     });
     for slot in 0..count {
         match device.mig_device_by_index(slot) {
             Ok(mig) => out.push(read_mig(&mig, gpu, ctx)),
             Err(NvmlError::NotFound) => {}
-            Err(e) => gpu.errors.push(format!("mig instance {slot}: {}", describe(&e))),
+            Err(e) => gpu.device.errors.push(format!("mig instance {slot}: {}", describe(&e))),
         }
     }
     out
@@ -70,27 +70,30 @@ fn read_mig(mig: &Device<'_>, parent: &RawDevice, ctx: &mut PollCtx<'_>) -> RawD
         String::new()
     });
     let mut dev = RawDevice {
-        up: !uuid.is_empty(),
-        uuid,
-        index: None,
-        mig_profile: mig_profile(&name),
-        name,
-        pci_bus_id: parent.pci_bus_id.clone(),
-        parent_uuid: parent.uuid.clone(),
-        errors,
+        device: crate::snapshot::Device {
+            up: !uuid.is_empty(),
+            uuid,
+            index: None,
+            mig_profile: mig_profile(&name),
+            name,
+            pci_bus_id: parent.device.pci_bus_id.clone(),
+            parent_uuid: parent.device.uuid.clone(),
+            errors,
+            ..crate::snapshot::Device::default()
+        },
         ..RawDevice::default()
     };
-    if !dev.up {
+    if !dev.device.up {
         return dev;
     }
     let (poll, refresh) = (ctx.poll, ctx.refresh);
-    let memo = ctx.memo.entry(dev.uuid.clone()).or_default();
+    let memo = ctx.memo.entry(dev.device.uuid.clone()).or_default();
     let result = read_memory(mig, &mut dev).and_then(|()| super::gate::processes(mig, &mut dev, memo, poll, refresh));
     if let Err(e) = result {
-        dev.up = false;
-        dev.errors.push(format!("device: {}", describe(&e)));
+        dev.device.up = false;
+        dev.device.errors.push(format!("device: {}", describe(&e)));
     }
-    let uuid = dev.uuid.clone();
+    let uuid = dev.device.uuid.clone();
     // MIG instances answer no device-level utilisation: no idle watch.
     let _ = sample_util(mig, &uuid, ctx);
     dev

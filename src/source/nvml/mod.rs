@@ -29,7 +29,7 @@ use memo::Memo;
 use reads::read_memory;
 use topology::{Handle, Topology};
 
-use super::{GpuSource, RawDevice, RawPoll, SourceError, Utilization};
+use super::{GpuSource, PollErrorReason, RawDevice, RawPoll, SourceError, Utilization};
 use crate::snapshot::DriverInfo;
 
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
@@ -159,11 +159,9 @@ impl GpuSource for NvmlSource {
             None => match nvml.device_count() {
                 Ok(n) => n,
                 Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
-                // "failed" is one of the reasons `gpumem_poll_errors_total`
-                // exports; an unlisted reason would be counted but never shown.
                 Err(e) => {
                     return Err(SourceError::Failed {
-                        reason: "failed",
+                        reason: PollErrorReason::Failed,
                         message: format!("device count: {}", describe(&e)),
                     });
                 }
@@ -291,12 +289,15 @@ fn read_device(
         let dev = ctx.uuid_by_index.get(&index).map(|uuid| {
             let id = ctx.identity.get(uuid).cloned().unwrap_or_default();
             RawDevice {
-                uuid: uuid.clone(),
-                index: Some(index),
-                name: id.name,
-                pci_bus_id: id.pci_bus_id,
-                up: false,
-                errors: vec![format!("device: {}", describe(&e))],
+                device: crate::snapshot::Device {
+                    uuid: uuid.clone(),
+                    index: Some(index),
+                    name: id.name,
+                    pci_bus_id: id.pci_bus_id,
+                    up: false,
+                    errors: vec![format!("device: {}", describe(&e))],
+                    ..crate::snapshot::Device::default()
+                },
                 ..RawDevice::default()
             }
         });
@@ -314,18 +315,21 @@ fn read_device(
     let mut errors = Vec::new();
     let id = identity(&device, &uuid, ctx, &mut errors);
     let mut gpu = RawDevice {
-        uuid: uuid.clone(),
-        index: Some(index),
-        name: id.name,
-        pci_bus_id: id.pci_bus_id,
-        up: true,
-        errors,
+        device: crate::snapshot::Device {
+            uuid: uuid.clone(),
+            index: Some(index),
+            name: id.name,
+            pci_bus_id: id.pci_bus_id,
+            up: true,
+            errors,
+            ..crate::snapshot::Device::default()
+        },
         ..RawDevice::default()
     };
     read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
     let poll = ctx.poll;
     let memo = ctx.memo.entry(uuid.clone()).or_default();
-    let mig_on = mig::mig_mode(&device, memo, poll, &mut gpu.errors);
+    let mig_on = mig::mig_mode(&device, memo, poll, &mut gpu.device.errors);
     let mut out = Vec::new();
     if mig_on {
         out = mig::read_instances(&device, &mut gpu, ctx);

@@ -44,7 +44,7 @@ type ListSym = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut nvmlProcessI
 pub(super) fn read_memory(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlError> {
     match device.memory_info() {
         Ok(m) => {
-            dev.memory = Some(Memory {
+            dev.device.memory = Some(Memory {
                 total_bytes: m.total,
                 used_bytes: m.used,
                 free_bytes: m.free,
@@ -55,19 +55,19 @@ pub(super) fn read_memory(device: &Device<'_>, dev: &mut RawDevice) -> Result<()
         Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound | NvmlError::NotSupported) => {
             match memory_v1(device) {
                 Ok(m) => {
-                    dev.memory = Some(m);
+                    dev.device.memory = Some(m);
                     Ok(())
                 }
                 Err(e) if is_device_fatal(&e) => Err(e),
                 Err(e) => {
-                    dev.errors.push(format!("memory: {}", describe(&e)));
+                    dev.device.errors.push(format!("memory: {}", describe(&e)));
                     Ok(())
                 }
             }
         }
         Err(e) if is_device_fatal(&e) => Err(e),
         Err(e) => {
-            dev.errors.push(format!("memory: {}", describe(&e)));
+            dev.device.errors.push(format!("memory: {}", describe(&e)));
             Ok(())
         }
     }
@@ -143,8 +143,8 @@ pub(super) fn read_processes(
             // setups; that is normal, not an error worth reporting.
             Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) if kind != "compute" => continue,
             Err(e) => {
-                dev.errors.push(format!("processes ({kind}): {}", describe(&e)));
-                dev.processes_unreadable = true;
+                dev.device.errors.push(format!("processes ({kind}): {}", describe(&e)));
+                dev.device.processes_unreadable = true;
                 continue;
             }
         };

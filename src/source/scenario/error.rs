@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use thiserror::Error;
 
 use super::BUILTIN_NAMES;
-use crate::config::read::ReadError;
+use crate::files::ReadError;
 
 #[derive(Debug, Error)]
 pub enum ScenarioError {
@@ -17,7 +17,7 @@ pub enum ScenarioError {
     Read { path: PathBuf, source: std::io::Error },
     // A trace path or value quoted in the message can hold a line break:
     // escaped, so the error stays one line.
-    #[error("scenario {origin}: {}", crate::config::one_line(&problem.to_string()))]
+    #[error("scenario {origin}: {}", crate::files::one_line(&problem.to_string()))]
     Invalid { origin: String, problem: ScenarioProblem },
 }
 

@@ -20,8 +20,8 @@ use serde::Deserialize;
 
 use super::{ScenarioProblem, Secs};
 use crate::attribution::ProcState;
-use crate::config::ByteSize;
 use crate::source::ProcessKinds;
+use crate::units::ByteSize;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

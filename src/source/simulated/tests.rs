@@ -69,7 +69,7 @@ fn default_lifecycles() {
     assert!(find(&p, 5202).is_none());
     let gpu1 = &p.devices[1];
     let listed: u64 = gpu1.processes.iter().filter_map(|x| x.used_bytes).sum();
-    let used = gpu1.memory.map(|m| m.used_bytes).unwrap_or(0);
+    let used = gpu1.device.memory.map(|m| m.used_bytes).unwrap_or(0);
     assert!(
         used >= listed + (12 << 30),
         "late release must stay in used: {used} vs {listed}"
@@ -79,7 +79,7 @@ fn default_lifecycles() {
     assert_eq!(ident(&s, 5404).map(|i| i.state).ok(), Some(ProcState::Zombie));
     let p = at(&mut s, 61);
     assert!(find(&p, 5303).is_none());
-    let used = p.devices[1].memory.map(|m| m.used_bytes).unwrap_or(0);
+    let used = p.devices[1].device.memory.map(|m| m.used_bytes).unwrap_or(0);
     assert!(used < 30 << 30, "released by 60 s: {used}");
 }
 
@@ -152,11 +152,11 @@ fn disk_sleep_and_unknown_states() {
 fn gpu_lost_from_poll_5() {
     let mut s = source("gpu-lost");
     let p = at(&mut s, 3);
-    assert!(p.devices.iter().all(|d| d.up));
+    assert!(p.devices.iter().all(|d| d.device.up));
     let p = at(&mut s, 4);
     assert_eq!(p.devices.len(), 8);
-    assert!(!p.devices[3].up && p.devices[3].memory.is_none());
-    assert!(p.devices.iter().enumerate().all(|(i, d)| i == 3 || d.up));
+    assert!(!p.devices[3].device.up && p.devices[3].device.memory.is_none());
+    assert!(p.devices.iter().enumerate().all(|(i, d)| i == 3 || d.device.up));
 }
 
 #[test]
@@ -164,13 +164,17 @@ fn mig_instances_are_devices_with_a_parent() {
     let mut s = source("mig");
     let p = s.poll(false).expect("poll");
     let parent = &p.devices[0];
-    assert!(parent.processes.is_empty() && parent.parent_uuid.is_empty());
-    let inst: Vec<_> = p.devices.iter().filter(|d| d.parent_uuid == parent.uuid).collect();
+    assert!(parent.processes.is_empty() && parent.device.parent_uuid.is_empty());
+    let inst: Vec<_> = p
+        .devices
+        .iter()
+        .filter(|d| d.device.parent_uuid == parent.device.uuid)
+        .collect();
     assert_eq!(inst.len(), 3);
-    assert_eq!(inst[0].mig_profile, "3g.40gb");
-    assert!(inst[0].uuid.starts_with("MIG-"));
-    let sum: u64 = inst.iter().filter_map(|d| d.memory).map(|m| m.used_bytes).sum();
-    assert_eq!(parent.memory.map(|m| m.used_bytes), Some(sum));
+    assert_eq!(inst[0].device.mig_profile, "3g.40gb");
+    assert!(inst[0].device.uuid.starts_with("MIG-"));
+    let sum: u64 = inst.iter().filter_map(|d| d.device.memory).map(|m| m.used_bytes).sum();
+    assert_eq!(parent.device.memory.map(|m| m.used_bytes), Some(sum));
 }
 
 #[test]

@@ -1,8 +1,10 @@
 //! Bounded reads of the files an operator names (config, web config,
 //! scenario, trace): a size cap so `/dev/zero` or a runaway file cannot eat
 //! memory, a refusal of devices, directories and sockets, and a variant with
-//! a deadline for callers that must not block (reload). It owns how such a
-//! file is read; it must not parse or know what the text means.
+//! a deadline for callers that must not block (reload); and `one_line`, how
+//! their text is quoted in an error. A leaf: it owns how such a file is read
+//! and must not parse it, know what the text means, or use the rest of the
+//! crate.
 
 use std::fs::File;
 use std::io::Read;
@@ -114,6 +116,19 @@ pub fn read_text_within(path: &Path, limit: u64, deadline: Duration) -> Result<S
         Ok(result) => result,
         Err(_) => Err(ReadError::TimedOut(deadline)),
     }
+}
+
+/// `s` with control characters escaped (`\n`, `\r`, `\u{1b}`).
+pub fn one_line(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 #[cfg(test)]
