@@ -589,7 +589,14 @@ fn snapshot_url_reads_growth_from_the_running_daemon() {
 /// Runs `gpumemd ARGS` with its stdout a pipe whose reader is already gone,
 /// as `gpumemd ARGS | head -0` leaves it.
 fn into_closed_pipe(args: &[&str]) -> std::process::ExitStatus {
-    let (reader, writer) = std::io::pipe().expect("a pipe");
+    let mut fds = [0; 2];
+    // SAFETY: pipe(2) fills the two descriptors it is given.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe(2)");
+    // SAFETY: both descriptors are fresh and owned by nothing else.
+    let (reader, writer) = unsafe {
+        use std::os::fd::{FromRawFd, OwnedFd};
+        (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1]))
+    };
     drop(reader);
     let mut child = Command::new(BIN)
         .args(args)
