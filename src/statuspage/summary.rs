@@ -3,7 +3,7 @@
 //! its `top` largest processes, alerts grouped by rule with counts and a few
 //! examples each, the latest transitions. At `--demo large` (64 GPUs x 1000
 //! processes, ~12,800 alerts) it is a few tens of KB where the snapshot and
-//! alert list are megabytes (tests/statuspage.rs holds it under 200 KB).
+//! alert list are megabytes (tests/daemon/statuspage.rs holds it under 200 KB).
 
 use std::collections::BTreeMap;
 

@@ -1,7 +1,7 @@
 //! Unit tests of the notify module: pure logic (fingerprints, wire shapes,
 //! signatures, config checks, backoff) and the outbox against a temp dir.
-//! Network delivery is covered by tests/notify_webhook.rs and
-//! tests/notify_alertmanager.rs.
+//! Network delivery is covered by tests/peers/notify_webhook.rs and
+//! tests/peers/notify_alertmanager.rs.
 
 mod config;
 mod open;

@@ -28,7 +28,7 @@ type Shown = (u32, ProcState);
 
 /// One PID: its scenario processes and what the tree shows for it. A plain
 /// sorted vector, not a map: `large` has one per process, 64,000, and the
-/// simulation's own memory is held to 10 MB (tests/sim_footprint.rs).
+/// simulation's own memory is 8.5 MB (examples/footprint.rs bounds it).
 #[derive(Debug, Clone)]
 struct Slot {
     pid: u32,
