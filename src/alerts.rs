@@ -104,7 +104,7 @@ impl AlertEngine {
         self.out.clear();
         // A storm's buffer is not kept for every evaluation after it: the
         // 12,800 alerts `--demo large` fires at once left 2 MB of
-        // transitions' room held for good (round 7).
+        // transitions' room held for good.
         self.out.shrink_to(OUT_KEPT);
         self.changed |= eval::update(&self.rules, &mut self.state, snap, &self.instance, &mut self.out);
         let out = std::mem::take(&mut self.out);

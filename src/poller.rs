@@ -7,7 +7,7 @@
 //! are counted as overruns and the last snapshot is served marked stale.
 //! Nothing here renders or serves.
 //!
-//! Why the thread does it all (round 9): an idle poll then wakes one
+//! Why the thread does it all: an idle poll then wakes one
 //! thread, not two. The supervisor sleeps on a timerfd (`poller/alarm.rs`)
 //! that the thread sets as each poll starts and ends, so it wakes only for
 //! a poll that is late; results used to wake it (and the follower's task)

@@ -164,7 +164,7 @@ pub struct Process {
     pub leak_suspected: bool,
     /// Latest SM utilisation sample in percent, when sampled. A byte:
     /// NVML's `u32` is a percentage (stored saturating, see
-    /// [`Process::percent`]); 8 bytes less per process (issue 21, round 9).
+    /// [`Process::percent`]); 8 bytes less per process.
     pub sm_util_percent: Option<u8>,
     /// Seconds this process has held memory with no SM activity.
     pub idle_seconds: Option<f64>,

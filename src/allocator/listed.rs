@@ -7,7 +7,7 @@
 //! whether a poll changed them. Must not: read sockets, /proc or NVML, or
 //! hold anything beyond the latest poll's listing.
 //!
-//! Why (issue 21): the hash map this replaced was rebuilt every poll for
+//! Why: the hash map this replaced was rebuilt every poll for
 //! every listed process (64,000 at 64 GPUs x 1000) with two name clones
 //! each: 11 MiB and 5.5 % of the poll thread, for the few PIDs that ever
 //! report. Here the listing is a vector sorted by PID (a lookup is a binary

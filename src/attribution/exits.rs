@@ -8,7 +8,7 @@
 //! the tree does); it only says "this PID's process is not the one you
 //! watched any more".
 //!
-//! Why (issue 21): the only per-poll reason to read a known process's
+//! Why: the only per-poll reason to read a known process's
 //! stat was to see it exit while NVML still lists it; at 64 x 1000 that
 //! read was most of a poll on a real host (1.5 us each in the kernel for a
 //! PyTorch worker).

@@ -2,7 +2,7 @@
 //! instead of reading it again. Owns that rule and its period; must not
 //! read files or know how the tree watches (`ProcTree::watch`).
 //!
-//! Why (issue 21): a known process's stat was read every poll to see three
+//! Why: a known process's stat was read every poll to see three
 //! things: that it is still the same process, its state, and its ppid and
 //! comm. The tree now says when a watched process exits (a pidfd on a real
 //! `/proc`, the write log of the demo's), so the same-process question no

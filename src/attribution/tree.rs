@@ -149,7 +149,7 @@ impl DirTree {
     /// starttime, comm) are the main thread's in both files, but the
     /// process's file also sums the fault counts and CPU times of every
     /// thread, under a lock, at each read (a PyTorch process has dozens of
-    /// threads; issue 21's idle budget). A fixture directory has no task
+    /// threads). A fixture directory has no task
     /// directories.
     fn stat_path(&self, pid: u32, procfs: bool) -> PathBuf {
         let dir = self.root.join(pid.to_string());

@@ -77,7 +77,7 @@ pub struct LeakTracker<K> {
 
 /// Verdict phases within a bucket. When buckets close, every key's closes
 /// at once (they share boundaries), and judging 64,000 keys in that one
-/// poll made it ~100 ms longer than the others (issue 21, round 7). So a
+/// poll made it ~100 ms longer than the others. So a
 /// key judges its closed window at the first sample at least `phase /
 /// PHASES` of the way into the next bucket: the same buckets, the same
 /// verdict, reported up to one bucket width later, and a poll judges about

@@ -1,4 +1,4 @@
-//! Tests of round 7's cheaper bucket close: verdicts deferred to a key's
+//! Tests of the cheaper bucket close: verdicts deferred to a key's
 //! phase are the verdicts judged at the close, only later; the judge's flat
 //! shortcut gives what the full judge gives. No I/O.
 
@@ -40,7 +40,7 @@ fn deferred_verdicts_are_the_close_verdicts_at_most_a_bucket_later() {
         }
         assert!(pending_before <= keys as usize);
     }
-    // Key 0 judges at the close, as before round 7; the others see the same
+    // Key 0 judges at the close as a single-phase close would; the others see the same
     // trends in the same order, never earlier and at most a bucket later.
     let base = &changes[0];
     assert!(

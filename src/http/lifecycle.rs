@@ -1,5 +1,5 @@
 //! `POST /api/v1/processes/{pid}/suspend` and `.../resume`: the operator's
-//! hand on the suspend action (issue 16). Both are lifecycle endpoints: 403
+//! hand on the suspend action. Both are lifecycle endpoints: 403
 //! unless `[server] enable_lifecycle`, behind the web config's auth like
 //! every route.
 //!

@@ -1,4 +1,4 @@
-//! Which listed processes left since the last poll (issue 21): a source
+//! Which listed processes left since the last poll: a source
 //! that keeps its process lists between polls (the NVML source reads them
 //! again only when the GPU's used memory changes, `source/nvml/gate.rs`)
 //! must read them anew after a listed process exits or turns zombie, as

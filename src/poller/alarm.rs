@@ -4,7 +4,7 @@
 //! supervisor must look next. Owns the timer only; when to look is the
 //! poller's.
 //!
-//! Why a timerfd (round 9): the poll thread publishes each result itself,
+//! Why a timerfd: the poll thread publishes each result itself,
 //! so the supervisor is no longer woken by results. A tokio timer could
 //! only be moved by the supervisor's own task, which would then have to
 //! wake every poll to move it; the timerfd is moved by a syscall on the

@@ -5,7 +5,7 @@
 //! outside the poller's state lock. Owns the slot and the once-per-snapshot
 //! rule; what the follower does is the daemon's.
 //!
-//! Why on the publishing thread (round 9): a follower task woke an async
+//! Why on the publishing thread: a follower task woke an async
 //! worker once a poll, and waking the runtime from the poll thread cost
 //! more than the evaluation itself (0.6 us of work against about 100 us
 //! of wake-up, cold caches and scheduling on an idle 8-process node).

@@ -52,7 +52,7 @@ async fn until(count: &std::sync::atomic::AtomicU64, n: u64) {
 
 /// Every poll reaches the follower once, in order, on the poll thread, and
 /// polls on time never ring the supervisor's alarm: an idle poll wakes no
-/// async worker (round 9).
+/// async worker.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_poll_thread_publishes_and_follows_without_waking_the_supervisor() {
     let (started, _stop) = started(Duration::from_secs(30));

@@ -1,4 +1,4 @@
-//! `[reclaim.suspend]`: the knobs of the `suspend` action (issue 16), apart
+//! `[reclaim.suspend]`: the knobs of the `suspend` action, apart
 //! from what it shares with `terminate` in `[reclaim]` (enabled, dry_run,
 //! allow/deny lists).
 //!

@@ -1,5 +1,5 @@
 //! The empty `Process`: every field unset, its `Who` the one shared empty
-//! `Arc<Who>` (issue 21: a derived `Default` allocated a fresh one, twice
+//! `Arc<Who>` (a derived `Default` allocated a fresh one, twice
 //! per process and poll at 64 x 1000: in attribution and when the pipeline
 //! sorts). Owns that value only; must not hold anything else.
 

@@ -5,7 +5,7 @@
 //! the rest of the crate (the snapshot is a leaf; `source` and
 //! `attribution` convert their own types into these).
 //!
-//! Why (issue 21): both were a 16-byte string in every `Process`, though
+//! Why: both were a 16-byte string in every `Process`, though
 //! each is one of a dozen static strings; at 64 GPUs x 1000 processes two
 //! snapshot generations hold 128,000 processes.
 

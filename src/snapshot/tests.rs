@@ -1,5 +1,5 @@
 //! Tests of the snapshot types: a poll becomes a snapshot one way, a
-//! `Process` stays within its issue 21 size, holders by class.
+//! `Process` stays within its size, holders by class.
 
 use super::*;
 

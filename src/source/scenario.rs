@@ -291,7 +291,7 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
         overhead_per_process: ByteSize(0),
         // Whole MiB, as NVML lists processes on the GPUs this fleet stands
         // for: what the per-process history then holds is what it holds on
-        // a real host of this size (issue 21, round 10).
+        // a real host of this size.
         granularity: ByteSize(1 << 20),
         driver: SimDriver::default(),
         gpus: (0..gpus).map(|_| large_gpu()).collect(),

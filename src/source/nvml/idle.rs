@@ -1,5 +1,5 @@
-//! Skipping the per-process utilisation call while the whole GPU is idle
-//! (issue 21). On an H200 that call costs about 1.5 ms of CPU in the
+//! Skipping the per-process utilisation call while the whole GPU is idle.
+//! On an H200 that call costs about 1.5 ms of CPU in the
 //! driver, once per `utilization_interval`, against about 40 us for the
 //! device's own utilisation over its last sample period. While the last
 //! per-process answer showed no process active, the device reading is

@@ -10,8 +10,7 @@
 //! what processes that look alike share (names, workload, command line: an
 //! [`Arc<SimIdentity>`], 32 of them in `large`), and boxes the rarer shape
 //! and lifecycle knobs ([`SimShape`]: a leak, in one process of 97 in
-//! `large`): 56 bytes a process (72 before round 10 of issue 21, with the
-//! leak inline and wider placement and utilisation fields).
+//! `large`): 56 bytes a process.
 
 use std::path::PathBuf;
 use std::sync::Arc;

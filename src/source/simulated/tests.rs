@@ -301,7 +301,7 @@ fn granularity_rounds_processes_down_to_whole_units() {
 
 #[test]
 fn a_large_fleet_process_stays_small() {
-    // 64,000 of them in `large`: every 8 bytes is 0.5 MB (issue 21).
+    // 64,000 of them in `large`: every 8 bytes is 0.5 MB.
     let size = std::mem::size_of::<crate::source::scenario::SimProcess>();
     assert!(size <= 56, "{size}");
     let large = Scenario::resolve("large").unwrap_or_else(|e| panic!("{e}"));
