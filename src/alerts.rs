@@ -8,7 +8,6 @@
 mod actions;
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -22,25 +21,13 @@ pub use actions::{changed_payloads, firing_targets_of, payload, reclaim_targets,
 /// What readers see: active alerts and the latest transitions.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct AlertsView {
-    /// Pending and firing alerts, shared with the engine's state (a view
-    /// is a list of pointers, not a copy of 12,800 alerts).
-    #[serde(serialize_with = "shared")]
-    pub alerts: Vec<Arc<Alert>>,
+    /// Pending and firing alerts.
+    pub alerts: Vec<Alert>,
     /// Newest first.
     pub transitions: Vec<Transition>,
     /// Rules evaluated, by name.
     pub rules: Vec<String>,
 }
-
-/// Serialises shared alerts as the alerts themselves (serde's `rc`
-/// feature would do the same, at the price of rebuilding every crate
-/// that uses serde).
-fn shared<S: serde::Serializer>(alerts: &[Arc<Alert>], s: S) -> Result<S::Ok, S::Error> {
-    s.collect_seq(alerts.iter().map(|a| &**a))
-}
-
-/// Transitions one evaluation's buffer keeps room for between storms.
-const OUT_KEPT: usize = 64;
 
 /// Rule state between evaluations.
 pub struct AlertEngine {
@@ -82,14 +69,14 @@ impl AlertEngine {
         self.state.retain(|rule, a| {
             let keep = kept.iter().any(|n| n == rule);
             if !keep && a.state == State::Firing {
-                let mut r = (**a).clone();
+                let mut r = a.clone();
                 r.state = State::Resolved;
                 r.resolved_at = Some(now);
                 out.push(Transition {
                     from: Some(State::Firing),
                     to: State::Resolved,
                     at: now,
-                    alert: Arc::new(r),
+                    alert: r,
                 });
             }
             keep
@@ -102,10 +89,6 @@ impl AlertEngine {
     /// Evaluates every rule on `snap`; returns the transitions it caused.
     pub fn evaluate(&mut self, snap: &Snapshot) -> &[Transition] {
         self.out.clear();
-        // A storm's buffer is not kept for every evaluation after it: the
-        // 12,800 alerts `--demo large` fires at once left 2 MB of
-        // transitions' room held for good.
-        self.out.shrink_to(OUT_KEPT);
         self.changed |= eval::update(&self.rules, &mut self.state, snap, &self.instance, &mut self.out);
         let out = std::mem::take(&mut self.out);
         self.remember(&out);
@@ -125,8 +108,7 @@ impl AlertEngine {
     }
 
     fn remember(&mut self, transitions: &[Transition]) {
-        // Only the newest `keep_recent` can stay: pushing all of a storm's
-        // 12,800 grew the deque's capacity for good (2.7 MB kept empty).
+        // Only the newest `keep_recent` can stay.
         let newest = &transitions[transitions.len().saturating_sub(self.keep_recent)..];
         for t in newest {
             self.recent.push_front(t.clone());
@@ -144,7 +126,7 @@ impl AlertEngine {
 
     /// Firing alerts (for notifier resends).
     pub fn firing(&self) -> impl Iterator<Item = &Alert> {
-        self.state.values().map(|a| &**a).filter(|a| a.state == State::Firing)
+        self.state.values().filter(|a| a.state == State::Firing)
     }
 }
 

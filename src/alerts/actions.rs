@@ -12,8 +12,8 @@ use crate::rules::eval::{Alert, State, Transition};
 /// An alert as the notifiers send it.
 pub fn payload(a: &Alert) -> AlertPayload {
     AlertPayload {
-        labels: a.labels.to_map(),
-        annotations: a.annotations(),
+        labels: a.labels.clone(),
+        annotations: a.annotations.clone(),
         status: if a.state == State::Resolved {
             AlertStatus::Resolved
         } else {
@@ -72,7 +72,7 @@ fn alert_targets(a: &Alert, action: RuleAction) -> Vec<Target> {
             uid: p.uid,
             user: p.user.clone(),
             comm: p.comm.clone(),
-            rule: a.rule.to_string(),
+            rule: a.rule.clone(),
             gpu_uuid: p.uuid.clone(),
             used_bytes: p.used_bytes,
         })
@@ -84,14 +84,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::rules::annotations::Annotations;
     use crate::rules::eval::ProcessRef;
 
     fn alert(state: State, action: Option<RuleAction>, pids: &[u32]) -> Alert {
         Alert {
             rule: "R".into(),
-            labels: BTreeMap::from([("alertname".into(), "R".into()), ("uuid".into(), "GPU-a".into())]).into(),
-            annotations: Annotations::fixed(BTreeMap::from([("summary".into(), "s".into())])),
+            labels: BTreeMap::from([("alertname".into(), "R".into()), ("uuid".into(), "GPU-a".into())]),
+            annotations: BTreeMap::from([("summary".into(), "s".into())]),
             state,
             active_at: 10.0,
             fired_at: (state != State::Pending).then_some(20.0),
@@ -120,7 +119,7 @@ mod tests {
             from: None,
             to: state,
             at: 20.0,
-            alert: std::sync::Arc::new(alert(state, action, pids)),
+            alert: alert(state, action, pids),
         }
     }
 

@@ -232,10 +232,10 @@ fn alerts(w: &mut Writer, view: &AlertsView) {
     );
     for a in &view.alerts {
         let mut labels: Vec<(&str, &str)> = vec![("alertname", &a.rule), ("alertstate", a.state.as_str())];
-        for (k, v) in a.labels.iter() {
+        for (k, v) in &a.labels {
             // Rule labels come from the config: whatever it lets through,
             // a label name appears at most once per series.
-            if !ALERT_OWN_LABELS.contains(&k) && !labels.iter().any(|(n, _)| *n == k) {
+            if !ALERT_OWN_LABELS.contains(&k.as_str()) && !labels.iter().any(|(n, _)| n == k) {
                 labels.push((k, v));
             }
         }

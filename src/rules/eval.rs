@@ -5,19 +5,12 @@
 //! (`clear`) so a value wobbling around the threshold does not flap.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde::Serialize;
-use serde::ser::{SerializeStruct, Serializer};
 
-use super::annotations::Annotations;
-use super::ident::{Devs, Ident, Key};
+use super::annotations::Vars;
 pub use super::instances::ProcessRef;
 use super::instances::{Instance, for_each, holds};
-use super::labels::Labels;
-
-use super::state::{Merged, Plan, Scratch};
-use super::subject::LabelBuf;
 use super::{Rule, RuleKind};
 use crate::snapshot::Snapshot;
 
@@ -39,16 +32,14 @@ impl State {
     }
 }
 
-/// One alert instance. A clone is cheap: the rule name, the labels and
-/// what the annotations are rendered from are shared. 120 bytes (was
-/// 152): 12,800 firing alerts hold one each.
-#[derive(Debug, Clone, PartialEq)]
+/// One alert instance; its JSON is that of `/api/v1/alerts` and of
+/// transitions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Alert {
-    pub rule: Arc<str>,
-    pub labels: Labels,
-    /// Rendered when read ([`Alert::annotations`]), from the alert's
-    /// labels and value: the same text at every read.
-    pub annotations: Annotations,
+    pub rule: String,
+    pub labels: BTreeMap<String, String>,
+    /// Rendered at evaluation from the alert's labels and value.
+    pub annotations: BTreeMap<String, String>,
     pub state: State,
     /// Wall-clock Unix seconds when it became active (pending).
     pub active_at: f64,
@@ -57,78 +48,36 @@ pub struct Alert {
     /// Wall-clock Unix seconds when it resolved.
     pub resolved_at: Option<f64>,
     pub value: f64,
+    #[serde(skip)]
     pub since_mono: f64,
-    pub targets: Box<[ProcessRef]>,
+    #[serde(skip)]
+    pub targets: Vec<ProcessRef>,
     /// What to do when it fires (from the rule).
+    #[serde(skip)]
     pub action: Option<super::RuleAction>,
 }
 
-impl Alert {
-    /// Every annotation, rendered.
-    pub fn annotations(&self) -> BTreeMap<String, String> {
-        self.annotations.render(&self.labels, self.value)
-    }
-
-    /// One annotation, rendered; `None` when the rule has none by that name.
-    pub fn annotation(&self, name: &str) -> Option<String> {
-        self.annotations.get(name, &self.labels, self.value)
-    }
-}
-
-/// The JSON of `/api/v1/alerts` and of transitions, field for field what
-/// the derived form of the stored maps gave.
-impl Serialize for Alert {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut st = s.serialize_struct("Alert", 8)?;
-        st.serialize_field("rule", &*self.rule)?;
-        st.serialize_field("labels", &self.labels)?;
-        st.serialize_field("annotations", &self.annotations())?;
-        st.serialize_field("state", &self.state)?;
-        st.serialize_field("active_at", &self.active_at)?;
-        st.serialize_field("fired_at", &self.fired_at)?;
-        st.serialize_field("resolved_at", &self.resolved_at)?;
-        st.serialize_field("value", &self.value)?;
-        st.end()
-    }
-}
-
 /// A state change, for notifiers, reclaim and the recent-transitions list.
-/// The alert is the one the engine's state holds (a storm of 12,800 new
-/// alerts kept a second copy of each, 2.75 MB, until the next poll).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Transition {
     pub from: Option<State>,
     pub to: State,
     pub at: f64,
-    #[serde(serialize_with = "shared")]
-    pub alert: Arc<Alert>,
+    pub alert: Alert,
 }
 
-/// Serialises a shared alert as the alert (serde's `rc` feature would do
-/// the same, at the price of rebuilding every crate that uses serde).
-fn shared<S: Serializer>(a: &Arc<Alert>, s: S) -> Result<S::Ok, S::Error> {
-    (**a).serialize(s)
-}
-
-/// Active alerts by rule name, then by instance identity: the order the
-/// string keys "name\0identity" gave (names are letters, digits and `_`,
-/// all above NUL), in a key of 24 bytes a lookup borrows from the
-/// snapshot without building one. Updated in place by [`update`]: an
-/// alert that did not change keeps its entry and its shared `Arc`
-/// (rebuilding the map of 12,800 firing alerts every pass, and dropping
-/// the old one, was a tenth of the async side's CPU at 64 x 1000).
+/// Active alerts by rule name, then by instance key (`uuid/pid/stamp`,
+/// a UUID, a group): the order the API lists them in.
 #[derive(Debug, Clone, Default)]
 pub struct EvalState {
-    alerts: BTreeMap<Arc<str>, BTreeMap<Ident, Slot>>,
-    devs: Devs,
+    alerts: BTreeMap<String, BTreeMap<String, Slot>>,
     /// Counts evaluations: an entry not seen in this one has vanished.
     pass: u64,
-    scratch: Scratch,
 }
 
 #[derive(Debug, Clone)]
 struct Slot {
-    alert: Arc<Alert>,
+    alert: Alert,
     /// The evaluation that last saw this alert's instance.
     pass: u64,
 }
@@ -138,19 +87,18 @@ impl EvalState {
         Self::default()
     }
 
-    /// Active alerts, by rule name, then identity.
-    pub fn values(&self) -> impl Iterator<Item = &Arc<Alert>> {
+    /// Active alerts, by rule name, then key.
+    pub fn values(&self) -> impl Iterator<Item = &Alert> {
         self.alerts.values().flat_map(|m| m.values()).map(|s| &s.alert)
     }
 
     /// Keeps the alerts for which `keep(rule name, alert)` says so, asked
     /// in the order of [`EvalState::values`].
-    pub fn retain(&mut self, mut keep: impl FnMut(&str, &Arc<Alert>) -> bool) {
+    pub fn retain(&mut self, mut keep: impl FnMut(&str, &Alert) -> bool) {
         for (name, m) in &mut self.alerts {
             m.retain(|_, s| keep(name, &s.alert));
         }
         self.alerts.retain(|_, m| !m.is_empty());
-        self.devs.prune();
     }
 }
 
@@ -169,50 +117,25 @@ pub fn evaluate(rules: &[Rule], prev: &EvalState, snap: &Snapshot, instance: &st
 /// added, changed or removed (when not, a published view is still true).
 pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &str, out: &mut Vec<Transition>) -> bool {
     st.pass = st.pass.wrapping_add(1);
-    let EvalState {
-        alerts,
-        devs,
-        pass,
-        scratch,
-    } = st;
-    let Scratch { labels, plans } = scratch;
-    plans.resize_with(rules.len(), Plan::default);
+    let pass = st.pass;
     let mut changed = false;
-    for (rule, plan) in rules.iter().zip(plans.iter_mut()) {
+    for rule in rules {
         // On stale data only the poll-health rule can judge anything; the
         // others keep their state until fresh data arrives.
         if snap.stale && rule.cfg.kind != RuleKind::PollFailing {
             continue;
         }
-        if !alerts.contains_key(&*rule.name) {
-            alerts.insert(rule.name.clone(), BTreeMap::new());
-        }
-        let Some(alerts) = alerts.get_mut(&*rule.name) else {
-            continue;
-        };
-        let mut p = Pass {
-            rule,
-            plan,
-            alerts,
-            devs,
-            labels,
-            snap,
-            instance,
-            out,
-            pass: *pass,
-            changed: false,
-        };
-        let mut visit = |inst: Instance<'_>| p.visit(inst);
+        let alerts = st.alerts.entry(rule.cfg.name.clone()).or_default();
+        let mut visit = |inst: Instance<'_>| changed |= visit(rule, alerts, inst, snap, instance, pass, out);
         if rule.cfg.kind.is_health() {
             super::health::for_each(rule, snap, &mut visit);
         } else {
             for_each(rule, snap, &mut visit);
         }
-        changed |= p.changed;
         // What was not seen is gone (process exited, GPU removed); in key
         // order, as the transitions always were.
         alerts.retain(|_, s| {
-            let seen = s.pass == *pass;
+            let seen = s.pass == pass;
             if !seen {
                 changed = true;
                 resolve(&s.alert, snap.timestamp, out);
@@ -220,72 +143,39 @@ pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &st
             seen
         });
     }
-    if changed {
-        alerts.retain(|_, m| !m.is_empty());
-        devs.prune();
-    }
+    st.alerts.retain(|_, m| !m.is_empty());
     changed
 }
 
-/// One rule's walk over its instances.
-struct Pass<'p> {
-    rule: &'p Rule,
-    plan: &'p mut Plan,
-    alerts: &'p mut BTreeMap<Ident, Slot>,
-    devs: &'p mut Devs,
-    labels: &'p mut LabelBuf,
-    snap: &'p Snapshot,
-    instance: &'p str,
-    out: &'p mut Vec<Transition>,
+/// One instance of `rule` seen in this pass; returns whether an alert was
+/// added, changed or removed.
+fn visit(
+    rule: &Rule,
+    alerts: &mut BTreeMap<String, Slot>,
+    inst: Instance,
+    snap: &Snapshot,
+    instance: &str,
     pass: u64,
-    changed: bool,
-}
-
-impl Pass<'_> {
-    fn visit(&mut self, inst: Instance<'_>) {
-        let rule = self.rule;
-        let id = inst.subject.id();
-        match self.alerts.get_mut(&id as &dyn Key) {
-            Some(slot) if holds(rule, inst.value, inst.holds, true) => {
-                slot.pass = self.pass;
-                let labels = merged(rule, self.plan, self.labels, self.instance, &inst);
-                self.changed |= step(rule, &mut slot.alert, inst, &labels, self.snap, self.out);
-            }
-            Some(_) => {
-                if let Some(old) = self.alerts.remove(&id as &dyn Key) {
-                    resolve(&old.alert, self.snap.timestamp, self.out);
-                }
-                self.changed = true;
-            }
-            None if holds(rule, inst.value, inst.holds, false) => {
-                let key = self.devs.own(id);
-                let labels = merged(rule, self.plan, self.labels, self.instance, &inst);
-                let alert = start(rule, inst, &labels, self.snap, self.out);
-                self.alerts.insert(key, Slot { alert, pass: self.pass });
-                self.changed = true;
-            }
-            None => {}
+    out: &mut Vec<Transition>,
+) -> bool {
+    let key = inst.subject.key();
+    match alerts.get_mut(&key) {
+        Some(slot) if holds(rule, inst.value, inst.holds, true) => {
+            slot.pass = pass;
+            step(rule, &mut slot.alert, seen(rule, inst, instance), snap, out)
         }
-    }
-}
-
-/// `inst`'s labels written into `buf` and merged with the rule's shape
-/// (which `plan` fits to them first).
-fn merged<'a>(
-    rule: &'a Rule,
-    plan: &'a mut Plan,
-    buf: &'a mut LabelBuf,
-    instance: &'a str,
-    inst: &Instance,
-) -> Merged<'a> {
-    buf.clear();
-    inst.subject.write_labels(buf);
-    plan.fit(rule, buf, instance);
-    Merged {
-        plan,
-        rule,
-        buf,
-        instance,
+        Some(_) => {
+            if let Some(old) = alerts.remove(&key) {
+                resolve(&old.alert, snap.timestamp, out);
+            }
+            true
+        }
+        None if holds(rule, inst.value, inst.holds, false) => {
+            let alert = start(rule, seen(rule, inst, instance), snap, out);
+            alerts.insert(key, Slot { alert, pass });
+            true
+        }
+        None => false,
     }
 }
 
@@ -299,13 +189,40 @@ fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
             from: Some(State::Firing),
             to: State::Resolved,
             at: now,
-            alert: Arc::new(a),
+            alert: a,
         });
     }
 }
 
-fn annotations(rule: &Rule, inst: &Instance) -> Annotations {
-    Annotations::from_rule(&rule.notes, Some(inst.model), inst.others)
+/// What an instance gives its alert this pass.
+struct Seen {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    value: f64,
+    targets: Vec<ProcessRef>,
+}
+
+/// The instance's labels merged with the rule's (alertname, severity,
+/// instance, then its own: a later name replaces an earlier one), and the
+/// annotations rendered from them.
+fn seen(rule: &Rule, inst: Instance, instance: &str) -> Seen {
+    let mut labels = inst.subject.labels();
+    labels.insert("alertname".into(), rule.cfg.name.clone());
+    labels.insert("severity".into(), rule.cfg.severity.clone());
+    labels.insert("instance".into(), instance.to_string());
+    labels.extend(rule.cfg.labels.clone());
+    let vars = Vars {
+        labels: &labels,
+        value: inst.value,
+        model: inst.model,
+        others: inst.others,
+    };
+    Seen {
+        annotations: rule.notes.render(&vars),
+        labels,
+        value: inst.value,
+        targets: inst.targets,
+    }
 }
 
 /// How long a condition must hold before it fires; the idle-holder kind
@@ -319,23 +236,22 @@ fn hold_for(rule: &Rule) -> f64 {
 }
 
 /// A new alert: pending, or firing at once when the rule has no `for`.
-fn start(rule: &Rule, inst: Instance, labels: &Merged, snap: &Snapshot, out: &mut Vec<Transition>) -> Arc<Alert> {
+fn start(rule: &Rule, seen: Seen, snap: &Snapshot, out: &mut Vec<Transition>) -> Alert {
     let now = snap.timestamp;
     let fires = hold_for(rule) <= 0.0;
     let a = Alert {
-        rule: rule.name.clone(),
-        labels: labels.build(),
-        annotations: annotations(rule, &inst),
+        rule: rule.cfg.name.clone(),
+        labels: seen.labels,
+        annotations: seen.annotations,
         state: if fires { State::Firing } else { State::Pending },
         active_at: now,
         fired_at: fires.then_some(now),
         resolved_at: None,
-        value: inst.value,
+        value: seen.value,
         since_mono: snap.monotonic,
-        targets: inst.targets.into_boxed_slice(),
+        targets: seen.targets,
         action: rule.cfg.action,
     };
-    let a = Arc::new(a);
     out.push(Transition {
         from: None,
         to: a.state,
@@ -346,53 +262,31 @@ fn start(rule: &Rule, inst: Instance, labels: &Merged, snap: &Snapshot, out: &mu
 }
 
 /// An active alert seen again: it fires once pending long enough, and
-/// takes the instance's value, labels and targets. Unchanged, it keeps its
-/// `Arc` (the published view goes on sharing it) and nothing is built;
-/// returns whether it changed.
-fn step(
-    rule: &Rule,
-    slot: &mut Arc<Alert>,
-    inst: Instance,
-    labels: &Merged,
-    snap: &Snapshot,
-    out: &mut Vec<Transition>,
-) -> bool {
+/// takes the instance's value, labels and targets; returns whether it
+/// changed.
+fn step(rule: &Rule, a: &mut Alert, seen: Seen, snap: &Snapshot, out: &mut Vec<Transition>) -> bool {
     let now = snap.timestamp;
-    let old = &**slot;
-    let fires = old.state == State::Pending && snap.monotonic - old.since_mono >= hold_for(rule);
-    let same_labels = labels.same_as(&old.labels);
-    let same_notes = old.annotations.is_from(&rule.notes, inst.model, inst.others);
-    if !fires && same_labels && same_notes && old.value == inst.value && *old.targets == *inst.targets {
+    let fires = a.state == State::Pending && snap.monotonic - a.since_mono >= hold_for(rule);
+    if !fires
+        && a.labels == seen.labels
+        && a.annotations == seen.annotations
+        && a.value == seen.value
+        && a.targets == seen.targets
+    {
         return false;
     }
-    let a = Alert {
-        rule: old.rule.clone(),
-        labels: if same_labels {
-            old.labels.clone()
-        } else {
-            labels.build()
-        },
-        annotations: if same_notes {
-            old.annotations.clone()
-        } else {
-            annotations(rule, &inst)
-        },
-        state: if fires { State::Firing } else { old.state },
-        active_at: old.active_at,
-        fired_at: if fires { Some(now) } else { old.fired_at },
-        resolved_at: old.resolved_at,
-        value: inst.value,
-        since_mono: old.since_mono,
-        targets: inst.targets.into_boxed_slice(),
-        action: old.action,
-    };
-    *slot = Arc::new(a);
+    a.labels = seen.labels;
+    a.annotations = seen.annotations;
+    a.value = seen.value;
+    a.targets = seen.targets;
     if fires {
+        a.state = State::Firing;
+        a.fired_at = Some(now);
         out.push(Transition {
             from: Some(State::Pending),
             to: State::Firing,
             at: now,
-            alert: slot.clone(),
+            alert: a.clone(),
         });
     }
     true

@@ -6,17 +6,12 @@
 pub mod annotations;
 pub mod eval;
 mod health;
-mod ident;
 mod instances;
-pub mod labels;
-
-mod state;
 mod subject;
 pub mod template;
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::Arc;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -232,10 +227,8 @@ fn default_severity() -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
     pub cfg: RuleConfig,
-    /// `cfg.name`, shared by every alert of the rule.
-    pub name: Arc<str>,
-    /// The parsed annotation templates, shared by every alert of the rule.
-    pub notes: Arc<Notes>,
+    /// The parsed annotation templates.
+    pub notes: Notes,
 }
 
 /// Why a `[[rule]]` is refused; the texts name the key that is wrong (the
@@ -310,12 +303,8 @@ impl Rule {
         if let Some(k) = cfg.labels.keys().find(|k| !valid_label_name(k)) {
             return Err(RuleError::BadLabelName(k.clone()));
         }
-        let notes = Arc::new(Notes::new(&cfg)?);
-        Ok(Rule {
-            name: cfg.name.as_str().into(),
-            cfg,
-            notes,
-        })
+        let notes = Notes::new(&cfg)?;
+        Ok(Rule { cfg, notes })
     }
 }
 

@@ -1,15 +1,10 @@
 //! What an instance is about (a device, a process on a device, an OOM
-//! report, a group, or the poller itself) and how its key and labels are
-//! written: into buffers the evaluation reuses, so an alert whose labels did
-//! not change costs no allocation (at `--demo large` every pass rebuilt the
-//! key and five label strings of 12,800 firing idle holders). Owns what
-//! identifies each kind and its label layout; which instances exist is
-//! `instances`'s.
+//! report, a group, or the poller itself), its key and its own labels.
+//! Owns what identifies each kind and its label names; which instances
+//! exist is `instances`'s.
 
-use std::fmt::Write as _;
-use std::ops::Range;
+use std::collections::BTreeMap;
 
-use super::ident::IdRef;
 use crate::snapshot::{Device, GroupBy, Holder, Process, RecentOom};
 
 /// An instance's subject, borrowed from the snapshot.
@@ -37,109 +32,63 @@ pub(super) enum Subject<'a> {
     },
 }
 
-/// Label values written back to back, with each one's name and span.
-#[derive(Debug, Clone, Default)]
-pub(super) struct LabelBuf {
-    text: String,
-    spans: Vec<(&'static str, Range<usize>)>,
-}
-
-impl LabelBuf {
-    pub(super) fn clear(&mut self) {
-        self.text.clear();
-        self.spans.clear();
-    }
-
-    fn push(&mut self, name: &'static str, value: &str) {
-        let start = self.text.len();
-        self.text.push_str(value);
-        self.spans.push((name, start..self.text.len()));
-    }
-
-    fn push_num(&mut self, name: &'static str, value: u64) {
-        let start = self.text.len();
-        // Writing to a String cannot fail.
-        let _ = write!(self.text, "{value}");
-        self.spans.push((name, start..self.text.len()));
-    }
-
-    /// The names, in the order written.
-    pub(super) fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.spans.iter().map(|(n, _)| *n)
-    }
-
-    pub(super) fn name(&self, i: usize) -> &'static str {
-        self.spans.get(i).map_or("", |(n, _)| n)
-    }
-
-    pub(super) fn value(&self, i: usize) -> &str {
-        self.spans
-            .get(i)
-            .and_then(|(_, r)| self.text.get(r.clone()))
-            .unwrap_or_default()
-    }
-}
-
 impl Subject<'_> {
-    /// The instance's identity. PIDs are reused: a process's start time
-    /// keeps a new one from inheriting the old one's pending time.
-    pub(super) fn id(&self) -> IdRef<'_> {
+    /// The instance's key within its rule. PIDs are reused: a process's
+    /// start time (its bits) keeps a new one from inheriting the old one's
+    /// pending time.
+    pub(super) fn key(&self) -> String {
         match self {
-            Subject::Poller => IdRef::Text(""),
-            Subject::Device { d, .. } => IdRef::Text(&d.uuid),
-            Subject::Process { d, p } => IdRef::Proc {
-                dev: &d.uuid,
-                pid: p.pid,
-                stamp: p.start_time.map_or(0, f64::to_bits),
-            },
-            Subject::Oom { d, o } => IdRef::Proc {
-                dev: &d.uuid,
-                pid: o.pid,
-                stamp: o.time.to_bits(),
-            },
-            Subject::Group { name, .. } => IdRef::Text(name),
+            Subject::Poller => String::new(),
+            Subject::Device { d, .. } => d.uuid.to_string(),
+            Subject::Process { d, p } => {
+                format!("{}/{}/{}", d.uuid, p.pid, p.start_time.map_or(0, f64::to_bits))
+            }
+            Subject::Oom { d, o } => format!("{}/{}/{}", d.uuid, o.pid, o.time.to_bits()),
+            Subject::Group { name, .. } => name.clone(),
         }
     }
 
-    /// Writes the instance's own labels (in any order; `eval` merges them
-    /// with the rule's).
-    pub(super) fn write_labels(&self, buf: &mut LabelBuf) {
+    /// The instance's own labels (`eval` adds the rule's).
+    pub(super) fn labels(&self) -> BTreeMap<String, String> {
+        let mut l = BTreeMap::new();
+        let mut put = |k: &str, v: &str| l.insert(k.to_string(), v.to_string());
         match self {
             Subject::Poller => {}
             Subject::Device { d, holder, xid } => {
-                device_labels(d, buf);
+                device_labels(d, &mut put);
                 if let Some(h) = holder {
-                    buf.push("holder", h.as_str());
+                    put("holder", h.as_str());
                 }
                 if let Some(x) = xid {
-                    buf.push_num("xid", *x);
+                    put("xid", &x.to_string());
                 }
             }
             Subject::Process { d, p } => {
-                device_labels(d, buf);
-                buf.push_num("pid", u64::from(p.pid));
-                buf.push("comm", &p.comm);
-                buf.push("user", &p.user);
+                device_labels(d, &mut put);
+                put("pid", &p.pid.to_string());
+                put("comm", &p.comm);
+                put("user", &p.user);
             }
             Subject::Oom { d, o } => {
-                device_labels(d, buf);
-                buf.push_num("pid", u64::from(o.pid));
-                buf.push("comm", &o.comm);
-                buf.push("user", &o.user);
+                device_labels(d, &mut put);
+                put("pid", &o.pid.to_string());
+                put("comm", &o.comm);
+                put("user", &o.user);
             }
             Subject::Group { by, name } => {
-                buf.push("group_by", by.as_str());
-                buf.push("group", name);
+                put("group_by", by.as_str());
+                put("group", name);
             }
         }
+        l
     }
 }
 
 /// `uuid`, and `gpu`: the index, or the MIG profile of an instance without one.
-fn device_labels(d: &Device, buf: &mut LabelBuf) {
-    buf.push("uuid", &d.uuid);
+fn device_labels(d: &Device, put: &mut impl FnMut(&str, &str) -> Option<String>) {
+    put("uuid", &d.uuid);
     match d.index {
-        Some(i) => buf.push_num("gpu", u64::from(i)),
-        None => buf.push("gpu", &d.mig_profile),
-    }
+        Some(i) => put("gpu", &i.to_string()),
+        None => put("gpu", &d.mig_profile),
+    };
 }

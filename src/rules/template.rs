@@ -102,11 +102,6 @@ impl Template {
             }
         }
     }
-
-    /// Whether the template has the placeholder `name`.
-    pub fn uses(&self, name: &str) -> bool {
-        self.0.iter().any(|p| matches!(p, Part::Var(v) if v == name))
-    }
 }
 
 #[cfg(test)]

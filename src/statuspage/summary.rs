@@ -315,7 +315,7 @@ fn alerts_brief(v: &AlertsView, links: &PageLinks) -> AlertsBrief {
             .take(TRANSITIONS)
             .map(|t| TransitionBrief {
                 at: t.at,
-                rule: t.alert.rule.to_string(),
+                rule: t.alert.rule.clone(),
                 from: t.from,
                 to: t.to,
                 labels: where_labels(&t.alert),
@@ -338,11 +338,11 @@ fn group(rule: &str, mut list: Vec<&Alert>, links: &PageLinks) -> AlertGroup {
     AlertGroup {
         rule: rule.to_string(),
         severity: first
-            .and_then(|a| a.labels.get("severity").map(str::to_string))
+            .and_then(|a| a.labels.get("severity").cloned())
             .unwrap_or_default(),
         firing: list.iter().filter(|a| a.state == State::Firing).count(),
         pending: list.iter().filter(|a| a.state == State::Pending).count(),
-        runbook_url: links.page_runbook(first.and_then(|a| a.annotation("runbook_url"))),
+        runbook_url: links.page_runbook(first.and_then(|a| a.annotations.get("runbook_url").cloned())),
         since: list.iter().map(|a| a.active_at).fold(f64::INFINITY, f64::min),
         examples: list
             .iter()
@@ -352,8 +352,10 @@ fn group(rule: &str, mut list: Vec<&Alert>, links: &PageLinks) -> AlertGroup {
                 since: since(a),
                 labels: where_labels(a),
                 summary: a
-                    .annotation("summary")
-                    .or_else(|| a.annotation("description"))
+                    .annotations
+                    .get("summary")
+                    .or_else(|| a.annotations.get("description"))
+                    .cloned()
                     .unwrap_or_default(),
             })
             .collect(),
@@ -367,10 +369,10 @@ fn where_labels(a: &Alert) -> BTreeMap<String, String> {
         .iter()
         .filter(|(k, _)| {
             matches!(
-                *k,
+                k.as_str(),
                 "gpu" | "uuid" | "pid" | "comm" | "user" | "holder" | "group" | "group_by"
             )
         })
-        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }

@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 use super::config::{LinkBase, PageLinks};
 use super::*;
 use crate::alerts::AlertsView;
-use crate::rules::annotations::Annotations;
 use crate::rules::eval::{Alert, State};
 use crate::snapshot::{Device, Holders, Memory, Process, Snapshot};
 
@@ -17,16 +16,15 @@ fn alert(rule: &str, severity: &str, state: State, gpu: u32, active_at: f64) -> 
             ("severity".to_string(), severity.to_string()),
             ("gpu".to_string(), gpu.to_string()),
             ("instance".to_string(), "h".to_string()),
-        ])
-        .into(),
-        annotations: Annotations::fixed(BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))])),
+        ]),
+        annotations: BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))]),
         state,
         active_at,
         fired_at: (state == State::Firing).then_some(active_at + 10.0),
         resolved_at: None,
         value: 1.0,
         since_mono: 0.0,
-        targets: Box::default(),
+        targets: Vec::new(),
         action: None,
     }
 }
@@ -106,7 +104,7 @@ fn alerts_are_grouped_by_rule_with_counts_firing_and_severe_first() {
     alerts.push(alert("Leak", "critical", State::Firing, 2, 200.0));
     alerts.push(alert("Quiet", "critical", State::Pending, 1, 50.0));
     let view = AlertsView {
-        alerts: alerts.into_iter().map(std::sync::Arc::new).collect(),
+        alerts,
         transitions: Vec::new(),
         rules: vec!["Leak".into(), "Noisy".into(), "Quiet".into()],
     };

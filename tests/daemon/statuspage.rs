@@ -14,7 +14,6 @@ use common::{spawn_app, test_config, wait_until};
 use gpumemd::alerts::AlertsView;
 use gpumemd::history::{History, ViewOptions};
 use gpumemd::pipeline::Pipeline;
-use gpumemd::rules::annotations::Annotations;
 use gpumemd::rules::eval::{Alert, State};
 use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::source::GpuSource;
@@ -61,22 +60,17 @@ fn alert_storm(s: &Snapshot) -> AlertsView {
                 ("uuid".into(), d.uuid.clone()),
                 ("pid".into(), p.pid.to_string()),
                 ("comm".into(), p.comm.to_string()),
-            ])
-            .into(),
-            annotations: Annotations::fixed(BTreeMap::from([(
-                "summary".into(),
-                format!("pid {} holds memory", p.pid),
-            )])),
+            ]),
+            annotations: BTreeMap::from([("summary".into(), format!("pid {} holds memory", p.pid))]),
             state: State::Firing,
             active_at: 1.7e9,
             fired_at: Some(1.7e9),
             resolved_at: None,
             value: 1.0,
             since_mono: 0.0,
-            targets: Box::default(),
+            targets: Vec::new(),
             action: None,
         })
-        .map(std::sync::Arc::new)
         .collect();
     AlertsView {
         alerts,

@@ -8,22 +8,20 @@ use super::*;
 use crate::alerts::AlertsView;
 use crate::notify::NotifierStats;
 use crate::reclaim::{ReclaimConfig, Reclaimer};
-use crate::rules::annotations::Annotations;
 use crate::rules::eval::{Alert, State};
-use crate::rules::labels::Labels;
 
 fn alert(labels: &[(&str, &str)]) -> Alert {
     Alert {
         rule: "R".into(),
-        labels: Labels::new(labels.iter().copied()),
-        annotations: Annotations::fixed(BTreeMap::new()),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        annotations: BTreeMap::new(),
         state: State::Firing,
         active_at: 0.0,
         fired_at: Some(0.0),
         resolved_at: None,
         value: 1.0,
         since_mono: 0.0,
-        targets: Box::default(),
+        targets: Vec::new(),
         action: None,
     }
 }
@@ -45,12 +43,12 @@ fn label_names(line: &str) -> Vec<&str> {
 #[test]
 fn no_series_repeats_a_label_name_whatever_rule_labels_say() {
     let view = AlertsView {
-        alerts: vec![Arc::new(alert(&[
+        alerts: vec![alert(&[
             ("alertname", "Other"),
             ("alertstate", "inactive"),
             ("instance", "h"),
             ("severity", "page"),
-        ]))],
+        ])],
         ..AlertsView::default()
     };
     let s = snap(vec![dev("GPU-a", vec![proc(1, Some(1), "u")])]);
