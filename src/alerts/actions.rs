@@ -12,8 +12,8 @@ use crate::rules::eval::{Alert, State, Transition};
 /// An alert as the notifiers send it.
 pub fn payload(a: &Alert) -> AlertPayload {
     AlertPayload {
-        labels: a.labels.clone(),
-        annotations: a.annotations.clone(),
+        labels: a.labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        annotations: a.annotations(),
         status: if a.state == State::Resolved {
             AlertStatus::Resolved
         } else {
@@ -63,20 +63,7 @@ fn alert_targets(a: &Alert, action: RuleAction) -> Vec<Target> {
     if a.action != Some(action) {
         return Vec::new();
     }
-    a.targets
-        .iter()
-        .map(|p| Target {
-            pid: p.pid,
-            start_time: p.start_time,
-            start_ticks: p.start_ticks,
-            uid: p.uid,
-            user: p.user.clone(),
-            comm: p.comm.clone(),
-            rule: a.rule.clone(),
-            gpu_uuid: p.uuid.clone(),
-            used_bytes: p.used_bytes,
-        })
-        .collect()
+    a.targets.clone()
 }
 
 #[cfg(test)]
@@ -84,13 +71,13 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::rules::eval::ProcessRef;
+    use crate::rules::eval::Annotations;
 
     fn alert(state: State, action: Option<RuleAction>, pids: &[u32]) -> Alert {
         Alert {
             rule: "R".into(),
             labels: BTreeMap::from([("alertname".into(), "R".into()), ("uuid".into(), "GPU-a".into())]),
-            annotations: BTreeMap::from([("summary".into(), "s".into())]),
+            notes: Annotations::fixed(BTreeMap::from([("summary".into(), "s".into())])),
             state,
             active_at: 10.0,
             fired_at: (state != State::Pending).then_some(20.0),
@@ -99,8 +86,9 @@ mod tests {
             since_mono: 0.0,
             targets: pids
                 .iter()
-                .map(|&pid| ProcessRef {
-                    uuid: "GPU-a".into(),
+                .map(|&pid| Target {
+                    gpu_uuid: "GPU-a".into(),
+                    rule: "R".into(),
                     pid,
                     start_time: Some(1.0),
                     start_ticks: Some(100 + u64::from(pid)),

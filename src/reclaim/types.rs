@@ -1,25 +1,11 @@
-//! The vocabulary of reclaim: a [`Target`], the [`Action`] taken on it and
+//! The vocabulary of reclaim: a [`Target`] (the rules' type), the [`Action`] taken on it and
 //! the [`Outcome`] recorded (metric labels, audit fields).
 //!
 //! Owns: the names. Must not: decide or act.
 
-/// What the rule engine (or the API) asks to terminate or suspend.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Target {
-    pub pid: u32,
-    /// Unix seconds as gpumemd computed it (audit only).
-    pub start_time: Option<f64>,
-    /// `/proc/<pid>/stat` field 22: the exact identity. `None` is refused.
-    pub start_ticks: Option<u64>,
-    /// When set, must still be the process's real uid.
-    pub uid: Option<u32>,
-    /// Resolved user name; empty when unresolved (lists then match by uid).
-    pub user: String,
-    pub comm: String,
-    pub rule: String,
-    pub gpu_uuid: String,
-    pub used_bytes: Option<u64>,
-}
+/// A process as a rule's alert (or the API) names it; defined beside the
+/// rules that produce it.
+pub use crate::rules::Target;
 
 /// The two signals, by their metric label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

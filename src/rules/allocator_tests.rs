@@ -66,7 +66,7 @@ fn states(rules: &[Rule], s: &Snapshot) -> Vec<(String, String)> {
         .map(|a| {
             (
                 a.state.as_str().to_string(),
-                a.annotations.get("summary").cloned().unwrap_or_default(),
+                a.annotation("summary").unwrap_or_default(),
             )
         })
         .collect()

@@ -1,13 +1,23 @@
-//! An alert's annotations: the rule's parsed templates, rendered at
-//! evaluation from what the alert knows (its labels and value, the GPU
-//! model, an OOM's other holders). Owns the placeholder values (`value`,
-//! `value_human`, ...); the template syntax is `template`'s.
+//! An alert's annotations, rendered when read rather than stored: the
+//! rule's parsed templates (shared by all its alerts) plus what only the
+//! alert knows (its labels and value, the GPU model, an OOM's other
+//! holders). At `--demo large`'s 12,800 firing alerts, stored text was
+//! most of each alert's bytes, twice (engine and view). Owns the
+//! placeholder values (`value`, `value_human`, ...); the template syntax
+//! is `template`'s.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arcstr::ArcStr;
 
 use super::template::Template;
 use super::{RuleConfig, RuleError, RuleKind};
 use crate::units::human;
+
+/// An alert's label names and values, shared with the snapshot and the
+/// rule where they come from.
+pub type Labels = BTreeMap<ArcStr, ArcStr>;
 
 /// A rule's annotation templates and what rendering them needs from it.
 #[derive(Debug, Clone, PartialEq)]
@@ -15,14 +25,6 @@ pub struct Notes {
     kind: RuleKind,
     threshold: Option<f64>,
     templates: Vec<(String, Template)>,
-}
-
-/// What only the alert knows, of what its templates may use.
-pub struct Vars<'a> {
-    pub labels: &'a BTreeMap<String, String>,
-    pub value: f64,
-    pub model: &'a str,
-    pub others: Option<&'a str>,
 }
 
 impl Notes {
@@ -46,28 +48,71 @@ impl Notes {
             templates,
         })
     }
+}
 
-    /// Every annotation, rendered for an alert.
-    pub fn render(&self, v: &Vars) -> BTreeMap<String, String> {
-        self.templates
+/// What an alert's annotations are rendered from, besides its labels and
+/// value.
+#[derive(Debug, Clone)]
+pub struct Annotations {
+    pub notes: Arc<Notes>,
+    /// The GPU's name, for `{{ model }}`.
+    pub model: ArcStr,
+    /// `process_oom`: the largest other holders then.
+    pub others: Option<ArcStr>,
+}
+
+/// Equal when they render the same for the same alert; a rule's shared
+/// templates compare by address first.
+impl PartialEq for Annotations {
+    fn eq(&self, o: &Self) -> bool {
+        (Arc::ptr_eq(&self.notes, &o.notes) || self.notes == o.notes)
+            && self.model == o.model
+            && self.others == o.others
+    }
+}
+
+impl Annotations {
+    /// Annotations given as text (alerts built by hand, not by a rule).
+    pub fn fixed(map: BTreeMap<String, String>) -> Annotations {
+        let notes = Notes {
+            kind: RuleKind::DeviceLost,
+            threshold: None,
+            templates: map.into_iter().map(|(k, v)| (k, Template::text(v))).collect(),
+        };
+        Annotations {
+            notes: Arc::new(notes),
+            model: ArcStr::new(),
+            others: None,
+        }
+    }
+
+    /// Every annotation, rendered for an alert with `labels` and `value`.
+    pub fn render(&self, labels: &Labels, value: f64) -> BTreeMap<String, String> {
+        self.notes
+            .templates
             .iter()
-            .map(|(k, t)| (k.clone(), self.fill(t, v)))
+            .map(|(k, t)| (k.clone(), self.fill(t, labels, value)))
             .collect()
     }
 
-    fn fill(&self, t: &Template, v: &Vars) -> String {
+    /// One annotation, rendered; `None` when there is none by that name.
+    pub fn get(&self, name: &str, labels: &Labels, value: f64) -> Option<String> {
+        let (_, t) = self.notes.templates.iter().find(|(k, _)| k == name)?;
+        Some(self.fill(t, labels, value))
+    }
+
+    fn fill(&self, t: &Template, labels: &Labels, value: f64) -> String {
+        let (kind, threshold) = (self.notes.kind, self.notes.threshold);
         let mut out = String::new();
         // These names win over a label of the same name.
         t.render_with(&mut out, |name, out| match name {
-            "value" => out.push_str(&format_num(v.value)),
-            "value_human" => out.push_str(&humanize(self.kind, v.value)),
-            "threshold" => out.push_str(&self.threshold.map(format_num).unwrap_or_default()),
-            "threshold_human" => {
-                out.push_str(&self.threshold.map(|t| humanize(self.kind, t)).unwrap_or_default());
-            }
-            "model" => out.push_str(v.model),
-            "others" => out.push_str(v.others.unwrap_or_default()),
-            _ => out.push_str(v.labels.get(name).map_or("", String::as_str)),
+            "value" => out.push_str(&format_num(value)),
+            "value_human" => out.push_str(&humanize(kind, value)),
+            "threshold" => out.push_str(&threshold.map(format_num).unwrap_or_default()),
+            "threshold_human" => out.push_str(&threshold.map(|t| humanize(kind, t)).unwrap_or_default()),
+            "model" => out.push_str(&self.model),
+            "others" => out.push_str(self.others.as_deref().unwrap_or_default()),
+            _ => out.push_str(labels.get(name).map_or("", ArcStr::as_str)),
         });
         out
     }

@@ -6,11 +6,13 @@
 
 use std::collections::BTreeMap;
 
+use arcstr::ArcStr;
 use serde::Serialize;
+use serde::ser::{SerializeStruct, Serializer};
 
-use super::annotations::Vars;
-pub use super::instances::ProcessRef;
-use super::instances::{Instance, for_each, holds};
+pub use super::annotations::{Annotations, Labels};
+use super::instances::{Instance, Target, for_each, holds};
+use super::subject::DevLabels;
 use super::{Rule, RuleKind};
 use crate::snapshot::Snapshot;
 
@@ -34,12 +36,13 @@ impl State {
 
 /// One alert instance; its JSON is that of `/api/v1/alerts` and of
 /// transitions.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Alert {
-    pub rule: String,
-    pub labels: BTreeMap<String, String>,
-    /// Rendered at evaluation from the alert's labels and value.
-    pub annotations: BTreeMap<String, String>,
+    pub rule: ArcStr,
+    pub labels: Labels,
+    /// Rendered when read ([`Alert::annotations`]) from the alert's labels
+    /// and value: the same text at every read.
+    pub notes: Annotations,
     pub state: State,
     /// Wall-clock Unix seconds when it became active (pending).
     pub active_at: f64,
@@ -48,13 +51,37 @@ pub struct Alert {
     /// Wall-clock Unix seconds when it resolved.
     pub resolved_at: Option<f64>,
     pub value: f64,
-    #[serde(skip)]
     pub since_mono: f64,
-    #[serde(skip)]
-    pub targets: Vec<ProcessRef>,
+    pub targets: Vec<Target>,
     /// What to do when it fires (from the rule).
-    #[serde(skip)]
     pub action: Option<super::RuleAction>,
+}
+
+impl Alert {
+    /// Every annotation, rendered.
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        self.notes.render(&self.labels, self.value)
+    }
+
+    /// One annotation, rendered; `None` when the rule has none by that name.
+    pub fn annotation(&self, name: &str) -> Option<String> {
+        self.notes.get(name, &self.labels, self.value)
+    }
+}
+
+impl Serialize for Alert {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut st = s.serialize_struct("Alert", 8)?;
+        st.serialize_field("rule", &self.rule)?;
+        st.serialize_field("labels", &self.labels)?;
+        st.serialize_field("annotations", &self.annotations())?;
+        st.serialize_field("state", &self.state)?;
+        st.serialize_field("active_at", &self.active_at)?;
+        st.serialize_field("fired_at", &self.fired_at)?;
+        st.serialize_field("resolved_at", &self.resolved_at)?;
+        st.serialize_field("value", &self.value)?;
+        st.end()
+    }
 }
 
 /// A state change, for notifiers, reclaim and the recent-transitions list.
@@ -77,7 +104,9 @@ pub struct EvalState {
 
 #[derive(Debug, Clone)]
 struct Slot {
-    alert: Alert,
+    /// Boxed: a map node has room for 11 slots, most of it empty at
+    /// 12,800 alerts, and an alert is 150 bytes.
+    alert: Box<Alert>,
     /// The evaluation that last saw this alert's instance.
     pass: u64,
 }
@@ -89,7 +118,7 @@ impl EvalState {
 
     /// Active alerts, by rule name, then key.
     pub fn values(&self) -> impl Iterator<Item = &Alert> {
-        self.alerts.values().flat_map(|m| m.values()).map(|s| &s.alert)
+        self.alerts.values().flat_map(|m| m.values()).map(|s| &*s.alert)
     }
 
     /// Keeps the alerts for which `keep(rule name, alert)` says so, asked
@@ -119,6 +148,10 @@ pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &st
     st.pass = st.pass.wrapping_add(1);
     let pass = st.pass;
     let mut changed = false;
+    let mut at = Place {
+        instance: ArcStr::from(instance),
+        devs: DevLabels::default(),
+    };
     for rule in rules {
         // On stale data only the poll-health rule can judge anything; the
         // others keep their state until fresh data arrives.
@@ -126,7 +159,7 @@ pub fn update(rules: &[Rule], st: &mut EvalState, snap: &Snapshot, instance: &st
             continue;
         }
         let alerts = st.alerts.entry(rule.cfg.name.clone()).or_default();
-        let mut visit = |inst: Instance<'_>| changed |= visit(rule, alerts, inst, snap, instance, pass, out);
+        let mut visit = |inst: Instance<'_>| changed |= visit(rule, alerts, inst, snap, &mut at, pass, out);
         if rule.cfg.kind.is_health() {
             super::health::for_each(rule, snap, &mut visit);
         } else {
@@ -154,7 +187,7 @@ fn visit(
     alerts: &mut BTreeMap<String, Slot>,
     inst: Instance,
     snap: &Snapshot,
-    instance: &str,
+    at: &mut Place,
     pass: u64,
     out: &mut Vec<Transition>,
 ) -> bool {
@@ -162,7 +195,7 @@ fn visit(
     match alerts.get_mut(&key) {
         Some(slot) if holds(rule, inst.value, inst.holds, true) => {
             slot.pass = pass;
-            step(rule, &mut slot.alert, seen(rule, inst, instance), snap, out)
+            step(rule, &mut slot.alert, seen(rule, inst, at), snap, out)
         }
         Some(_) => {
             if let Some(old) = alerts.remove(&key) {
@@ -171,8 +204,14 @@ fn visit(
             true
         }
         None if holds(rule, inst.value, inst.holds, false) => {
-            let alert = start(rule, seen(rule, inst, instance), snap, out);
-            alerts.insert(key, Slot { alert, pass });
+            let alert = start(rule, seen(rule, inst, at), snap, out);
+            alerts.insert(
+                key,
+                Slot {
+                    alert: Box::new(alert),
+                    pass,
+                },
+            );
             true
         }
         None => false,
@@ -194,31 +233,36 @@ fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
     }
 }
 
+/// What every instance of a pass shares: the `instance` label (the host)
+/// and the label values of the device last seen.
+struct Place {
+    instance: ArcStr,
+    devs: DevLabels,
+}
+
 /// What an instance gives its alert this pass.
 struct Seen {
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
+    labels: Labels,
+    notes: Annotations,
     value: f64,
-    targets: Vec<ProcessRef>,
+    targets: Vec<Target>,
 }
 
 /// The instance's labels merged with the rule's (alertname, severity,
-/// instance, then its own: a later name replaces an earlier one), and the
-/// annotations rendered from them.
-fn seen(rule: &Rule, inst: Instance, instance: &str) -> Seen {
-    let mut labels = inst.subject.labels();
-    labels.insert("alertname".into(), rule.cfg.name.clone());
-    labels.insert("severity".into(), rule.cfg.severity.clone());
-    labels.insert("instance".into(), instance.to_string());
-    labels.extend(rule.cfg.labels.clone());
-    let vars = Vars {
-        labels: &labels,
-        value: inst.value,
-        model: inst.model,
-        others: inst.others,
-    };
+/// instance, then its own: a later name replaces an earlier one), and what
+/// its annotations are rendered from.
+fn seen(rule: &Rule, inst: Instance, at: &mut Place) -> Seen {
+    let dev = inst.subject.device().map(|d| at.devs.of(d));
+    let mut labels = inst.subject.labels(dev);
+    let model = dev.map_or_else(ArcStr::new, |d| d.model.clone());
+    labels.insert(arcstr::literal!("instance"), at.instance.clone());
+    labels.extend(rule.labels.iter().cloned());
     Seen {
-        annotations: rule.notes.render(&vars),
+        notes: Annotations {
+            notes: rule.notes.clone(),
+            model,
+            others: inst.subject.others().map(ArcStr::from),
+        },
         labels,
         value: inst.value,
         targets: inst.targets,
@@ -240,9 +284,9 @@ fn start(rule: &Rule, seen: Seen, snap: &Snapshot, out: &mut Vec<Transition>) ->
     let now = snap.timestamp;
     let fires = hold_for(rule) <= 0.0;
     let a = Alert {
-        rule: rule.cfg.name.clone(),
+        rule: rule.name.clone(),
         labels: seen.labels,
-        annotations: seen.annotations,
+        notes: seen.notes,
         state: if fires { State::Firing } else { State::Pending },
         active_at: now,
         fired_at: fires.then_some(now),
@@ -267,16 +311,12 @@ fn start(rule: &Rule, seen: Seen, snap: &Snapshot, out: &mut Vec<Transition>) ->
 fn step(rule: &Rule, a: &mut Alert, seen: Seen, snap: &Snapshot, out: &mut Vec<Transition>) -> bool {
     let now = snap.timestamp;
     let fires = a.state == State::Pending && snap.monotonic - a.since_mono >= hold_for(rule);
-    if !fires
-        && a.labels == seen.labels
-        && a.annotations == seen.annotations
-        && a.value == seen.value
-        && a.targets == seen.targets
+    if !fires && a.labels == seen.labels && a.notes == seen.notes && a.value == seen.value && a.targets == seen.targets
     {
         return false;
     }
     a.labels = seen.labels;
-    a.annotations = seen.annotations;
+    a.notes = seen.notes;
     a.value = seen.value;
     a.targets = seen.targets;
     if fires {

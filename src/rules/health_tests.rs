@@ -142,12 +142,12 @@ fn memory_xids_fire_within_the_window_only() {
         "host",
     );
     let alert = st.values().next().expect("firing");
-    assert_eq!(alert.labels.get("xid").map(String::as_str), Some("94"));
+    assert_eq!(alert.labels.get("xid").map(ArcStr::as_str), Some("94"));
     assert_eq!(alert.value, 2.0);
     assert!(
-        alert.annotations["summary"].ends_with("memory Xid 94"),
+        alert.annotations()["summary"].ends_with("memory Xid 94"),
         "{:?}",
-        alert.annotations
+        alert.annotations()
     );
 }
 

@@ -1,13 +1,12 @@
 //! What a rule looks at in one snapshot: its instances (a device, a process
 //! on a device, or a group's sum on a device) with their value, labels and
 //! the processes an action would target. It owns matching (`match = {...}`,
-//! model globs), the labels each kind carries and whether a value meets a
-//! rule's threshold (with `clear`); it must not keep state or
+//! model globs), the labels each kind carries, whether a value meets a
+//! rule's threshold (with `clear`), and [`Target`], the process an alert
+//! names for reclaim (which re-exports it); it must not keep state or
 //! decide transitions (that is `eval`).
 
 use std::collections::BTreeMap;
-
-use serde::Serialize;
 
 use super::subject::Subject;
 use super::{Matchers, Rule, RuleKind};
@@ -20,10 +19,7 @@ pub(super) struct Instance<'a> {
     pub(super) value: f64,
     /// For boolean kinds: whether the condition holds (no threshold).
     pub(super) holds: Option<bool>,
-    pub(super) model: &'a str,
-    pub(super) targets: Vec<ProcessRef>,
-    /// `process_oom`: the largest other holders then, for annotations.
-    pub(super) others: Option<&'a str>,
+    pub(super) targets: Vec<Target>,
 }
 
 impl<'a> Instance<'a> {
@@ -34,23 +30,27 @@ impl<'a> Instance<'a> {
             subject: Subject::Device { d, holder: None, xid },
             value,
             holds,
-            model: &d.name,
             targets: vec![],
-            others: None,
         }
     }
 }
 
-/// A process an alert is about (what a `terminate` action would signal).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ProcessRef {
-    pub uuid: String,
+/// A process an alert is about: what its rule's action (or the API)
+/// asks reclaim to terminate or suspend.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Target {
     pub pid: u32,
+    /// Unix seconds as gpumemd computed it (audit only).
     pub start_time: Option<f64>,
+    /// `/proc/<pid>/stat` field 22: the exact identity. `None` is refused.
     pub start_ticks: Option<u64>,
+    /// When set, must still be the process's real uid.
     pub uid: Option<u32>,
+    /// Resolved user name; empty when unresolved (lists then match by uid).
     pub user: String,
     pub comm: String,
+    pub rule: String,
+    pub gpu_uuid: String,
     pub used_bytes: Option<u64>,
 }
 
@@ -114,15 +114,17 @@ fn wants_targets(rule: &Rule) -> bool {
     rule.cfg.action.is_some()
 }
 
-fn process_ref(d: &Device, p: &Process) -> ProcessRef {
-    ProcessRef {
-        uuid: d.uuid.clone(),
+/// The process `p` on `d` as `rule`'s action would name it.
+fn target(rule: &Rule, d: &Device, p: &Process) -> Target {
+    Target {
         pid: p.pid,
         start_time: p.start_time,
         start_ticks: p.start_ticks,
         uid: p.uid,
         user: p.user.to_string(),
         comm: p.comm.to_string(),
+        rule: rule.cfg.name.clone(),
+        gpu_uuid: d.uuid.clone(),
         used_bytes: p.used_bytes,
     }
 }
@@ -140,9 +142,7 @@ pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(In
                 subject: Subject::Poller,
                 value: f64::from(u8::from(failing)),
                 holds: Some(failing),
-                model: "",
                 targets: vec![],
-                others: None,
             });
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices, f),
@@ -211,9 +211,7 @@ fn oom_instances<'a>(m: &Matchers, d: &'a Device, f: &mut dyn FnMut(Instance<'a>
             subject: Subject::Oom { d, o },
             value: 1.0,
             holds: Some(true),
-            model: &d.name,
             targets: vec![],
-            others: Some(&o.others),
         });
     }
 }
@@ -249,16 +247,14 @@ fn process_instance<'a>(
         subject: Subject::Process { d, p },
         value,
         holds,
-        model: &d.name,
-        targets: wants_targets(rule).then(|| process_ref(d, p)).into_iter().collect(),
-        others: None,
+        targets: wants_targets(rule).then(|| target(rule, d, p)).into_iter().collect(),
     })
 }
 
 fn group_instances<'a, 'd>(rule: &Rule, devices: impl Iterator<Item = &'d Device>, f: &mut dyn FnMut(Instance<'a>)) {
     let Some(by) = rule.cfg.group_by else { return };
     let targets = wants_targets(rule);
-    let mut groups: BTreeMap<String, (f64, Vec<ProcessRef>)> = BTreeMap::new();
+    let mut groups: BTreeMap<String, (f64, Vec<Target>)> = BTreeMap::new();
     for d in devices.filter(|d| d.up) {
         for p in d.processes.iter().filter(|p| process_matches(&rule.cfg.matchers, p)) {
             let g = p.group(by);
@@ -273,7 +269,7 @@ fn group_instances<'a, 'd>(rule: &Rule, devices: impl Iterator<Item = &'d Device
             let Some(e) = groups.get_mut(g) else { continue };
             e.0 += p.used_bytes.unwrap_or(0) as f64;
             if targets {
-                e.1.push(process_ref(d, p));
+                e.1.push(target(rule, d, p));
             }
         }
     }
@@ -282,9 +278,7 @@ fn group_instances<'a, 'd>(rule: &Rule, devices: impl Iterator<Item = &'d Device
             subject: Subject::Group { by, name },
             value,
             holds: None,
-            model: "",
             targets,
-            others: None,
         });
     }
 }

@@ -12,13 +12,16 @@ pub mod template;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
+use arcstr::ArcStr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::snapshot::{GroupBy, Holder};
 use crate::units::{parse_duration, parse_size};
 use annotations::Notes;
+pub use instances::Target;
 
 /// What a rule measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -227,8 +230,14 @@ fn default_severity() -> String {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Rule {
     pub cfg: RuleConfig,
-    /// The parsed annotation templates.
-    pub notes: Notes,
+    /// The parsed annotation templates, shared by the rule's alerts.
+    pub notes: Arc<Notes>,
+    /// `cfg.name`, shared by the rule's alerts.
+    pub name: ArcStr,
+    /// The labels the rule gives its alerts, in the order they are
+    /// merged (a later name replaces an earlier one): alertname,
+    /// severity, then its own.
+    pub labels: Vec<(ArcStr, ArcStr)>,
 }
 
 /// Why a `[[rule]]` is refused; the texts name the key that is wrong (the
@@ -303,8 +312,19 @@ impl Rule {
         if let Some(k) = cfg.labels.keys().find(|k| !valid_label_name(k)) {
             return Err(RuleError::BadLabelName(k.clone()));
         }
-        let notes = Notes::new(&cfg)?;
-        Ok(Rule { cfg, notes })
+        let notes = Arc::new(Notes::new(&cfg)?);
+        let name = ArcStr::from(&cfg.name);
+        let mut labels = vec![
+            (arcstr::literal!("alertname"), name.clone()),
+            (arcstr::literal!("severity"), ArcStr::from(&cfg.severity)),
+        ];
+        labels.extend(cfg.labels.iter().map(|(k, v)| (ArcStr::from(k), ArcStr::from(v))));
+        Ok(Rule {
+            cfg,
+            notes,
+            name,
+            labels,
+        })
     }
 }
 

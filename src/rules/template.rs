@@ -83,6 +83,11 @@ impl Template {
         Ok(Template(parts))
     }
 
+    /// Plain text, with no placeholders.
+    pub fn text(text: String) -> Template {
+        Template(vec![Part::Text(text)])
+    }
+
     /// Fills the placeholders; a name with no value renders empty.
     pub fn render(&self, vars: &BTreeMap<&str, String>) -> String {
         let mut out = String::new();

@@ -142,7 +142,7 @@ fn process_alerts_resolve_when_the_process_goes_and_pid_reuse_starts_over() {
     let kinds: Vec<&str> = all.iter().map(|t| t.to.as_str()).collect();
     assert_eq!(kinds, ["pending", "firing", "resolved", "pending"]);
     let resolved = &all[2].alert;
-    assert_eq!(resolved.labels.get("pid").map(String::as_str), Some("42"));
+    assert_eq!(resolved.labels.get("pid").map(ArcStr::as_str), Some("42"));
     assert_eq!(resolved.resolved_at, Some(1_000_006.0));
 }
 
@@ -169,9 +169,9 @@ fn annotations_are_rendered() {
     );
     let (st, _) = evaluate(&[r], &EvalState::new(), &snap(0.0, 0.95, vec![]), "h");
     let a = st.values().next().expect("alert");
-    assert_eq!(a.annotations["summary"], "GPU 0 (NVIDIA H100) at 95.0%, limit 90.0%");
-    assert_eq!(a.labels.get("instance").map(String::as_str), Some("h"));
-    assert_eq!(a.labels.get("uuid").map(String::as_str), Some("GPU-a"));
+    assert_eq!(a.annotations()["summary"], "GPU 0 (NVIDIA H100) at 95.0%, limit 90.0%");
+    assert_eq!(a.labels.get("instance").map(ArcStr::as_str), Some("h"));
+    assert_eq!(a.labels.get("uuid").map(ArcStr::as_str), Some("GPU-a"));
 }
 
 #[test]
@@ -298,8 +298,8 @@ fn an_unchanged_pass_keeps_every_alert_and_reports_no_change() {
     let after: Vec<_> = st.values().cloned().collect();
     assert_eq!(before, after);
     // The rule's own label wins over the instance's.
-    assert_eq!(after[0].labels.get("user").map(String::as_str), Some("x"));
-    assert_eq!(after[0].labels.get("team").map(String::as_str), Some("ml"));
+    assert_eq!(after[0].labels.get("user").map(ArcStr::as_str), Some("x"));
+    assert_eq!(after[0].labels.get("team").map(ArcStr::as_str), Some("ml"));
     assert!(super::eval::update(
         &rules,
         &mut st,
@@ -310,7 +310,7 @@ fn an_unchanged_pass_keeps_every_alert_and_reports_no_change() {
     assert!(out.is_empty(), "a new value is no transition: {out:?}");
     let grown = st
         .values()
-        .find(|a| a.labels.get("pid").map(String::as_str) == Some("42"))
+        .find(|a| a.labels.get("pid").map(ArcStr::as_str) == Some("42"))
         .map(|a| a.value);
     assert_eq!(grown, Some((5u64 << 30) as f64));
 }
@@ -330,8 +330,8 @@ fn alerts_keep_the_order_of_their_old_text_keys() {
     let key = |a: &eval::Alert| {
         format!(
             "{}/{}",
-            a.labels.get("uuid").map(String::as_str).unwrap_or(""),
-            a.labels.get("pid").map(String::as_str).unwrap_or("")
+            a.labels.get("uuid").map(ArcStr::as_str).unwrap_or(""),
+            a.labels.get("pid").map(ArcStr::as_str).unwrap_or("")
         )
     };
     assert_eq!(st.values().map(key).collect::<Vec<_>>(), want);

@@ -315,7 +315,7 @@ fn alerts_brief(v: &AlertsView, links: &PageLinks) -> AlertsBrief {
             .take(TRANSITIONS)
             .map(|t| TransitionBrief {
                 at: t.at,
-                rule: t.alert.rule.clone(),
+                rule: t.alert.rule.to_string(),
                 from: t.from,
                 to: t.to,
                 labels: where_labels(&t.alert),
@@ -338,11 +338,11 @@ fn group(rule: &str, mut list: Vec<&Alert>, links: &PageLinks) -> AlertGroup {
     AlertGroup {
         rule: rule.to_string(),
         severity: first
-            .and_then(|a| a.labels.get("severity").cloned())
+            .and_then(|a| a.labels.get("severity").map(|s| s.to_string()))
             .unwrap_or_default(),
         firing: list.iter().filter(|a| a.state == State::Firing).count(),
         pending: list.iter().filter(|a| a.state == State::Pending).count(),
-        runbook_url: links.page_runbook(first.and_then(|a| a.annotations.get("runbook_url").cloned())),
+        runbook_url: links.page_runbook(first.and_then(|a| a.annotation("runbook_url"))),
         since: list.iter().map(|a| a.active_at).fold(f64::INFINITY, f64::min),
         examples: list
             .iter()
@@ -352,10 +352,8 @@ fn group(rule: &str, mut list: Vec<&Alert>, links: &PageLinks) -> AlertGroup {
                 since: since(a),
                 labels: where_labels(a),
                 summary: a
-                    .annotations
-                    .get("summary")
-                    .or_else(|| a.annotations.get("description"))
-                    .cloned()
+                    .annotation("summary")
+                    .or_else(|| a.annotation("description"))
                     .unwrap_or_default(),
             })
             .collect(),
@@ -373,6 +371,6 @@ fn where_labels(a: &Alert) -> BTreeMap<String, String> {
                 "gpu" | "uuid" | "pid" | "comm" | "user" | "holder" | "group" | "group_by"
             )
         })
-        .map(|(k, v)| (k.clone(), v.clone()))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }

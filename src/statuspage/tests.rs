@@ -6,18 +6,18 @@ use std::collections::BTreeMap;
 use super::config::{LinkBase, PageLinks};
 use super::*;
 use crate::alerts::AlertsView;
-use crate::rules::eval::{Alert, State};
+use crate::rules::eval::{Alert, Annotations, State};
 use crate::snapshot::{Device, Holders, Memory, Process, Snapshot};
 
 fn alert(rule: &str, severity: &str, state: State, gpu: u32, active_at: f64) -> Alert {
     Alert {
         rule: rule.into(),
         labels: BTreeMap::from([
-            ("severity".to_string(), severity.to_string()),
-            ("gpu".to_string(), gpu.to_string()),
-            ("instance".to_string(), "h".to_string()),
+            ("severity".into(), severity.into()),
+            ("gpu".into(), gpu.to_string().into()),
+            ("instance".into(), "h".into()),
         ]),
-        annotations: BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))]),
+        notes: Annotations::fixed(BTreeMap::from([("summary".to_string(), format!("{rule} on {gpu}"))])),
         state,
         active_at,
         fired_at: (state == State::Firing).then_some(active_at + 10.0),

@@ -14,7 +14,7 @@ use common::{spawn_app, test_config, wait_until};
 use gpumemd::alerts::AlertsView;
 use gpumemd::history::{History, ViewOptions};
 use gpumemd::pipeline::Pipeline;
-use gpumemd::rules::eval::{Alert, State};
+use gpumemd::rules::eval::{Alert, Annotations, State};
 use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::source::GpuSource;
 use gpumemd::source::scenario::Scenario;
@@ -57,11 +57,14 @@ fn alert_storm(s: &Snapshot) -> AlertsView {
             .into(),
             labels: BTreeMap::from([
                 ("severity".into(), "warning".into()),
-                ("uuid".into(), d.uuid.clone()),
-                ("pid".into(), p.pid.to_string()),
-                ("comm".into(), p.comm.to_string()),
+                ("uuid".into(), d.uuid.as_str().into()),
+                ("pid".into(), p.pid.to_string().into()),
+                ("comm".into(), p.comm.clone()),
             ]),
-            annotations: BTreeMap::from([("summary".into(), format!("pid {} holds memory", p.pid))]),
+            notes: Annotations::fixed(BTreeMap::from([(
+                "summary".into(),
+                format!("pid {} holds memory", p.pid),
+            )])),
             state: State::Firing,
             active_at: 1.7e9,
             fired_at: Some(1.7e9),

@@ -8,13 +8,13 @@ use super::*;
 use crate::alerts::AlertsView;
 use crate::notify::NotifierStats;
 use crate::reclaim::{ReclaimConfig, Reclaimer};
-use crate::rules::eval::{Alert, State};
+use crate::rules::eval::{Alert, Annotations, State};
 
 fn alert(labels: &[(&str, &str)]) -> Alert {
     Alert {
         rule: "R".into(),
-        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        annotations: BTreeMap::new(),
+        labels: labels.iter().map(|&(k, v)| (k.into(), v.into())).collect(),
+        notes: Annotations::fixed(BTreeMap::new()),
         state: State::Firing,
         active_at: 0.0,
         fired_at: Some(0.0),
