@@ -101,19 +101,6 @@ fn process_matches(m: &Matchers, p: &Process) -> bool {
         && any(&m.job, &p.placement.job)
 }
 
-/// Whether `match` says anything about processes: when not, a process
-/// rule skips [`process_matches`] (at 64,000 processes, reading each one's
-/// placement only to compare it with nothing cost 2.5 % of the daemon).
-fn matches_processes(m: &Matchers) -> bool {
-    !(m.user.is_empty() && m.container.is_empty() && m.pod.is_empty() && m.unit.is_empty() && m.job.is_empty())
-}
-
-/// Targets are what a `terminate` action signals; rules without an action
-/// skip them (a group rule's list holds every process of the group).
-fn wants_targets(rule: &Rule) -> bool {
-    rule.cfg.action.is_some()
-}
-
 /// The process `p` on `d` as `rule`'s action would name it.
 fn target(rule: &Rule, d: &Device, p: &Process) -> Target {
     Target {
@@ -148,13 +135,11 @@ pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(In
         RuleKind::GroupUsedBytes => group_instances(rule, devices, f),
         RuleKind::ProcessOom => devices.for_each(|d| oom_instances(m, d, f)),
         k if k.is_process() => {
-            let ctx = (k, rule.cfg.for_.0, snap.timestamp, matches_processes(m));
+            let ctx = (k, rule.cfg.for_.0, snap.timestamp);
             for d in devices {
-                for p in &d.processes {
-                    if !ctx.3 || process_matches(m, p) {
-                        if let Some(i) = process_instance(rule, ctx, d, p) {
-                            f(i);
-                        }
+                for p in d.processes.iter().filter(|p| process_matches(m, p)) {
+                    if let Some(i) = process_instance(rule, ctx, d, p) {
+                        f(i);
                     }
                 }
             }
@@ -227,7 +212,7 @@ fn process_matches_user(m: &Matchers, user: &str) -> bool {
 
 fn process_instance<'a>(
     rule: &Rule,
-    (kind, idle_for, now, _): (RuleKind, f64, f64, bool),
+    (kind, idle_for, now): (RuleKind, f64, f64),
     d: &'a Device,
     p: &'a Process,
 ) -> Option<Instance<'a>> {
@@ -247,13 +232,14 @@ fn process_instance<'a>(
         subject: Subject::Process { d, p },
         value,
         holds,
-        targets: wants_targets(rule).then(|| target(rule, d, p)).into_iter().collect(),
+        // Targets are what an action signals; rules without one skip them.
+        targets: rule.cfg.action.map(|_| target(rule, d, p)).into_iter().collect(),
     })
 }
 
 fn group_instances<'a, 'd>(rule: &Rule, devices: impl Iterator<Item = &'d Device>, f: &mut dyn FnMut(Instance<'a>)) {
     let Some(by) = rule.cfg.group_by else { return };
-    let targets = wants_targets(rule);
+    let targets = rule.cfg.action.is_some();
     let mut groups: BTreeMap<String, (f64, Vec<Target>)> = BTreeMap::new();
     for d in devices.filter(|d| d.up) {
         for p in d.processes.iter().filter(|p| process_matches(&rule.cfg.matchers, p)) {

@@ -2,8 +2,6 @@
 //! config load so a typo is a config error, not a blank in a page at 3 am.
 //! Owns the placeholder syntax and the list of names; it knows no rule logic.
 
-use std::collections::BTreeMap;
-
 /// Names a template may use: the value and threshold (raw and humanised),
 /// every label an alert can carry, and `others` (the largest other holders
 /// of the GPU when a `process_oom` alert's OOM was reported).
@@ -88,15 +86,6 @@ impl Template {
         Template(vec![Part::Text(text)])
     }
 
-    /// Fills the placeholders; a name with no value renders empty.
-    pub fn render(&self, vars: &BTreeMap<&str, String>) -> String {
-        let mut out = String::new();
-        self.render_with(&mut out, |name, out| {
-            out.push_str(vars.get(name).map(String::as_str).unwrap_or(""));
-        });
-        out
-    }
-
     /// Appends the text to `out`, with `var` appending each placeholder's
     /// value: no map of every variable is built per render.
     pub fn render_with(&self, out: &mut String, mut var: impl FnMut(&str, &mut String)) {
@@ -111,7 +100,20 @@ impl Template {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+
+    impl Template {
+        /// Fills the placeholders; a name with no value renders empty.
+        fn render(&self, vars: &BTreeMap<&str, String>) -> String {
+            let mut out = String::new();
+            self.render_with(&mut out, |name, out| {
+                out.push_str(vars.get(name).map(String::as_str).unwrap_or(""));
+            });
+            out
+        }
+    }
 
     #[test]
     fn parse_and_render() {
