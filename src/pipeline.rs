@@ -103,7 +103,6 @@ impl Pipeline {
     }
 
     fn with_procfs(cfg: &Processes, procfs: ProcFs) -> Self {
-        let procfs = procfs.with_stat_recheck(crate::attribution::recheck_for(cfg.stuck_after.get()));
         let leak = LeakConfig {
             window: cfg.leak_window.get().as_secs_f64(),
             min_growth_bytes_per_second: cfg.leak_min_rate.0 as f64,

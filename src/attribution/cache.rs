@@ -22,8 +22,7 @@ use arcstr::ArcStr;
 use rustc_hash::FxHashMap;
 
 use super::cgroup::parse_cgroup;
-use super::quiet::{Quiet, STAT_RECHECK, spread};
-use super::{CgroupInfo, Placement, ProcState, Who};
+use super::{CgroupInfo, Placement, Who};
 
 /// Distinct workloads, and distinct identities, shared at most. A host has
 /// far fewer cgroups with GPU processes; past the cap a new one is still
@@ -61,8 +60,6 @@ struct Entry {
     ident: Arc<Ident>,
     /// The sweep period it was last used in.
     used_in: u32,
-    /// The last stat read, while it may stand in for the next ones.
-    quiet: Quiet,
 }
 
 /// The cgroup file's bytes to its parsed workload. An unreadable file is
@@ -87,12 +84,6 @@ pub(super) struct IdentityCache {
     last_sweep: Instant,
     /// Sweep periods so far: an entry used in this one is kept.
     period: u32,
-    /// Forgets of every stat note so far (see [`Quiet::epoch`]).
-    stat_epoch: u16,
-    /// How long a watched process's stat note is trusted (see `quiet.rs`).
-    stat_recheck: Duration,
-    /// Watched PIDs whose entries a sweep dropped, for the tree to unwatch.
-    unwatched: Vec<u32>,
 }
 
 impl IdentityCache {
@@ -108,18 +99,11 @@ impl IdentityCache {
             round: None,
             last_sweep: now,
             period: 0,
-            stat_epoch: 0,
-            stat_recheck: STAT_RECHECK,
-            unwatched: Vec::new(),
         }
     }
 
     pub(super) fn set_refresh(&mut self, every: Duration) {
         self.refresh = every;
-    }
-
-    pub(super) fn set_stat_recheck(&mut self, every: Duration) {
-        self.stat_recheck = every;
     }
 
     /// How often the unused is swept: the refresh period, at least 1 s.
@@ -155,14 +139,7 @@ impl IdentityCache {
         }
         self.last_sweep = now;
         let period = self.period;
-        let unwatched = &mut self.unwatched;
-        self.entries.retain(|&pid, e| {
-            let keep = e.used_in == period;
-            if !keep && e.quiet.watched {
-                unwatched.push(pid);
-            }
-            keep
-        });
+        self.entries.retain(|_, e| e.used_in == period);
         self.period = period.wrapping_add(1);
         // Identities first: each holds its workload.
         self.idents.retain(|_, same| {
@@ -225,7 +202,6 @@ impl IdentityCache {
             due: now_ns.saturating_add(refresh - stagger),
             ident,
             used_in: period,
-            quiet: Quiet::default(),
         };
         self.entries.insert(pid, entry);
         out
@@ -248,55 +224,6 @@ impl IdentityCache {
                 ..Who::clone(who)
             }),
         }
-    }
-
-    /// What the last stat read of `pid` said, with its cached identity,
-    /// while that read may stand in for one now (see `quiet.rs`): (identity,
-    /// start ticks, state, ppid).
-    pub(super) fn quiet(&mut self, pid: u32, now: Instant) -> Option<(Identity, u64, ProcState, u32)> {
-        let now_ns = self.nanos(now);
-        let (period, epoch) = (self.period, self.stat_epoch);
-        let e = self.entries.get_mut(&pid)?;
-        if now_ns >= e.due {
-            return None;
-        }
-        let (state, ppid) = e.quiet.trusted(now_ns, epoch)?;
-        e.used_in = period;
-        Some((view(&e.ident), e.start_ticks, state, ppid))
-    }
-
-    /// Notes what a stat read of `pid` (the process started at
-    /// `start_ticks`, just cached by `hit` or `fill`) said at `now`.
-    pub(super) fn note_stat(
-        &mut self,
-        pid: u32,
-        start_ticks: u64,
-        (state, ppid): (ProcState, u32),
-        watched: bool,
-        now: Instant,
-    ) {
-        let now_ns = self.nanos(now);
-        let epoch = self.stat_epoch;
-        if let Some(e) = self.entries.get_mut(&pid).filter(|e| e.start_ticks == start_ticks) {
-            e.quiet = Quiet::noted(pid, (state, ppid), watched, (now_ns, self.stat_recheck), epoch);
-        }
-    }
-
-    /// `pid` is read again at its next read (it exited, or was written).
-    pub(super) fn forget_stat(&mut self, pid: u32) {
-        if let Some(e) = self.entries.get_mut(&pid) {
-            e.quiet = Quiet::default();
-        }
-    }
-
-    /// Every PID is read again at its next read.
-    pub(super) fn forget_stats(&mut self) {
-        self.stat_epoch = self.stat_epoch.wrapping_add(1);
-    }
-
-    /// The watched PIDs whose entries were swept since the last call.
-    pub(super) fn take_unwatched(&mut self) -> std::vec::Drain<'_, u32> {
-        self.unwatched.drain(..)
     }
 
     pub(super) fn len(&self) -> usize {
@@ -357,4 +284,9 @@ fn intern_ident(
         *count += 1;
     }
     ident
+}
+
+/// 0..64 from a PID, scattered so that consecutive PIDs differ.
+fn spread(pid: u32) -> u32 {
+    pid.wrapping_mul(0x9E37_79B9) >> 26
 }

@@ -25,13 +25,11 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::ProcState;
-use super::tree::{Notices, PidFile, ProcTree, TreeFile, cap};
+use super::tree::{PidFile, ProcTree, TreeFile, cap};
 
 mod cgroup_path;
-mod log;
 mod pids;
 pub use cgroup_path::cgroup_path;
-use log::WriteLog;
 use pids::PidIndex;
 
 /// What a simulated process shows in `/proc`.
@@ -106,8 +104,6 @@ struct Inner {
     passwd: Vec<u8>,
     /// Bumped on each passwd change: the reader's cache notices it.
     passwd_generation: u64,
-    /// Every PID written, for readers that skip re-reading watched ones.
-    log: WriteLog,
 }
 
 /// A shared in-memory `/proc` (see the module docs).
@@ -188,7 +184,6 @@ impl MemWriter<'_> {
     /// caller with many processes and few identities keeps one `Arc` each).
     pub fn insert_as(&mut self, pid: u32, state: ProcState, start_ticks: u64, ident: Arc<MemIdentity>) {
         let inner = &mut *self.inner;
-        inner.log.push(pid);
         let entry = Entry {
             start_ticks,
             ident,
@@ -210,7 +205,6 @@ impl MemWriter<'_> {
         let Some(slot) = inner.index.get(pid) else {
             return false;
         };
-        inner.log.push(pid);
         inner.procs[slot as usize].code = state.code();
         true
     }
@@ -221,7 +215,6 @@ impl MemWriter<'_> {
         let Some(slot) = inner.index.remove(pid) else {
             return;
         };
-        inner.log.push(pid);
         // The last process moves into the hole: the vector stays dense.
         inner.procs.swap_remove(slot as usize);
         if let Some(moved) = inner.procs.get(slot as usize) {
@@ -257,16 +250,6 @@ impl ProcTree for MemTree {
             }
         }
         Ok(cap(buf, limit))
-    }
-
-    /// Every PID is watched: every write is logged.
-    fn watch(&self, _pid: u32) -> bool {
-        true
-    }
-
-    fn changed(&self, notices: &mut Notices, out: &mut Vec<u32>) -> bool {
-        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-        inner.log.since(&mut notices.seen, out)
     }
 
     fn stamp(&self, file: TreeFile) -> Option<(SystemTime, u64)> {

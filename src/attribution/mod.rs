@@ -22,12 +22,10 @@
 
 mod cache;
 mod cgroup;
-mod exits;
 mod files;
 mod memtree;
 mod nss;
 mod procfs;
-mod quiet;
 mod redact;
 mod stat;
 mod task;
@@ -45,12 +43,11 @@ pub use cgroup::parse_cgroup;
 pub use memtree::{MemIdentity, MemProcess, MemTree, MemWriter, cgroup_path};
 pub use nss::{Lookup, NssNames, system_lookup};
 pub use procfs::ProcFs;
-pub use quiet::recheck_for;
 pub use redact::{format_cmdline, redact_cmdline};
 pub use task::{Task, read_task};
 // Public for tests/fuzz.rs, which feeds them arbitrary bytes.
 pub use stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
-pub use tree::{DirTree, Notices, PidFile, ProcTree, TreeFile, clock_ticks};
+pub use tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 
 /// What [`ProcFs::read`] reads besides the always-read stat/status/cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
