@@ -29,9 +29,7 @@ use super::{ProcError, ProcessIdentity, ReadOptions};
 /// again. Both are set when a job starts (setuid, the scheduler placing it
 /// in its cgroup) and almost never change after; re-reading status and
 /// cgroup every poll was two of the three file reads per GPU process;
-/// stat, which says whether it is the same process, is read every poll. A
-/// process seen for the first time is read again after half to all of it (by its PID), so
-/// processes that start together are not all read again in one poll.
+/// stat, which says whether it is the same process, is read every poll.
 pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 
 /// A clone has its own caches and, on a directory, its own tree (open
@@ -191,8 +189,7 @@ impl ProcFs {
             None => self.read_identity(pid, stat.start_ticks, &comm, exited, now)?,
         };
         let tree = &*self.tree;
-        // The name is looked up every time: the passwd cache notices edits,
-        // and a cached identity with another name is shared no more.
+        // The name is looked up every time: the passwd cache notices edits.
         let renamed = match who.uid {
             Some(uid) => self.users.name_unless(uid, tree, now, &who.user),
             // No uid, no name: "", as `read_identity` cached it.
@@ -240,7 +237,7 @@ impl ProcFs {
         if read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, aux)?.is_none() {
             aux.clear();
         }
-        // Named now so the identity is shared under its name (`identity_of`
+        // Named now so the identity is cached under its name (the read
         // looks it up again: a hit in the passwd cache).
         let user = uid.map(|uid| self.users.name(uid, tree, now)).unwrap_or_default();
         Ok(self.cache.fill(pid, start_ticks, (uid, comm, user), aux, now))
