@@ -189,12 +189,11 @@ impl Pipeline {
             let mut processes: Vec<Process> = rd.processes.iter().map(|rp| self.attribute(rp, now, clock)).collect();
             self.observe_processes(&dev.uuid, &mut processes, now, util);
             by_size(&mut processes);
-            self.departures.note_device(&processes);
             dev.processes = processes;
             self.diagnose(&mut dev, now);
             devices.push(dev);
         }
-        self.departures.end_poll();
+        self.departures.note(&devices);
         aggregate_mig_parents(&mut devices);
         if let Some(a) = self.allocator.clone() {
             a.join(&mut devices, now);
