@@ -77,8 +77,8 @@ pub struct ProcessIdentity {
     /// Comm (stat field 2, at most 15 bytes for user tasks), real uid
     /// from `/proc/<pid>/status` (`None` when the line is unparsable), the
     /// user's name from passwd (else the uid as text, else "") and the
-    /// placement from the cgroup. Shared by the processes alike: the
-    /// snapshot's process takes it as it is, one reference count.
+    /// placement from the cgroup. The identity cache's own: the snapshot's
+    /// process takes it as it is, one reference count.
     pub who: std::sync::Arc<Who>,
     pub state: ProcState,
     /// Start time in clock ticks since boot (stat field 22): exact, for
