@@ -83,9 +83,9 @@ const MB: f64 = 1e6;
 
 /// The simulated fleet and its tree: a fraction of the daemon's 64 MiB.
 const SIM_BUDGET_BYTES: f64 = 32e6;
-/// Identity cache: one shared copy of a pod's cgroup, placement and comm
-/// (about 62 bytes a PID); a copy per PID is about 550.
-const IDENTITY_BUDGET_PER_PROCESS: f64 = 256.0;
+/// Identity cache: each PID's own entry, `Who` and parsed cgroup (about
+/// 354 bytes a PID).
+const IDENTITY_BUDGET_PER_PROCESS: f64 = 530.0;
 /// Peak window, leak history (60 exact bucket minima, 480 bytes), idle time
 /// and late-release entry: about 1030 bytes.
 const RECORD_BUDGET_PER_PROCESS: f64 = 1536.0;

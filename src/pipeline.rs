@@ -103,7 +103,6 @@ impl Pipeline {
     }
 
     fn with_procfs(cfg: &Processes, procfs: ProcFs) -> Self {
-        let procfs = procfs.with_stat_recheck(crate::attribution::recheck_for(cfg.stuck_after.get()));
         let leak = LeakConfig {
             window: cfg.leak_window.get().as_secs_f64(),
             min_growth_bytes_per_second: cfg.leak_min_rate.0 as f64,
@@ -190,12 +189,11 @@ impl Pipeline {
             let mut processes: Vec<Process> = rd.processes.iter().map(|rp| self.attribute(rp, now, clock)).collect();
             self.observe_processes(&dev.uuid, &mut processes, now, util);
             by_size(&mut processes);
-            self.departures.note_device(&processes);
             dev.processes = processes;
             self.diagnose(&mut dev, now);
             devices.push(dev);
         }
-        self.departures.end_poll();
+        self.departures.note(&devices);
         aggregate_mig_parents(&mut devices);
         if let Some(a) = self.allocator.clone() {
             a.join(&mut devices, now);

@@ -145,9 +145,9 @@ pub struct Process {
     pub used_max_bytes: Option<u64>,
     /// "compute", "graphics", "mps" or a `+`-joined combination.
     pub kind: ProcessType,
-    /// Comm, user, uid and placement, shared with the processes alike
-    /// (attribution's identity cache hands out one per identity): 8 bytes
-    /// and one reference count per process and poll instead of 48 and three.
+    /// Comm, user, uid and placement, shared with attribution's identity
+    /// cache (it keeps one per PID between polls): 8 bytes and one
+    /// reference count per process and poll instead of 48 and three.
     pub who: std::sync::Arc<Who>,
     /// Parent PID; 1 (or a subreaper) for a child whose job already exited.
     pub ppid: Option<u32>,

@@ -3,184 +3,83 @@
 //! GPU it names) and for naming an OOM event before its GPU has a holder
 //! table.
 //!
-//! Owns: the sorted listing, its names and the fingerprint that says
-//! whether a poll changed them. Must not: read sockets, /proc or NVML, or
-//! hold anything beyond the latest poll's listing.
-//!
-//! Why: the hash map this replaced was rebuilt every poll for
-//! every listed process (64,000 at 64 GPUs x 1000) with two name clones
-//! each: 11 MiB and 5.5 % of the poll thread, for the few PIDs that ever
-//! report. Here the listing is a vector sorted by PID (a lookup is a binary
-//! search), rebuilt only when a fingerprint of (PID, GPU, names) over the
-//! poll changes: a steady poll hashes each process's integers and touches
-//! no reference count.
+//! Owns: the listing, a map from PID to its GPUs and names, rebuilt each
+//! poll (a node lists a few hundred processes). Must not: read sockets,
+//! /proc or NVML, or hold anything beyond the latest poll's listing.
+
+use std::sync::Arc;
 
 use arcstr::ArcStr;
+use rustc_hash::FxHashMap;
 
-use crate::snapshot::{Device, Process};
+use crate::snapshot::{Device, Who};
 
-/// One process on one GPU.
+/// One listed PID.
 #[derive(Debug)]
 struct Entry {
-    pid: u32,
-    /// Index into `uuids`.
-    gpu: u32,
-    comm: ArcStr,
-    user: ArcStr,
+    /// Indices into `uuids`, in device order.
+    gpus: Vec<usize>,
+    /// As listed on its first GPU.
+    who: Arc<Who>,
 }
 
 /// The latest poll's listing.
 #[derive(Debug, Default)]
 pub(super) struct Listed {
-    /// Sorted by (PID, GPU).
-    entries: Vec<Entry>,
+    pids: FxHashMap<u32, Entry>,
     /// The UUIDs of the latest poll's devices.
     uuids: Vec<String>,
-    /// Of the listing `entries` holds (see [`fingerprint`]).
-    print: (u64, usize),
-    /// How many polls rebuilt the listing.
-    rebuilds: u64,
 }
 
 impl Listed {
-    /// Takes the listing of `devices`, whose fingerprint is `print`,
-    /// rebuilding only when it changed.
-    pub(super) fn refill(&mut self, devices: &[Device], print: Fingerprint) {
-        if self.uuids.len() != devices.len() || self.uuids.iter().zip(devices).any(|(u, d)| *u != d.uuid) {
-            self.uuids.clear();
-            self.uuids.extend(devices.iter().map(|d| d.uuid.clone()));
-            // The indices changed meaning: rebuild whatever the print says.
-            self.print = (0, usize::MAX);
+    /// Takes the listing of `devices`.
+    pub(super) fn refill(&mut self, devices: &[Device]) {
+        self.uuids.clear();
+        self.uuids.extend(devices.iter().map(|d| d.uuid.clone()));
+        // Entries outlive a poll, so a steady process's GPU list is reused,
+        // not allocated again each poll.
+        self.pids.values_mut().for_each(|e| e.gpus.clear());
+        for (gpu, d) in devices.iter().enumerate() {
+            for p in &d.processes {
+                let entry = self.pids.entry(p.pid).or_insert_with(|| Entry {
+                    gpus: Vec::new(),
+                    who: p.who.clone(),
+                });
+                if entry.gpus.is_empty() {
+                    entry.who = p.who.clone();
+                }
+                entry.gpus.push(gpu);
+            }
         }
-        let print = (print.sum, print.n);
-        if print == self.print {
-            return;
-        }
-        self.print = print;
-        self.rebuilds += 1;
-        self.entries.clear();
-        // Exactly what this poll lists: growing by doubling held the old
-        // and the new vector at once, and up to twice what was used.
-        let n: usize = devices.iter().map(|d| d.processes.len()).sum();
-        if self.entries.capacity() > 2 * n.max(64) {
-            self.entries = Vec::new();
-        }
-        self.entries.reserve_exact(n);
-        for (i, d) in devices.iter().enumerate() {
-            let gpu = u32::try_from(i).unwrap_or(u32::MAX);
-            self.entries.extend(d.processes.iter().map(|p| Entry {
-                pid: p.pid,
-                gpu,
-                comm: p.comm.clone(),
-                user: p.user.clone(),
-            }));
-        }
-        self.entries.sort_unstable_by_key(|e| (e.pid, e.gpu));
-    }
-
-    /// The entries of `pid`, by GPU.
-    fn of(&self, pid: u32) -> &[Entry] {
-        let lo = self.entries.partition_point(|e| e.pid < pid);
-        let n = self
-            .entries
-            .get(lo..)
-            .map_or(0, |rest| rest.partition_point(|e| e.pid == pid));
-        self.entries.get(lo..lo + n).unwrap_or_default()
+        self.pids.retain(|_, e| !e.gpus.is_empty());
     }
 
     /// Whether NVML listed `pid` at the latest poll.
     pub(super) fn contains(&self, pid: u32) -> bool {
-        !self.of(pid).is_empty()
+        self.pids.contains_key(&pid)
     }
 
     /// The comm and user of `pid`, when listed.
     pub(super) fn names(&self, pid: u32) -> Option<(&ArcStr, &ArcStr)> {
-        self.of(pid).first().map(|e| (&e.comm, &e.user))
+        self.pids.get(&pid).map(|e| (&e.who.comm, &e.who.user))
     }
 
     /// The UUIDs of the GPUs `pid` is listed on, in device order.
     pub(super) fn uuids_of(&self, pid: u32) -> impl Iterator<Item = &str> {
-        self.of(pid)
-            .iter()
-            .filter_map(|e| self.uuids.get(e.gpu as usize))
-            .map(String::as_str)
-    }
-
-    #[cfg(test)]
-    pub(super) fn rebuilds(&self) -> u64 {
-        self.rebuilds
+        let gpus = self.pids.get(&pid).map(|e| e.gpus.as_slice()).unwrap_or_default();
+        gpus.iter().filter_map(|&g| self.uuids.get(g)).map(String::as_str)
     }
 
     /// How many distinct PIDs are listed.
     pub(super) fn pids(&self) -> usize {
-        self.entries.chunk_by(|a, b| a.pid == b.pid).count()
+        self.pids.len()
     }
-}
-
-/// An order-independent digest of every (PID, GPU, comm, user) of a poll,
-/// and the count: equal digests mean an equal listing (up to a 64-bit hash
-/// collision). Names are compared by address: an `ArcStr` is immutable and the
-/// listing holds a clone of each, so an address seen last poll is still the
-/// same string. The sort order of a device's processes (by size, which
-/// changes every poll) does not matter. Fed by the join's own walk over
-/// the processes.
-#[derive(Debug, Default)]
-pub(super) struct Fingerprint {
-    sum: u64,
-    n: usize,
-}
-
-impl Fingerprint {
-    /// Adds process `p` of the device at index `gpu`.
-    pub(super) fn add(&mut self, gpu: usize, p: &Process) {
-        // One mix of the fields, each multiplied by its own odd constant
-        // first: a per-field mix was 4 % of the daemon's poll.
-        let fields = [
-            u64::from(p.pid) | ((gpu as u64) << 32),
-            p.comm.as_ptr() as u64,
-            p.comm.len() as u64,
-            p.user.as_ptr() as u64,
-            p.user.len() as u64,
-        ];
-        let folded = fields
-            .iter()
-            .zip(ODD)
-            .fold(0u64, |h, (&f, k)| h.rotate_left(23) ^ f.wrapping_mul(k));
-        self.sum = self.sum.wrapping_add(mix(folded));
-        self.n += 1;
-    }
-
-    /// The digest of all of `devices`.
-    #[cfg(test)]
-    fn of(devices: &[Device]) -> Fingerprint {
-        let mut f = Fingerprint::default();
-        for (i, d) in devices.iter().enumerate() {
-            d.processes.iter().for_each(|p| f.add(i, p));
-        }
-        f
-    }
-}
-
-/// Odd multipliers (SplitMix64's and golden-ratio constants), one a field.
-const ODD: [u64; 5] = [
-    0x9e37_79b9_7f4a_7c15,
-    0xbf58_476d_1ce4_e5b9,
-    0x94d0_49bb_1331_11eb,
-    0xd6e8_feb8_6659_fd93,
-    0xa076_1d64_78bd_642f,
-];
-
-/// SplitMix64's finaliser: every input bit moves every output bit.
-fn mix(mut x: u64) -> u64 {
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::Who;
+    use crate::snapshot::Process;
 
     fn device(uuid: &str, procs: &[(u32, &str)]) -> Device {
         Device {
@@ -198,30 +97,28 @@ mod tests {
     }
 
     #[test]
-    fn lookups_follow_each_poll_and_a_reordered_poll_keeps_the_listing() {
+    fn lookups_follow_each_poll_whatever_its_order() {
         let mut l = Listed::default();
         let mut devs = vec![device("GPU-a", &[(30, "x"), (10, "y")]), device("GPU-b", &[(10, "y")])];
-        l.refill(&devs, Fingerprint::of(&devs));
+        l.refill(&devs);
         assert!(l.contains(10) && l.contains(30) && !l.contains(20));
         assert_eq!(l.uuids_of(10).collect::<Vec<_>>(), ["GPU-a", "GPU-b"]);
         assert_eq!(l.pids(), 2);
         assert_eq!(l.names(30).map(|(c, _)| c.as_str()), Some("x"));
-        // The same processes in another order: nothing rebuilt.
+        // The same processes in another order: the same listing.
         devs[0].processes.reverse();
-        l.refill(&devs, Fingerprint::of(&devs));
-        assert_eq!(l.rebuilds, 1);
-        assert_eq!(l.uuids_of(10).count(), 2);
-        // A process gone and a renamed one: rebuilt.
+        l.refill(&devs);
+        assert_eq!(l.uuids_of(10).collect::<Vec<_>>(), ["GPU-a", "GPU-b"]);
+        // A process gone and a renamed one.
         devs[1].processes.clear();
         std::sync::Arc::make_mut(&mut devs[0].processes[0].who).comm = "z".into();
-        l.refill(&devs, Fingerprint::of(&devs));
-        assert_eq!(l.rebuilds, 2);
+        l.refill(&devs);
         assert_eq!(l.uuids_of(10).collect::<Vec<_>>(), ["GPU-a"]);
         let renamed = devs[0].processes[0].pid;
         assert_eq!(l.names(renamed).map(|(c, _)| c.as_str()), Some("z"));
         // Devices in another order: the indices follow.
         devs.swap(0, 1);
-        l.refill(&devs, Fingerprint::of(&devs));
+        l.refill(&devs);
         assert_eq!(l.uuids_of(30).collect::<Vec<_>>(), ["GPU-a"]);
     }
 }

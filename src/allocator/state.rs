@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::config::AllocatorConfig;
 use super::events::{Events, OomEvent, Table};
-use super::listed::{Fingerprint, Listed};
+use super::listed::Listed;
 use super::message::{self, DeviceReport, MessageError};
 use crate::snapshot::{AllocatorFigures, Device};
 use rustc_hash::FxHashMap;
@@ -251,15 +251,11 @@ impl AllocatorState {
             events,
         } = &mut *g;
         tables.clear();
-        // One walk over every process (64,000 cache misses at 64 x 1000):
-        // the listing's fingerprint and the figures of those that report.
         // A report of a PID no longer listed matches no process here, so
         // forgetting it after the walk changes nothing.
-        let mut print = Fingerprint::default();
-        for (i, d) in devices.iter_mut().enumerate() {
+        for d in devices.iter_mut() {
             let mut any = false;
             for p in &mut d.processes {
-                print.add(i, p);
                 p.allocator = reports
                     .get(&p.pid)
                     .filter(|r| now - r.at <= self.stale_after)
@@ -271,7 +267,7 @@ impl AllocatorState {
                 tables.insert(d.uuid.clone(), Table::of(d, now));
             }
         }
-        listed.refill(devices, print);
+        listed.refill(devices);
         reports.retain(|&pid, _| listed.contains(pid));
         buckets.retain(|&pid, _| listed.contains(pid));
         if std::mem::take(pending) > 0 {
@@ -297,12 +293,6 @@ impl AllocatorState {
     /// The OOM events kept, oldest first.
     pub fn events(&self) -> Vec<OomEvent> {
         self.lock().events.list()
-    }
-
-    /// How many polls rebuilt the listing: once for a steady fleet.
-    #[cfg(test)]
-    pub(crate) fn listing_rebuilds(&self) -> u64 {
-        self.lock().listed.rebuilds()
     }
 
     /// PIDs with a report, a rate bucket or a listing: what is held.

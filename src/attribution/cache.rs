@@ -1,116 +1,56 @@
 //! [`IdentityCache`]: what [`ProcFs`](super::ProcFs) remembers of each PID
-//! between polls (uid, comm and workload, while its start time holds), and
-//! the one shared copy of each that the PIDs alike hold.
+//! between polls: who it is (uid, comm, user name and workload, as the
+//! snapshot's shared [`Who`]) and its parsed cgroup, while its start time
+//! holds.
 //!
-//! Owns: the per-PID entries, when they are refreshed and swept, and the
-//! interning of the parsed cgroup (keyed by the cgroup file's bytes) and of
-//! the identity (uid, comm, user name, workload), which it hands out as the
-//! snapshot's shared [`Who`]. Must not: read files (the caller hands
-//! it the bytes it read), or grow without bound: both interning tables are
-//! capped and lose what no entry holds at each sweep.
-//!
-//! Why shared: many PIDs share one pod, job or unit, so an entry holds one
-//! pointer to its identity, and the shared identity carries the `Arc<Who>`
-//! the snapshot's processes hold: a poll pays one reference count per
-//! process for comm, user and placement.
+//! Owns: the per-PID entries, when they are read again and when the unused
+//! are swept. Must not: read files (the caller hands it the bytes it read),
+//! or keep a PID that no read asked about for a whole sweep period (PID
+//! churn must not grow it).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use arcstr::ArcStr;
 use rustc_hash::FxHashMap;
 
 use super::cgroup::parse_cgroup;
-use super::quiet::{Quiet, STAT_RECHECK, spread};
-use super::{CgroupInfo, Placement, ProcState, Who};
+use arcstr::ArcStr;
 
-/// Distinct workloads, and distinct identities, shared at most. A host has
-/// far fewer cgroups with GPU processes; past the cap a new one is still
-/// parsed and cached, only not shared, until a sweep makes room.
-pub(super) const SHARED_MAX: usize = 4096;
+use super::{CgroupInfo, Who};
 
-/// A cgroup file longer than this is parsed for its process alone: keys
-/// stay small whatever a container nests (real files are 30 bytes to 1 KiB,
-/// cgroup v1 with a line per hierarchy), so the table holds at most 8 MiB.
-pub(super) const KEY_MAX: usize = 2048;
-
-/// The parsed cgroup of the processes in one cgroup, and how the snapshot
-/// shows it.
-#[derive(Debug, Clone)]
-pub(super) struct Workload {
-    pub(super) cgroup: Arc<CgroupInfo>,
-    pub(super) placement: Arc<Placement>,
-}
-
-/// A PID's slow-changing identity; processes alike share one.
-#[derive(Debug)]
-pub(super) struct Ident {
-    pub(super) workload: Workload,
-    /// Comm, uid, the user's name when it was cached, and the workload's
-    /// placement, as the snapshot shows them.
-    pub(super) who: Arc<Who>,
-}
+/// What the caller gets of a cached identity: who it is, and its cgroup.
+/// Both are reference counted: a poll clones two pointers per process.
+pub(super) type Identity = (Arc<Who>, Arc<CgroupInfo>);
 
 /// One PID.
 #[derive(Debug, Clone)]
 struct Entry {
     start_ticks: u64,
-    /// When status and cgroup are read again, in nanoseconds from `epoch`.
-    due: u64,
-    ident: Arc<Ident>,
-    /// The sweep period it was last used in.
-    used_in: u32,
-    /// The last stat read, while it may stand in for the next ones.
-    quiet: Quiet,
+    /// When status and cgroup were read.
+    read: Instant,
+    /// The last read that asked for it.
+    used: Instant,
+    who: Arc<Who>,
+    cgroup: Arc<CgroupInfo>,
 }
 
-/// The cgroup file's bytes to its parsed workload. An unreadable file is
-/// keyed as an empty one: both parse to no workload.
-type Workloads = HashMap<Box<[u8]>, Workload>;
-
-/// What the caller gets of a cached identity: who it is, and its cgroup.
-pub(super) type Identity = (Arc<Who>, Arc<CgroupInfo>);
-
-/// Per PID, plus the shared parts.
+/// Per PID (see the module docs).
 #[derive(Debug, Clone)]
 pub(super) struct IdentityCache {
     entries: FxHashMap<u32, Entry>,
-    workloads: Workloads,
-    /// By (uid, address of the workload's cgroup): the comms seen with them (almost always one).
-    idents: HashMap<(Option<u32>, usize), Vec<Arc<Ident>>>,
-    ident_count: usize,
-    epoch: Instant,
     refresh: Duration,
     /// The clock of the current round of reads (see [`IdentityCache::round`]).
     round: Option<Instant>,
     last_sweep: Instant,
-    /// Sweep periods so far: an entry used in this one is kept.
-    period: u32,
-    /// Forgets of every stat note so far (see [`Quiet::epoch`]).
-    stat_epoch: u16,
-    /// How long a watched process's stat note is trusted (see `quiet.rs`).
-    stat_recheck: Duration,
-    /// Watched PIDs whose entries a sweep dropped, for the tree to unwatch.
-    unwatched: Vec<u32>,
 }
 
 impl IdentityCache {
     pub(super) fn new(refresh: Duration) -> Self {
-        let now = Instant::now();
         IdentityCache {
             entries: FxHashMap::default(),
-            workloads: HashMap::new(),
-            idents: HashMap::new(),
-            ident_count: 0,
-            epoch: now,
             refresh,
             round: None,
-            last_sweep: now,
-            period: 0,
-            stat_epoch: 0,
-            stat_recheck: STAT_RECHECK,
-            unwatched: Vec::new(),
+            last_sweep: Instant::now(),
         }
     }
 
@@ -118,85 +58,57 @@ impl IdentityCache {
         self.refresh = every;
     }
 
-    pub(super) fn set_stat_recheck(&mut self, every: Duration) {
-        self.stat_recheck = every;
-    }
-
-    /// How often the unused is swept: the refresh period, at least 1 s.
+    /// How often the unused are swept: the refresh period, at least 1 s.
     fn sweep_period(&self) -> Duration {
         self.refresh.max(Duration::from_secs(1))
     }
 
     /// A read outside a poll's round: only the periodic sweep applies.
     pub(super) fn single(&mut self, now: Instant) {
-        if now.duration_since(self.last_sweep) >= self.sweep_period() {
+        if now.saturating_duration_since(self.last_sweep) >= self.sweep_period() {
             self.start_round(now);
         }
     }
 
     /// A read in the round of clock `now`: a poll passes one clock value for
     /// all its reads, so a new value starts a new round.
-    /// True when `now` started a new round.
-    pub(super) fn round(&mut self, now: Instant) -> bool {
-        let new = self.round != Some(now);
-        if new {
+    pub(super) fn round(&mut self, now: Instant) {
+        if self.round != Some(now) {
             self.start_round(now);
         }
-        new
     }
 
-    /// At most once per sweep period forgets the entries not asked about in
-    /// a whole period (so PID churn cannot grow the cache) and the shared
-    /// parts none holds.
+    /// At most once per sweep period forgets the entries not asked about
+    /// since the last sweep.
     fn start_round(&mut self, now: Instant) {
         self.round = Some(now);
-        if now.duration_since(self.last_sweep) < self.sweep_period() {
+        if now.saturating_duration_since(self.last_sweep) < self.sweep_period() {
             return;
         }
-        self.last_sweep = now;
-        let period = self.period;
-        let unwatched = &mut self.unwatched;
-        self.entries.retain(|&pid, e| {
-            let keep = e.used_in == period;
-            if !keep && e.quiet.watched {
-                unwatched.push(pid);
-            }
-            keep
-        });
-        self.period = period.wrapping_add(1);
-        // Identities first: each holds its workload.
-        self.idents.retain(|_, same| {
-            same.retain(|i| Arc::strong_count(i) > 1);
-            !same.is_empty()
-        });
-        self.ident_count = self.idents.values().map(Vec::len).sum();
-        self.workloads.retain(|_, w| Arc::strong_count(&w.cgroup) > 1);
-    }
-
-    fn nanos(&self, at: Instant) -> u64 {
-        u64::try_from(at.saturating_duration_since(self.epoch).as_nanos()).unwrap_or(u64::MAX)
+        let since = std::mem::replace(&mut self.last_sweep, now);
+        self.entries.retain(|_, e| e.used >= since);
     }
 
     /// The identity of `pid` when it is the same process (same start) and
     /// was read within its refresh period; `comm` (what stat says now)
     /// replaces the cached one when it changed (exec, `PR_SET_NAME`).
     pub(super) fn hit(&mut self, pid: u32, start_ticks: u64, comm: &str, now: Instant) -> Option<Identity> {
-        let now_ns = self.nanos(now);
-        let period = self.period;
         let e = self.entries.get_mut(&pid)?;
-        if e.start_ticks != start_ticks || now_ns >= e.due {
+        if e.start_ticks != start_ticks || now.saturating_duration_since(e.read) >= self.refresh {
             return None;
         }
-        e.used_in = period;
-        if *e.ident.who.comm != *comm {
-            let workload = e.ident.workload.clone();
-            let (uid, user) = (e.ident.who.uid, e.ident.who.user.clone());
-            e.ident = intern_ident(&mut self.idents, &mut self.ident_count, (uid, comm, user), workload);
+        e.used = now;
+        if *e.who.comm != *comm {
+            e.who = Arc::new(Who {
+                comm: ArcStr::from(comm),
+                ..Who::clone(&e.who)
+            });
         }
-        Some(view(&e.ident))
+        Some((e.who.clone(), e.cgroup.clone()))
     }
 
-    /// Caches what status and cgroup (empty when unreadable) say of `pid`.
+    /// Caches what status and cgroup (empty when unreadable: no workload)
+    /// say of `pid`.
     pub(super) fn fill(
         &mut self,
         pid: u32,
@@ -205,156 +117,40 @@ impl IdentityCache {
         cgroup: &[u8],
         now: Instant,
     ) -> Identity {
-        let workload = intern_workload(&mut self.workloads, cgroup);
-        let ident = intern_ident(&mut self.idents, &mut self.ident_count, (uid, comm, user), workload);
-        let out = view(&ident);
-        let now_ns = self.nanos(now);
-        let refresh = u64::try_from(self.refresh.as_nanos()).unwrap_or(u64::MAX);
-        let period = self.period;
-        // A process seen for the first time is first refreshed after 1/2 to
-        // 1 period, by its PID: processes that start together (a whole fleet
-        // at the daemon's start) are then not all read again in one poll.
-        let first = self.entries.get(&pid).is_none_or(|e| e.start_ticks != start_ticks);
-        let stagger = if first {
-            refresh / 2 / 64 * u64::from(spread(pid))
-        } else {
-            0
-        };
+        let info = parse_cgroup(&String::from_utf8_lossy(cgroup));
+        let who = Arc::new(Who {
+            comm: ArcStr::from(comm),
+            user,
+            uid,
+            placement: info.placement(),
+        });
+        let cgroup = Arc::new(info);
         let entry = Entry {
             start_ticks,
-            due: now_ns.saturating_add(refresh - stagger),
-            ident,
-            used_in: period,
-            quiet: Quiet::default(),
+            read: now,
+            used: now,
+            who: who.clone(),
+            cgroup: cgroup.clone(),
         };
         self.entries.insert(pid, entry);
-        out
+        (who, cgroup)
     }
 
     /// `pid`'s identity `who` under the name passwd gives its uid now,
-    /// `user` (passwd was edited since it was cached): shared again under
-    /// that name; the old one is swept once no entry holds it.
+    /// `user` (passwd was edited since it was cached); cached so when `who`
+    /// is the entry's.
     pub(super) fn renamed(&mut self, pid: u32, who: &Arc<Who>, user: ArcStr) -> Arc<Who> {
-        match self.entries.get_mut(&pid) {
-            Some(e) if Arc::ptr_eq(&e.ident.who, who) => {
-                let workload = e.ident.workload.clone();
-                let id = (who.uid, &*who.comm, user);
-                e.ident = intern_ident(&mut self.idents, &mut self.ident_count, id, workload);
-                e.ident.who.clone()
-            }
-            // Not `pid`'s cached identity: renamed for this read only.
-            _ => Arc::new(Who {
-                user,
-                ..Who::clone(who)
-            }),
+        let new = Arc::new(Who {
+            user,
+            ..Who::clone(who)
+        });
+        if let Some(e) = self.entries.get_mut(&pid).filter(|e| Arc::ptr_eq(&e.who, who)) {
+            e.who = new.clone();
         }
-    }
-
-    /// What the last stat read of `pid` said, with its cached identity,
-    /// while that read may stand in for one now (see `quiet.rs`): (identity,
-    /// start ticks, state, ppid).
-    pub(super) fn quiet(&mut self, pid: u32, now: Instant) -> Option<(Identity, u64, ProcState, u32)> {
-        let now_ns = self.nanos(now);
-        let (period, epoch) = (self.period, self.stat_epoch);
-        let e = self.entries.get_mut(&pid)?;
-        if now_ns >= e.due {
-            return None;
-        }
-        let (state, ppid) = e.quiet.trusted(now_ns, epoch)?;
-        e.used_in = period;
-        Some((view(&e.ident), e.start_ticks, state, ppid))
-    }
-
-    /// Notes what a stat read of `pid` (the process started at
-    /// `start_ticks`, just cached by `hit` or `fill`) said at `now`.
-    pub(super) fn note_stat(
-        &mut self,
-        pid: u32,
-        start_ticks: u64,
-        (state, ppid): (ProcState, u32),
-        watched: bool,
-        now: Instant,
-    ) {
-        let now_ns = self.nanos(now);
-        let epoch = self.stat_epoch;
-        if let Some(e) = self.entries.get_mut(&pid).filter(|e| e.start_ticks == start_ticks) {
-            e.quiet = Quiet::noted(pid, (state, ppid), watched, (now_ns, self.stat_recheck), epoch);
-        }
-    }
-
-    /// `pid` is read again at its next read (it exited, or was written).
-    pub(super) fn forget_stat(&mut self, pid: u32) {
-        if let Some(e) = self.entries.get_mut(&pid) {
-            e.quiet = Quiet::default();
-        }
-    }
-
-    /// Every PID is read again at its next read.
-    pub(super) fn forget_stats(&mut self) {
-        self.stat_epoch = self.stat_epoch.wrapping_add(1);
-    }
-
-    /// The watched PIDs whose entries were swept since the last call.
-    pub(super) fn take_unwatched(&mut self) -> std::vec::Drain<'_, u32> {
-        self.unwatched.drain(..)
+        new
     }
 
     pub(super) fn len(&self) -> usize {
         self.entries.len()
     }
-
-    /// Shared workloads and identities (tests: they are bounded and swept).
-    #[cfg(test)]
-    pub(super) fn shared(&self) -> (usize, usize) {
-        (self.workloads.len(), self.ident_count)
-    }
-}
-
-/// The shared workload of a cgroup file's bytes, parsed on first sight.
-fn intern_workload(workloads: &mut Workloads, cgroup: &[u8]) -> Workload {
-    if let Some(w) = workloads.get(cgroup) {
-        return w.clone();
-    }
-    let info = parse_cgroup(&String::from_utf8_lossy(cgroup));
-    let w = Workload {
-        placement: Arc::new(info.placement()),
-        cgroup: Arc::new(info),
-    };
-    if workloads.len() < SHARED_MAX && cgroup.len() <= KEY_MAX {
-        workloads.insert(Box::from(cgroup), w.clone());
-    }
-    w
-}
-
-fn view(i: &Ident) -> Identity {
-    (i.who.clone(), i.workload.cgroup.clone())
-}
-
-/// The shared identity of (uid, comm, user name) in `workload`.
-fn intern_ident(
-    idents: &mut HashMap<(Option<u32>, usize), Vec<Arc<Ident>>>,
-    count: &mut usize,
-    (uid, comm, user): (Option<u32>, &str, ArcStr),
-    workload: Workload,
-) -> Arc<Ident> {
-    let key = (uid, Arc::as_ptr(&workload.cgroup) as usize);
-    let alike = |i: &&Arc<Ident>| *i.who.comm == *comm && i.who.user == user;
-    if let Some(same) = idents.get(&key).and_then(|v| v.iter().find(alike)) {
-        return same.clone();
-    }
-    let who = Who {
-        comm: ArcStr::from(comm),
-        user,
-        uid,
-        placement: Placement::clone(&workload.placement),
-    };
-    let ident = Arc::new(Ident {
-        who: Arc::new(who),
-        workload,
-    });
-    if *count < SHARED_MAX {
-        idents.entry(key).or_default().push(ident.clone());
-        *count += 1;
-    }
-    ident
 }

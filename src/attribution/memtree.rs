@@ -11,28 +11,24 @@
 //! what was rendered is the point), allocate on a read, or keep text per
 //! process.
 //!
-//! Layout (the `large` demo fleet has 64 000 processes): a process is 24
-//! bytes in one dense vector, found through a PID-indexed table
-//! (`memtree/pids.rs`), and points at its [`MemIdentity`] (names, cgroup,
-//! cmdline), which processes that look alike share: the tree interns them.
-//! Files are rendered into the reader's buffer when read; `stat`, read
-//! every poll, is written without `fmt`.
+//! Layout: a map from PID to its start, state and [`MemIdentity`] (names,
+//! cgroup, cmdline), which the simulated fleet shares between processes
+//! that look alike ([`MemWriter::insert_as`]). Files are rendered into the
+//! reader's buffer when read; `stat`, read every poll, is written without
+//! `fmt`.
 
-use std::collections::HashSet;
 use std::fmt::Write as _;
 use std::io::{self, Write as _};
 use std::sync::{Arc, PoisonError, RwLock, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rustc_hash::FxHashMap;
+
 use super::ProcState;
-use super::tree::{Notices, PidFile, ProcTree, TreeFile, cap};
+use super::tree::{PidFile, ProcTree, TreeFile, cap};
 
 mod cgroup_path;
-mod log;
-mod pids;
 pub use cgroup_path::cgroup_path;
-use log::WriteLog;
-use pids::PidIndex;
 
 /// What a simulated process shows in `/proc`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,7 +54,7 @@ impl MemProcess {
 }
 
 /// What a process shows that does not change while it lives, and that
-/// processes which look alike share (see [`MemWriter::insert_as`]).
+/// processes which look alike may share (see [`MemWriter::insert_as`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct MemIdentity {
     pub ppid: u32,
@@ -83,12 +79,11 @@ impl MemIdentity {
     }
 }
 
-/// One process: 24 bytes.
+/// One process.
 #[derive(Debug)]
 struct Entry {
     start_ticks: u64,
     ident: Arc<MemIdentity>,
-    pid: u32,
     /// The letter `stat` shows ([`ProcState::code`]): all the tree needs
     /// of the state (status's name and cmdline's emptiness follow from it).
     code: char,
@@ -97,17 +92,10 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Inner {
     btime: u64,
-    index: PidIndex,
-    procs: Vec<Entry>,
-    /// Every identity in use (and some just released; see `intern`).
-    idents: HashSet<Arc<MemIdentity>>,
-    /// `idents.len()` after the last sweep of unused ones.
-    idents_kept: usize,
+    procs: FxHashMap<u32, Entry>,
     passwd: Vec<u8>,
     /// Bumped on each passwd change: the reader's cache notices it.
     passwd_generation: u64,
-    /// Every PID written, for readers that skip re-reading watched ones.
-    log: WriteLog,
 }
 
 /// A shared in-memory `/proc` (see the module docs).
@@ -149,32 +137,10 @@ impl MemTree {
     }
 }
 
-impl Inner {
-    fn entry(&self, pid: u32) -> Option<&Entry> {
-        self.procs.get(self.index.get(pid)? as usize)
-    }
-
-    /// The shared copy of `ident`. Identities no process uses any more are
-    /// swept when the set has doubled since the last sweep: amortised O(1),
-    /// and a long run of ever-new identities stays bounded.
-    fn intern(&mut self, ident: MemIdentity) -> Arc<MemIdentity> {
-        if let Some(shared) = self.idents.get(&ident) {
-            return shared.clone();
-        }
-        if self.idents.len() >= 2 * self.idents_kept + 64 {
-            self.idents.retain(|x| Arc::strong_count(x) > 1);
-            self.idents_kept = self.idents.len();
-        }
-        let shared = Arc::new(ident);
-        self.idents.insert(shared.clone());
-        shared
-    }
-}
-
 impl MemWriter<'_> {
     /// Adds or replaces a process.
     pub fn insert(&mut self, p: MemProcess) {
-        let ident = self.inner.intern(MemIdentity {
+        let ident = Arc::new(MemIdentity {
             ppid: p.ppid,
             comm: p.comm,
             uid: p.uid,
@@ -187,46 +153,23 @@ impl MemWriter<'_> {
     /// Adds or replaces a process that shows `ident`, shared as it is (a
     /// caller with many processes and few identities keeps one `Arc` each).
     pub fn insert_as(&mut self, pid: u32, state: ProcState, start_ticks: u64, ident: Arc<MemIdentity>) {
-        let inner = &mut *self.inner;
-        inner.log.push(pid);
         let entry = Entry {
             start_ticks,
             ident,
-            pid,
             code: state.code(),
         };
-        match inner.index.get(pid) {
-            Some(slot) => inner.procs[slot as usize] = entry,
-            None => {
-                inner.index.set(pid, inner.procs.len() as u32);
-                inner.procs.push(entry);
-            }
-        }
+        self.inner.procs.insert(pid, entry);
     }
 
     /// Changes a process's state; false when it is not in the tree.
     pub fn set_state(&mut self, pid: u32, state: ProcState) -> bool {
-        let inner = &mut *self.inner;
-        let Some(slot) = inner.index.get(pid) else {
-            return false;
-        };
-        inner.log.push(pid);
-        inner.procs[slot as usize].code = state.code();
-        true
+        let found = self.inner.procs.get_mut(&pid);
+        found.map(|e| e.code = state.code()).is_some()
     }
 
     /// The process exited and was reaped: its directory is gone.
     pub fn remove(&mut self, pid: u32) {
-        let inner = &mut *self.inner;
-        let Some(slot) = inner.index.remove(pid) else {
-            return;
-        };
-        inner.log.push(pid);
-        // The last process moves into the hole: the vector stays dense.
-        inner.procs.swap_remove(slot as usize);
-        if let Some(moved) = inner.procs.get(slot as usize) {
-            inner.index.set(moved.pid, slot);
-        }
+        self.inner.procs.remove(&pid);
     }
 
     /// Sets the passwd file to one line per (uid, name).
@@ -251,22 +194,13 @@ impl ProcTree for MemTree {
             TreeFile::Passwd => buf.extend_from_slice(&inner.passwd),
             TreeFile::Pid(pid, what) => {
                 let e = inner
-                    .entry(pid)
+                    .procs
+                    .get(&pid)
                     .ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
-                render_file(e, what, buf);
+                render_file(pid, e, what, buf);
             }
         }
         Ok(cap(buf, limit))
-    }
-
-    /// Every PID is watched: every write is logged.
-    fn watch(&self, _pid: u32) -> bool {
-        true
-    }
-
-    fn changed(&self, notices: &mut Notices, out: &mut Vec<u32>) -> bool {
-        let inner = self.inner.read().unwrap_or_else(PoisonError::into_inner);
-        inner.log.since(&mut notices.seen, out)
     }
 
     fn stamp(&self, file: TreeFile) -> Option<(SystemTime, u64)> {
@@ -281,11 +215,11 @@ impl ProcTree for MemTree {
     }
 }
 
-fn render_file(e: &Entry, what: PidFile, buf: &mut Vec<u8>) {
+fn render_file(pid: u32, e: &Entry, what: PidFile, buf: &mut Vec<u8>) {
     let id = &*e.ident;
     let state = ProcState::from_code(e.code);
     match what {
-        PidFile::Stat => render_stat(e, buf),
+        PidFile::Stat => render_stat(pid, e, buf),
         PidFile::Status => {
             // Writing to a Vec cannot fail.
             let _ = write!(
@@ -296,7 +230,6 @@ fn render_file(e: &Entry, what: PidFile, buf: &mut Vec<u8>) {
                 e.code,
                 state.kernel_name(),
                 id.ppid,
-                pid = e.pid,
                 uid = id.uid
             );
         }
@@ -323,11 +256,11 @@ fn comm(name: &str) -> &str {
 /// The 52 fields of Linux 6.x, zero where attribution reads nothing.
 /// Written piece by piece: it is read for every GPU process every poll,
 /// and `fmt` cost as much as the rest of the read.
-fn render_stat(e: &Entry, buf: &mut Vec<u8>) {
+fn render_stat(pid: u32, e: &Entry, buf: &mut Vec<u8>) {
     let id = &*e.ident;
     // The PID shows three times (pid, pgrp, session): its digits once.
     let mut digits = [0; 20];
-    let pid = decimal(e.pid.into(), &mut digits);
+    let pid = decimal(pid.into(), &mut digits);
     buf.extend_from_slice(pid);
     buf.extend_from_slice(b" (");
     buf.extend_from_slice(comm(&id.comm).as_bytes());

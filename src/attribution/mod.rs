@@ -22,12 +22,10 @@
 
 mod cache;
 mod cgroup;
-mod exits;
 mod files;
 mod memtree;
 mod nss;
 mod procfs;
-mod quiet;
 mod redact;
 mod stat;
 mod task;
@@ -45,12 +43,11 @@ pub use cgroup::parse_cgroup;
 pub use memtree::{MemIdentity, MemProcess, MemTree, MemWriter, cgroup_path};
 pub use nss::{Lookup, NssNames, system_lookup};
 pub use procfs::ProcFs;
-pub use quiet::recheck_for;
 pub use redact::{format_cmdline, redact_cmdline};
 pub use task::{Task, read_task};
 // Public for tests/fuzz.rs, which feeds them arbitrary bytes.
 pub use stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
-pub use tree::{DirTree, Notices, PidFile, ProcTree, TreeFile, clock_ticks};
+pub use tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 
 /// What [`ProcFs::read`] reads besides the always-read stat/status/cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,8 +77,8 @@ pub struct ProcessIdentity {
     /// Comm (stat field 2, at most 15 bytes for user tasks), real uid
     /// from `/proc/<pid>/status` (`None` when the line is unparsable), the
     /// user's name from passwd (else the uid as text, else "") and the
-    /// placement from the cgroup. Shared by the processes alike: the
-    /// snapshot's process takes it as it is, one reference count.
+    /// placement from the cgroup. The identity cache's own: the snapshot's
+    /// process takes it as it is, one reference count.
     pub who: std::sync::Arc<Who>,
     pub state: ProcState,
     /// Start time in clock ticks since boot (stat field 22): exact, for

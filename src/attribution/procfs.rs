@@ -21,30 +21,19 @@ use super::files::{CMDLINE_READ_MAX, SMALL_FILE_MAX, read_optional, read_require
 use super::nss::{Lookup, NssNames, system_lookup};
 use super::redact::format_cmdline;
 use super::stat::{parse_btime, parse_stat_ref, parse_status_uid};
-use super::tree::{DirTree, Notices, PidFile, ProcTree, TreeFile, clock_ticks};
+use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 use super::users::UserCache;
-use super::{ProcError, ProcState, ProcessIdentity, ReadOptions};
-
-/// What an identity takes from stat (read now, or noted at the last read).
-#[derive(Debug, Clone, Copy)]
-struct StatFacts {
-    state: ProcState,
-    ppid: u32,
-    start_ticks: u64,
-}
+use super::{ProcError, ProcessIdentity, ReadOptions};
 
 /// How long a process's uid and cgroup are reused before they are read
 /// again. Both are set when a job starts (setuid, the scheduler placing it
 /// in its cgroup) and almost never change after; re-reading status and
-/// cgroup every poll was two of the three file reads per GPU process.
-/// stat is read at each poll for a process the tree does not watch, and
-/// every few seconds for one it does (`quiet.rs`). A process seen for the
-/// first time is read again after half to all of it (by its PID), so
-/// processes that start together are not all read again in one poll.
+/// cgroup every poll was two of the three file reads per GPU process;
+/// stat, which says whether it is the same process, is read every poll.
 pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 
 /// A clone has its own caches and, on a directory, its own tree (open
-/// files, exit watches); an in-memory tree is shared.
+/// files); an in-memory tree is shared.
 #[derive(Debug)]
 pub struct ProcFs {
     tree: Arc<dyn ProcTree>,
@@ -62,13 +51,6 @@ pub struct ProcFs {
     buf: Vec<u8>,
     /// For status and cgroup, read while `buf` holds stat (and its comm).
     aux: Vec<u8>,
-    /// This reader's place in the tree's change notices, and scratch for
-    /// the PIDs they name.
-    notices: Notices,
-    changed: Vec<u32>,
-    /// Stat files read so far (benchmarks and tests: how many reads the
-    /// watches save).
-    stat_reads: u64,
 }
 
 impl Clone for ProcFs {
@@ -77,21 +59,15 @@ impl Clone for ProcFs {
             Some(dir) => Arc::new(dir.clone()) as Arc<dyn ProcTree>,
             None => self.tree.clone(),
         };
-        let mut cache = self.cache.clone();
-        // The clone's tree watches nothing yet.
-        cache.forget_stats();
         ProcFs {
             tree,
             dir: self.dir.clone(),
             users: self.users.clone(),
             clock_ticks: self.clock_ticks,
             boot_time: self.boot_time,
-            cache,
+            cache: self.cache.clone(),
             buf: Vec::new(),
             aux: Vec::new(),
-            notices: self.notices,
-            changed: Vec::new(),
-            stat_reads: 0,
         }
     }
 }
@@ -135,9 +111,6 @@ impl ProcFs {
             cache: IdentityCache::new(IDENTITY_REFRESH),
             buf: Vec::new(),
             aux: Vec::new(),
-            notices: Notices::default(),
-            changed: Vec::new(),
-            stat_reads: 0,
         }
     }
 
@@ -145,14 +118,6 @@ impl ProcFs {
     /// [`IDENTITY_REFRESH`]; zero reads them on every call).
     pub fn with_identity_refresh(mut self, every: Duration) -> Self {
         self.cache.set_refresh(every);
-        self
-    }
-
-    /// How long a watched process's state, ppid and comm are trusted
-    /// between reads: half to all of `every`, by PID (default 10 s; the
-    /// pipeline sets [`recheck_for`](super::recheck_for) its `stuck_after`).
-    pub fn with_stat_recheck(mut self, every: Duration) -> Self {
-        self.cache.set_stat_recheck(every);
         self
     }
 
@@ -189,67 +154,21 @@ impl ProcFs {
         let now = Instant::now();
         // One read is not a round: only the periodic sweep applies.
         self.cache.single(now);
-        self.unwatch_swept();
-        self.read_identity_at(pid, opts, now, false)
+        self.read_identity_at(pid, opts, now)
     }
 
     /// [`ProcFs::read`] with the caller's clock for the cache's refresh:
-    /// a poll reads it once for all its processes (a clock read per
-    /// process was 2 % of a 64 x 1000 poll). A new clock value is a new
-    /// poll: the tree's change notices are taken then, and a watched
-    /// process's last stat read may stand in for this one (`quiet.rs`).
+    /// a poll reads it once for all its processes, and a new clock value
+    /// is a new poll (the cache sweeps then).
     pub fn read_at(&mut self, pid: u32, opts: &ReadOptions, now: Instant) -> Result<ProcessIdentity, ProcError> {
-        if self.cache.round(now) {
-            self.take_notices();
-            self.unwatch_swept();
-        }
-        self.read_identity_at(pid, opts, now, true)
+        self.cache.round(now);
+        self.read_identity_at(pid, opts, now)
     }
 
-    /// What the tree says changed since the last poll is read again.
-    fn take_notices(&mut self) {
-        self.changed.clear();
-        if self.tree.changed(&mut self.notices, &mut self.changed) {
-            for &pid in &self.changed {
-                self.cache.forget_stat(pid);
-            }
-        } else {
-            self.cache.forget_stats();
-        }
-    }
-
-    fn unwatch_swept(&mut self) {
-        for pid in self.cache.take_unwatched() {
-            self.tree.unwatch(pid);
-        }
-    }
-
-    fn read_identity_at(
-        &mut self,
-        pid: u32,
-        opts: &ReadOptions,
-        now: Instant,
-        quiet: bool,
-    ) -> Result<ProcessIdentity, ProcError> {
+    fn read_identity_at(&mut self, pid: u32, opts: &ReadOptions, now: Instant) -> Result<ProcessIdentity, ProcError> {
         // Taken, not borrowed: `self` is borrowed again below.
         let mut buf = std::mem::take(&mut self.buf);
-        // Asked only in a poll: `read` must not touch the note at all.
-        let noted = if quiet { self.cache.quiet(pid, now) } else { None };
-        let read = match noted {
-            Some((id, start_ticks, state, ppid)) => {
-                let stat = StatFacts {
-                    state,
-                    ppid,
-                    start_ticks,
-                };
-                self.identity_of(pid, stat, id, opts, now, &mut buf)
-            }
-            None => self.identity_in(pid, opts, now, &mut buf),
-        };
-        if read.is_err() {
-            // Whatever was noted of it, the next read is a real one.
-            self.cache.forget_stat(pid);
-        }
+        let read = self.identity_in(pid, opts, now, &mut buf);
         self.buf = buf;
         read
     }
@@ -261,43 +180,16 @@ impl ProcFs {
         now: Instant,
         buf: &mut Vec<u8>,
     ) -> Result<ProcessIdentity, ProcError> {
-        // Watched before the read: if the PID changes hands in between,
-        // the watched process has exited and the next poll reads again.
-        let watched = self.tree.watch(pid);
-        self.stat_reads += 1;
         read_required(&*self.tree, pid, PidFile::Stat, buf)?;
         let (stat, comm) = parse_stat_ref(buf).map_err(|e| stat_error(pid, e))?;
         // A zombie may lack what a live process has; never call it gone.
         let exited = stat.state.is_exited();
-        let id = match self.cache.hit(pid, stat.start_ticks, &comm, now) {
+        let (mut who, cgroup) = match self.cache.hit(pid, stat.start_ticks, &comm, now) {
             Some(id) => id,
             None => self.read_identity(pid, stat.start_ticks, &comm, exited, now)?,
         };
-        self.cache
-            .note_stat(pid, stat.start_ticks, (stat.state, stat.ppid), watched, now);
-        let facts = StatFacts {
-            state: stat.state,
-            ppid: stat.ppid,
-            start_ticks: stat.start_ticks,
-        };
-        self.identity_of(pid, facts, id, opts, now, buf)
-    }
-
-    /// The identity from stat's facts and the cached rest; cmdline is read
-    /// here when asked for.
-    fn identity_of(
-        &mut self,
-        pid: u32,
-        stat: StatFacts,
-        (mut who, cgroup): Identity,
-        opts: &ReadOptions,
-        now: Instant,
-        buf: &mut Vec<u8>,
-    ) -> Result<ProcessIdentity, ProcError> {
-        let exited = stat.state.is_exited();
         let tree = &*self.tree;
-        // The name is looked up every time: the passwd cache notices edits,
-        // and a cached identity with another name is shared no more.
+        // The name is looked up every time: the passwd cache notices edits.
         let renamed = match who.uid {
             Some(uid) => self.users.name_unless(uid, tree, now, &who.user),
             // No uid, no name: "", as `read_identity` cached it.
@@ -345,15 +237,10 @@ impl ProcFs {
         if read_optional(tree, pid, PidFile::Cgroup, exited, SMALL_FILE_MAX, aux)?.is_none() {
             aux.clear();
         }
-        // Named now so the identity is shared under its name (`identity_of`
+        // Named now so the identity is cached under its name (the read
         // looks it up again: a hit in the passwd cache).
         let user = uid.map(|uid| self.users.name(uid, tree, now)).unwrap_or_default();
         Ok(self.cache.fill(pid, start_ticks, (uid, comm, user), aux, now))
-    }
-
-    /// Stat files read so far.
-    pub fn stat_reads(&self) -> u64 {
-        self.stat_reads
     }
 
     /// Processes whose identity is cached (for the soak's retained-state check).

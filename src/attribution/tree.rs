@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
-use super::exits::Exits;
-
 /// The per-process files attribution and reclaim read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum PidFile {
@@ -64,30 +62,6 @@ pub trait ProcTree: Send + Sync + std::fmt::Debug {
     /// A value that changes when `file` changes (mtime and length for a
     /// real file), so a cache can skip re-reading it; `None` when missing.
     fn stamp(&self, file: TreeFile) -> Option<(SystemTime, u64)>;
-
-    /// Starts watching the process that has `pid` now: until
-    /// [`ProcTree::changed`] names `pid`, it is that same process (state,
-    /// ppid and comm may still change unannounced). False when this tree
-    /// cannot tell: then `pid` must be read every poll.
-    fn watch(&self, _pid: u32) -> bool {
-        false
-    }
-
-    /// Stops watching `pid`.
-    fn unwatch(&self, _pid: u32) {}
-
-    /// Appends the watched PIDs that exited (a tree may name more: any it
-    /// wrote) since `notices` last asked. False when it cannot say which:
-    /// then no watched PID is to be trusted.
-    fn changed(&self, _notices: &mut Notices, _out: &mut Vec<u32>) -> bool {
-        true
-    }
-}
-
-/// One reader's place in a tree's change notices ([`ProcTree::changed`]).
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Notices {
-    pub(super) seen: u64,
 }
 
 /// A directory laid out like `/proc`, plus a passwd file.
@@ -96,9 +70,6 @@ pub struct DirTree {
     root: PathBuf,
     passwd: PathBuf,
     stat_fds: Mutex<StatFds>,
-    /// Exit watches, on the host's own `/proc` only (PIDs of a mounted
-    /// tree, `/host/proc`, may be another namespace's); made on first use.
-    exits: Mutex<Option<Option<Exits>>>,
 }
 
 /// A clone reads the same directory with its own (empty) set of open files.
@@ -115,23 +86,7 @@ impl DirTree {
             root: root.into(),
             passwd: passwd.into(),
             stat_fds: Mutex::new(StatFds::default()),
-            exits: Mutex::new(None),
         }
-    }
-
-    /// `f` on the exit watches, when this tree has them.
-    fn with_exits<R>(&self, f: impl FnOnce(&mut Exits) -> R) -> Option<R> {
-        let mut exits = self.exits.lock().unwrap_or_else(PoisonError::into_inner);
-        let made = exits.get_or_insert_with(|| {
-            let own = self.root == Path::new("/proc");
-            let procfs = self
-                .stat_fds
-                .lock()
-                .map(|mut f| f.is_procfs(&self.root))
-                .unwrap_or(false);
-            (own && procfs).then(Exits::new).flatten()
-        });
-        made.as_mut().map(f)
     }
 
     /// The directory read as `/proc`.
@@ -189,18 +144,6 @@ impl ProcTree for DirTree {
             .ok()
             .and_then(|m| Some((m.modified().ok()?, m.len())))
     }
-
-    fn watch(&self, pid: u32) -> bool {
-        self.with_exits(|e| e.watch(pid)).unwrap_or(false)
-    }
-
-    fn unwatch(&self, pid: u32) {
-        self.with_exits(|e| e.unwatch(pid));
-    }
-
-    fn changed(&self, _notices: &mut Notices, out: &mut Vec<u32>) -> bool {
-        self.with_exits(|e| e.exited(out)).unwrap_or(true)
-    }
 }
 
 /// At most this many stat files stay open, and never more than a quarter of
@@ -208,9 +151,7 @@ impl ProcTree for DirTree {
 /// 256), so the HTTP side always has room.
 const STAT_FDS_MAX: usize = 1024;
 /// An open stat file not read for this long is closed: its process left
-/// NVML's list (or exited), or polls are further apart than this. Three
-/// times the longest stat recheck (`quiet.rs`, 10 s): a watched process's
-/// file is read every 5 to 10 s and must stay open between its reads.
+/// NVML's list (or exited), or polls are further apart than this.
 const STAT_FD_UNUSED: Duration = Duration::from_secs(30);
 /// First read size for stat (a line of 200-700 bytes); a longer file is read
 /// again with a larger buffer.

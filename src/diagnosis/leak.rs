@@ -92,14 +92,11 @@ mod at;
 mod eval;
 #[path = "leak_judge.rs"]
 mod judge;
-#[path = "leak_kept.rs"]
-mod kept;
 #[path = "leak_ring.rs"]
 mod ring;
 
 use at::At;
 use eval::{Scratch, evaluate, persistence_buckets};
-use kept::Kept;
 use ring::Ring;
 
 /// One downsampling bucket: the lowest value seen in it. The minimum is all
@@ -131,7 +128,7 @@ pub struct Series {
     /// long the process has been seen (a count, not an index: 4 bytes).
     seen: u32,
     last_t: f64,
-    trend: Option<Kept>,
+    trend: Option<Trend>,
     /// The flag behind `trend.suspected`, kept across verdicts for its
     /// hysteresis.
     flagged: bool,
@@ -188,14 +185,14 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
                 if let Some(b) = sample {
                     s.push(at, b, cfg, scratch);
                 }
-                s.trend(cfg)
+                s.trend
             }
             None => {
                 let b = sample?;
                 let mut s = Series::new(cfg.buckets);
                 s.phase = take_phase(&mut self.next_phase);
                 s.push(at, b, cfg, scratch);
-                let trend = s.trend(cfg);
+                let trend = s.trend;
                 self.series.insert(key.clone(), (s, self.generation));
                 trend
             }
@@ -216,7 +213,7 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
             }
             s.push(At::new(t, self.bucket_width), b, &self.cfg, &mut self.scratch);
         }
-        s.trend(&self.cfg)
+        s.trend
     }
 
     /// Drops the keys not observed or assessed through
@@ -231,7 +228,7 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
     /// The latest verdict for `key`: `None` while less than
     /// `min_window_fraction` of the window is covered or the key is unknown.
     pub fn assess(&self, key: &K) -> Option<Trend> {
-        self.series.get(key).and_then(|(s, _)| s.trend(&self.cfg))
+        self.series.get(key).and_then(|(s, _)| s.trend)
     }
 
     /// Keeps only the keys for which `keep` is true (processes still seen).
@@ -258,11 +255,6 @@ fn take_phase(next: &mut u8) -> u8 {
 }
 
 impl Series {
-    /// The latest verdict.
-    fn trend(&self, cfg: &LeakConfig) -> Option<Trend> {
-        self.trend.map(|k| k.trend(cfg.buckets))
-    }
-
     /// Whether any sample was recorded.
     pub fn has_samples(&self) -> bool {
         self.started
@@ -374,8 +366,10 @@ impl Series {
             self.flagged = !flagged;
             self.disagree = 0;
         }
-        let slots = u16::try_from(idx.abs_diff(start)).unwrap_or(u16::MAX);
-        self.trend = judged.map(|j| Kept::new(j.trend, self.flagged, slots, cfg.buckets));
+        self.trend = judged.map(|j| Trend {
+            suspected: self.flagged,
+            ..j.trend
+        });
     }
 }
 

@@ -1,5 +1,5 @@
-//! [`Who`]: the part of a [`Process`] that processes alike share (comm,
-//! user, uid, placement), and the process's JSON, which shows those fields
+//! [`Who`]: the part of a [`Process`] that attribution keeps between polls
+//! (comm, user, uid, placement), and the process's JSON, which shows those fields
 //! where they always were.
 //!
 //! Owns: `Who`, and `Process`'s serde (field names and order, and reading
@@ -9,8 +9,8 @@
 //!
 //! Why: the four were 48 bytes in every `Process` and
 //! three reference counts per process and poll (comm, user, placement). A
-//! `Who` is built once per identity by attribution's cache and shared: 8
-//! bytes and one count.
+//! `Who` is built once per process by attribution's cache and shared with
+//! each poll's snapshot: 8 bytes and one count.
 
 use std::sync::Arc;
 
@@ -19,8 +19,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{AllocatorFigures, Holder, Placement, Process, ProcessState, ProcessType};
 
-/// Who a process is, as the snapshot shows it; shared by the processes of
-/// one comm, user and cgroup.
+/// Who a process is, as the snapshot shows it; shared between
+/// attribution's cache and the snapshots that show the process.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Who {
     pub comm: ArcStr,

@@ -1,6 +1,5 @@
 //! The tree's own bookkeeping: `stat` written without `fmt` is the text the
-//! kernel format gives, a removal keeps every other PID readable, and
-//! identities are shared and released.
+//! kernel format gives, and a removal keeps every other PID readable.
 
 use super::*;
 
@@ -63,30 +62,4 @@ fn removing_a_pid_keeps_the_others() {
         let stat = read(&tree, pid, PidFile::Stat).unwrap_or_default();
         assert!(stat.starts_with(&format!("{pid} ({name}) ")), "{stat}");
     }
-}
-
-#[test]
-fn look_alike_processes_share_one_identity_until_none_uses_it() {
-    let tree = MemTree::new(0);
-    tree.update(|w| {
-        for pid in 1..=100 {
-            w.insert(proc(pid, "same", ProcState::Sleeping, 1));
-        }
-    });
-    let shared = |tree: &MemTree| {
-        let inner = tree.inner.read().unwrap_or_else(PoisonError::into_inner);
-        let one = inner.entry(1).map(|e| e.ident.clone());
-        one.map(|x| Arc::strong_count(&x))
-    };
-    // 100 entries, the intern set and the clone just made.
-    assert_eq!(shared(&tree), Some(102));
-    // Ever-new identities do not pile up once their processes are gone.
-    for n in 0..1000 {
-        tree.update(|w| {
-            w.remove(200 + n);
-            w.insert(proc(201 + n, &format!("new{n}"), ProcState::Sleeping, 1));
-        });
-    }
-    let kept = tree.inner.read().unwrap_or_else(PoisonError::into_inner).idents.len();
-    assert!(kept < 200, "{kept} identities kept for 2 in use");
 }
