@@ -103,7 +103,7 @@ impl Config {
         }
         if let Err(e) = self
             .reclaim
-            .check()
+            .validate()
             .and_then(|()| self.reclaim.check_rules(&self.rules))
         {
             return Err(invalid(&["reclaim", e.key], e.message));

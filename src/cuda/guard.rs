@@ -17,45 +17,14 @@ use super::{Call, Checkpointer, CudaError, CudaState};
 /// Makes the driver on the CUDA thread: `LibCuda::open`, or a stand-in.
 pub type Opener = Box<dyn FnOnce() -> Result<Box<dyn Checkpointer>, CudaError> + Send>;
 
-#[derive(Debug, Clone, Copy)]
-enum Op {
-    Version,
-    State(u32),
-    Lock(u32, Duration),
-    Checkpoint(u32),
-    Restore(u32),
-    Unlock(u32),
-}
-
-impl Op {
-    fn call(self) -> Call {
-        match self {
-            Op::Version => Call::DriverVersion,
-            Op::State(_) => Call::GetState,
-            Op::Lock(..) => Call::Lock,
-            Op::Checkpoint(_) => Call::Checkpoint,
-            Op::Restore(_) => Call::Restore,
-            Op::Unlock(_) => Call::Unlock,
-        }
-    }
-}
-
-#[derive(Debug)]
-enum Reply {
-    Version(i32),
-    State(CudaState),
-    Done,
-}
-
-struct Job {
-    op: Op,
-    reply: Sender<Result<Reply, CudaError>>,
-}
+/// One call to make on the thread: it runs the call on the driver (or
+/// takes the error that opening it gave), clears `busy`, then replies.
+type Job = Box<dyn FnOnce(Result<&mut dyn Checkpointer, CudaError>, &Mutex<Option<Call>>) + Send>;
 
 /// The CUDA thread's handle. Cheap to share behind an `Arc`.
 pub struct Guarded {
     /// Held for a whole call: calls are one at a time, as on the thread.
-    tx: Mutex<Sender<Job>>,
+    tx: Mutex<Sender<(Call, Job)>>,
     /// The call the thread is in, if any; set by the caller before sending,
     /// cleared by the thread when the call returns.
     busy: Arc<Mutex<Option<Call>>>,
@@ -77,7 +46,7 @@ impl Guarded {
     /// # Errors
     /// The OS refused a thread.
     pub fn start(open: Opener) -> std::io::Result<Guarded> {
-        let (tx, rx) = mpsc::channel::<Job>();
+        let (tx, rx) = mpsc::channel::<(Call, Job)>();
         let busy = Arc::new(Mutex::new(None));
         let thread_busy = Arc::clone(&busy);
         std::thread::Builder::new()
@@ -95,47 +64,52 @@ impl Guarded {
     }
 
     pub fn driver_version(&self, deadline: Duration) -> Result<i32, CudaError> {
-        match self.run(Op::Version, deadline)? {
-            Reply::Version(v) => Ok(v),
-            _ => Err(CudaError::ThreadGone),
-        }
+        self.run(Call::DriverVersion, deadline, |d| d.driver_version())
     }
 
     pub fn state(&self, pid: u32, deadline: Duration) -> Result<CudaState, CudaError> {
-        match self.run(Op::State(pid), deadline)? {
-            Reply::State(s) => Ok(s),
-            _ => Err(CudaError::ThreadGone),
-        }
+        self.run(Call::GetState, deadline, move |d| d.state(pid))
     }
 
     /// The driver gets `timeout`; the call as a whole gets `deadline`.
     pub fn lock(&self, pid: u32, timeout: Duration, deadline: Duration) -> Result<(), CudaError> {
-        self.run(Op::Lock(pid, timeout), deadline).map(drop)
+        self.run(Call::Lock, deadline, move |d| d.lock(pid, timeout))
     }
 
     pub fn checkpoint(&self, pid: u32, deadline: Duration) -> Result<(), CudaError> {
-        self.run(Op::Checkpoint(pid), deadline).map(drop)
+        self.run(Call::Checkpoint, deadline, move |d| d.checkpoint(pid))
     }
 
     pub fn restore(&self, pid: u32, deadline: Duration) -> Result<(), CudaError> {
-        self.run(Op::Restore(pid), deadline).map(drop)
+        self.run(Call::Restore, deadline, move |d| d.restore(pid))
     }
 
     pub fn unlock(&self, pid: u32, deadline: Duration) -> Result<(), CudaError> {
-        self.run(Op::Unlock(pid), deadline).map(drop)
+        self.run(Call::Unlock, deadline, move |d| d.unlock(pid))
     }
 
-    fn run(&self, op: Op, deadline: Duration) -> Result<Reply, CudaError> {
+    fn run<R: Send + 'static>(
+        &self,
+        call: Call,
+        deadline: Duration,
+        f: impl FnOnce(&mut dyn Checkpointer) -> Result<R, CudaError> + Send + 'static,
+    ) -> Result<R, CudaError> {
         let tx = lock(&self.tx);
         {
             let mut busy = lock(&self.busy);
-            if let Some(call) = *busy {
-                return Err(CudaError::Stuck(call));
+            if let Some(stuck) = *busy {
+                return Err(CudaError::Stuck(stuck));
             }
-            *busy = Some(op.call());
+            *busy = Some(call);
         }
         let (reply_tx, reply_rx) = mpsc::channel();
-        if tx.send(Job { op, reply: reply_tx }).is_err() {
+        let job: Job = Box::new(move |driver, busy| {
+            let result = driver.and_then(f);
+            *lock(busy) = None;
+            // The caller may have given up (deadline): nobody to tell.
+            let _ = reply_tx.send(result);
+        });
+        if tx.send((call, job)).is_err() {
             *lock(&self.busy) = None;
             return Err(CudaError::ThreadGone);
         }
@@ -144,7 +118,7 @@ impl Guarded {
             Err(RecvTimeoutError::Timeout) => Err(CudaError::Hung {
                 // The thread may be opening the driver (cuInit) rather than
                 // in the call itself: report what it is really in.
-                call: lock(&self.busy).unwrap_or(op.call()),
+                call: lock(&self.busy).unwrap_or(call),
                 after: deadline,
             }),
             Err(RecvTimeoutError::Disconnected) => Err(CudaError::ThreadGone),
@@ -152,34 +126,21 @@ impl Guarded {
     }
 }
 
-fn serve(open: Opener, rx: &Receiver<Job>, busy: &Mutex<Option<Call>>) {
+fn serve(open: Opener, rx: &Receiver<(Call, Job)>, busy: &Mutex<Option<Call>>) {
     let mut open = Some(open);
     let mut driver: Option<Result<Box<dyn Checkpointer>, CudaError>> = None;
-    while let Ok(job) = rx.recv() {
+    while let Ok((call, job)) = rx.recv() {
         if driver.is_none() {
             *lock(busy) = Some(Call::Init);
             driver = open.take().map(|f| f());
-            *lock(busy) = Some(job.op.call());
+            *lock(busy) = Some(call);
         }
-        let result = match driver.as_mut() {
-            Some(Ok(d)) => perform(d.as_mut(), job.op),
+        let d = match driver.as_mut() {
+            Some(Ok(d)) => Ok(d.as_mut() as &mut dyn Checkpointer),
             Some(Err(e)) => Err(e.clone()),
             None => Err(CudaError::ThreadGone),
         };
-        *lock(busy) = None;
-        // The caller may have given up (deadline): nobody to tell.
-        let _ = job.reply.send(result);
-    }
-}
-
-fn perform(d: &mut dyn Checkpointer, op: Op) -> Result<Reply, CudaError> {
-    match op {
-        Op::Version => d.driver_version().map(Reply::Version),
-        Op::State(pid) => d.state(pid).map(Reply::State),
-        Op::Lock(pid, timeout) => d.lock(pid, timeout).map(|()| Reply::Done),
-        Op::Checkpoint(pid) => d.checkpoint(pid).map(|()| Reply::Done),
-        Op::Restore(pid) => d.restore(pid).map(|()| Reply::Done),
-        Op::Unlock(pid) => d.unlock(pid).map(|()| Reply::Done),
+        job(d, busy);
     }
 }
 

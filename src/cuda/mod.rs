@@ -29,14 +29,11 @@ pub mod codes {
     pub const INVALID_VALUE: i32 = 1;
     pub const NOT_INITIALIZED: i32 = 3;
     pub const ILLEGAL_STATE: i32 = 401;
-    pub const NOT_FOUND: i32 = 500;
     /// What `cuCheckpointProcessLock` answers when the process's CUDA work
     /// did not drain within the lock timeout (driver 580 on an H200).
     pub const NOT_READY: i32 = 600;
-    pub const NOT_PERMITTED: i32 = 800;
     pub const NOT_SUPPORTED: i32 = 801;
     pub const TIMEOUT: i32 = 909;
-    pub const UNKNOWN: i32 = 999;
 }
 
 /// `CUprocessState`: where a process is in the checkpoint state machine
@@ -123,16 +120,6 @@ pub enum CudaError {
     Stuck(Call),
     #[error("the CUDA call thread is gone")]
     ThreadGone,
-}
-
-impl CudaError {
-    /// The `CUresult` of a failed call.
-    pub fn code(&self) -> Option<i32> {
-        match self {
-            CudaError::Failed { code, .. } => Some(*code),
-            _ => None,
-        }
-    }
 }
 
 /// The seam: the checkpoint calls for one process, blocking. Implementations

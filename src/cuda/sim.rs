@@ -15,8 +15,18 @@ use super::{Call, Checkpointer, CudaError, CudaState, codes};
 #[derive(Debug, Default)]
 struct Inner {
     states: HashMap<u32, CudaState>,
-    /// Failures to answer, once each, by call.
+    /// Failures to answer, once each, by call (tests queue them).
     fail: Vec<(Call, i32)>,
+}
+
+impl Inner {
+    /// The failure queued for `call`, taken.
+    fn queued(&mut self, call: Call) -> Result<(), CudaError> {
+        match self.fail.iter().position(|(c, _)| *c == call) {
+            Some(i) => Err(failed(call, self.fail.remove(i).1)),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A shared view of the simulated driver: what a test or the demo's source
@@ -27,16 +37,6 @@ pub struct SimHandle(Arc<Mutex<Inner>>);
 impl SimHandle {
     fn inner(&self) -> MutexGuard<'_, Inner> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The next `call` answers `code` instead of acting.
-    pub fn fail_next(&self, call: Call, code: i32) {
-        self.inner().fail.push((call, code));
-    }
-
-    /// The state of `pid` (running when never touched).
-    pub fn state_of(&self, pid: u32) -> CudaState {
-        self.inner().states.get(&pid).copied().unwrap_or(CudaState::Running)
     }
 
     /// PIDs whose memory is parked in host memory now.
@@ -66,10 +66,7 @@ impl SimulatedCuda {
 
     fn step(&mut self, call: Call, pid: u32, from: CudaState, to: CudaState) -> Result<(), CudaError> {
         let mut inner = self.handle.inner();
-        if let Some(i) = inner.fail.iter().position(|(c, _)| *c == call) {
-            let (_, code) = inner.fail.remove(i);
-            return Err(failed(call, code));
-        }
+        inner.queued(call)?;
         let now = inner.states.get(&pid).copied().unwrap_or(CudaState::Running);
         if now != from {
             return Err(failed(call, codes::ILLEGAL_STATE));
@@ -101,10 +98,7 @@ impl Checkpointer for SimulatedCuda {
 
     fn state(&mut self, pid: u32) -> Result<CudaState, CudaError> {
         let mut inner = self.handle.inner();
-        if let Some(i) = inner.fail.iter().position(|(c, _)| *c == Call::GetState) {
-            let (_, code) = inner.fail.remove(i);
-            return Err(failed(Call::GetState, code));
-        }
+        inner.queued(Call::GetState)?;
         Ok(inner.states.get(&pid).copied().unwrap_or(CudaState::Running))
     }
 
@@ -129,21 +123,41 @@ impl Checkpointer for SimulatedCuda {
 mod tests {
     use super::*;
 
+    impl SimHandle {
+        /// The next `call` answers `code` instead of acting.
+        pub(crate) fn fail_next(&self, call: Call, code: i32) {
+            self.inner().fail.push((call, code));
+        }
+
+        /// The state of `pid` (running when never touched).
+        pub(crate) fn state_of(&self, pid: u32) -> CudaState {
+            self.inner().states.get(&pid).copied().unwrap_or(CudaState::Running)
+        }
+    }
+
+    /// The `CUresult` of a failed call.
+    fn code(e: CudaError) -> Option<i32> {
+        match e {
+            CudaError::Failed { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
     #[test]
     fn the_state_machine_goes_round_and_refuses_skips() {
         let h = SimHandle::default();
         let mut c = SimulatedCuda::new(h.clone());
         let t = Duration::from_secs(1);
-        assert_eq!(c.checkpoint(5).map_err(|e| e.code()), Err(Some(codes::ILLEGAL_STATE)));
+        assert_eq!(c.checkpoint(5).map_err(code), Err(Some(codes::ILLEGAL_STATE)));
         c.lock(5, t).expect("lock");
         c.checkpoint(5).expect("checkpoint");
         assert_eq!(h.checkpointed(), [5]);
-        assert_eq!(c.unlock(5).map_err(|e| e.code()), Err(Some(codes::ILLEGAL_STATE)));
+        assert_eq!(c.unlock(5).map_err(code), Err(Some(codes::ILLEGAL_STATE)));
         c.restore(5).expect("restore");
         c.unlock(5).expect("unlock");
         assert_eq!(h.state_of(5), CudaState::Running);
         h.fail_next(Call::Lock, codes::NOT_SUPPORTED);
-        assert_eq!(c.lock(5, t).map_err(|e| e.code()), Err(Some(codes::NOT_SUPPORTED)));
+        assert_eq!(c.lock(5, t).map_err(code), Err(Some(codes::NOT_SUPPORTED)));
         c.lock(5, t).expect("the failure was one-shot");
     }
 }

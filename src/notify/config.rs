@@ -6,7 +6,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 /// Default bound of one outbox (entries per notifier and target).
 pub const DEFAULT_MAX_QUEUE: usize = 10_000;
@@ -131,7 +131,8 @@ fn default_max_queue() -> usize {
 
 /// A credential: it prints and serializes as `<secret>`, so neither logs nor
 /// `check-config` output show it.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
 pub struct Secret(String);
 
 impl Secret {
@@ -152,12 +153,6 @@ impl fmt::Debug for Secret {
 impl Serialize for Secret {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str("<secret>")
-    }
-}
-
-impl<'de> Deserialize<'de> for Secret {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        String::deserialize(d).map(Secret)
     }
 }
 

@@ -134,20 +134,12 @@ impl ReclaimConfig {
     }
 
     /// Rejects values that are malformed, contradictory, or (when enabled)
-    /// can never allow anything. The message names the key and what is valid.
-    ///
-    /// # Errors
-    /// The first invalid setting; it prints as one line.
-    pub fn validate(&self) -> Result<(), InvalidSetting> {
-        self.check()
-    }
-
-    /// [`ReclaimConfig::validate`] as a typed error naming the key, for the
-    /// config loader to locate in the file.
+    /// can never allow anything. The error names the key (for the config
+    /// loader to locate in the file) and what is valid; it prints as one line.
     ///
     /// # Errors
     /// The first invalid setting.
-    pub fn check(&self) -> Result<(), InvalidSetting> {
+    pub fn validate(&self) -> Result<(), InvalidSetting> {
         let bad = |key: &'static str, message: String| Err(InvalidSetting { key, message });
         if self.grace.is_zero() || self.grace > MAX_GRACE {
             return bad(

@@ -5,11 +5,9 @@
 
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::attribution::ProcState;
 use crate::units::ByteSize;
 
 mod error;
@@ -17,7 +15,7 @@ mod health;
 mod process;
 pub use error::{ScenarioError, ScenarioProblem};
 pub use health::{SimHealth, SimXid};
-pub use process::{Exit, SimIdentity, SimProcess, SimShape};
+pub use process::{Exit, SimProcess};
 
 /// Seconds of simulated time, written like a duration ("0s", "20s", "5m").
 #[derive(Debug, Clone, Copy, Default, PartialEq, PartialOrd)]
@@ -173,11 +171,9 @@ impl Scenario {
         })?;
         s.check().map_err(&invalid)?;
         for p in &mut s.processes {
-            if let Some(shape) = p.more.as_deref_mut() {
-                if let Some(trace) = &shape.trace {
-                    let path = base.map(|b| b.join(trace)).unwrap_or_else(|| trace.clone());
-                    shape.trace_rows = read_trace(&path, shape.trace_pid).map_err(&invalid)?;
-                }
+            if let Some(trace) = &p.trace {
+                let path = base.map(|b| b.join(trace)).unwrap_or_else(|| trace.clone());
+                p.trace_rows = read_trace(&path, p.trace_pid).map_err(&invalid)?;
             }
         }
         Ok(s)
@@ -205,7 +201,7 @@ impl Scenario {
                 if i as usize >= gpu.mig.len() {
                     return Err(ScenarioProblem::NoSuchInstance {
                         pid: p.pid,
-                        instance: u32::from(i),
+                        instance: i,
                         gpu: p.gpu,
                         instances: gpu.mig.len(),
                     });
@@ -259,28 +255,24 @@ fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, Sce
 
 /// A generated fleet for scale tests: `gpus` H200s with `per_gpu` processes
 /// each, a few users and jobs, some leaking. Process `i` of a GPU is
-/// `worker-{i % 16}` of `user{i % 8}` in job `9000 + i % 32`: 32 identities,
-/// shared by every process that has one (see `SimProcess`).
+/// `worker-{i % 16}` of `user{i % 8}` in job `9000 + i % 32`.
 pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
-    let who: Vec<Arc<SimIdentity>> = (0..per_gpu.min(32)).map(|i| Arc::new(large_identity(i))).collect();
     let mut processes = Vec::with_capacity(gpus * per_gpu);
     for g in 0..gpus {
         for i in 0..per_gpu {
-            let mut p = SimProcess {
+            processes.push(SimProcess {
                 pid: 100_000 + (g * per_gpu + i) as u32,
                 gpu: g as u32,
-                instance: None,
-                sm_util: (i % 5) as u8 * 20,
-                start: Secs(0.0),
+                sm_util: (i % 5) as u32 * 20,
                 memory: ByteSize((64 + (i as u64 * 37) % 128) << 20),
                 jitter: ByteSize(1 << 20),
-                who: who[i % 32].clone(),
-                more: None,
-            };
-            if i % 97 == 0 {
-                p.shape_mut().leak = ByteSize(64 << 10);
-            }
-            processes.push(p);
+                leak: ByteSize(if i % 97 == 0 { 64 << 10 } else { 0 }),
+                comm: format!("worker-{}", i % 16),
+                user: format!("user{}", i % 8),
+                uid: 2000 + (i % 8) as u32,
+                job: format!("{}", 9000 + i % 32),
+                ..SimProcess::default()
+            });
         }
     }
     Scenario {
@@ -296,28 +288,6 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
         driver: SimDriver::default(),
         gpus: (0..gpus).map(|_| large_gpu()).collect(),
         processes,
-    }
-}
-
-/// Identity `i` of the large fleet (see [`large`]).
-fn large_identity(i: usize) -> SimIdentity {
-    SimIdentity {
-        comm: format!("worker-{}", i % 16),
-        user: format!("user{}", i % 8),
-        uid: 2000 + (i % 8) as u32,
-        kinds: crate::source::ProcessKinds {
-            compute: true,
-            ..Default::default()
-        },
-        state: ProcState::Sleeping,
-        container: String::new(),
-        container_runtime: String::new(),
-        pod_uid: String::new(),
-        qos_class: String::new(),
-        unit: String::new(),
-        slice: String::new(),
-        job: format!("{}", 9000 + i % 32),
-        cmdline: String::new(),
     }
 }
 

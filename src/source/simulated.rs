@@ -25,10 +25,6 @@ pub struct SimulatedSource {
     interval: f64,
     epoch: f64,
     poll: u64,
-    /// Indices into `scenario.processes` per (GPU, MIG instance), in file
-    /// order: a device's poll then visits only its own processes (scanning
-    /// them all per device cost 20 ms a poll at 64 GPUs x 1000 processes).
-    by_device: std::collections::HashMap<(usize, Option<usize>), Vec<u32>>,
     procs: proctree::SimProcTree,
     /// Processes ended by a (simulated) signal.
     ends: ends::Ends,
@@ -47,18 +43,12 @@ impl SimulatedSource {
     /// `interval` is the poll interval (scenario seconds per poll) and
     /// `epoch` the Unix time of poll 1, from which start times derive.
     pub fn new(scenario: Scenario, interval: Duration, epoch: f64) -> Self {
-        let mut by_device: std::collections::HashMap<_, Vec<u32>> = Default::default();
-        for (i, p) in scenario.processes.iter().enumerate() {
-            let at = (p.gpu as usize, p.instance.map(usize::from));
-            by_device.entry(at).or_default().push(i as u32);
-        }
         let procs = proctree::SimProcTree::new(&scenario.processes, epoch);
         Self {
             scenario,
             interval: interval.as_secs_f64(),
             epoch,
             poll: 0,
-            by_device,
             procs,
             ends: ends::Ends::default(),
         }
@@ -103,10 +93,9 @@ impl SimulatedSource {
             ..shell
         };
         let mut used = 0u64;
-        let mine = self.by_device.get(&(g, instance)).map_or(&[][..], Vec::as_slice);
-        let mut util = Vec::with_capacity(mine.len());
-        dev.processes.reserve_exact(mine.len());
-        for p in mine.iter().map(|&i| &self.scenario.processes[i as usize]) {
+        let mut util = Vec::new();
+        let mine = self.scenario.processes.iter();
+        for p in mine.filter(|p| p.gpu as usize == g && p.instance.map(|i| i as usize) == instance) {
             let ph = self.phase(p, t);
             used = used.saturating_add(ph.pending_release);
             if !ph.listed {
@@ -115,11 +104,11 @@ impl SimulatedSource {
             used = used
                 .saturating_add(ph.bytes)
                 .saturating_add(self.scenario.overhead_per_process.0);
-            util.push((p.pid, if ph.busy { u32::from(p.sm_util) } else { 0 }));
+            util.push((p.pid, if ph.busy { p.sm_util } else { 0 }));
             dev.processes.push(RawProcess {
                 pid: p.pid,
-                used_bytes: (!p.shape().unavailable).then_some(ph.bytes),
-                kinds: p.who.kinds,
+                used_bytes: (!p.unavailable).then_some(ph.bytes),
+                kinds: p.kinds(),
             });
         }
         let used = used.min(total.saturating_sub(reserved));
@@ -140,7 +129,7 @@ impl SimulatedSource {
         let ends = &self.ends;
         self.procs.sync(
             ps,
-            (t, cycle),
+            cycle,
             |i| proc_state(&ps[i], t, ends.stop_of(&ps[i])),
             |i| epoch + cycle as f64 * loop_len + ps[i].start.0,
         );
@@ -159,8 +148,7 @@ impl SimulatedSource {
         if local < 0.0 {
             return none;
         }
-        let shape = p.shape();
-        let busy = shape.busy_for.is_none_or(|b| local < b.0);
+        let busy = p.busy_for.is_none_or(|b| local < b.0);
         let Some(stop) = stop_at(p, self.ends.stop_of(p)).filter(|s| local >= *s) else {
             return Phase {
                 listed: true,
@@ -171,8 +159,8 @@ impl SimulatedSource {
         };
         let after = local - stop;
         let held = self.bytes(p, stop);
-        let release = shape.release_after.map(|r| r.0);
-        match shape.exit {
+        let release = p.release_after.map(|r| r.0);
+        match p.exit {
             Exit::Released if after < release.unwrap_or(0.0) => Phase {
                 pending_release: held,
                 ..none
@@ -194,22 +182,21 @@ impl SimulatedSource {
 
     /// Memory of `p` at `local` seconds after its start.
     fn bytes(&self, p: &SimProcess, local: f64) -> u64 {
-        let shape = p.shape();
-        if !shape.trace_rows.is_empty() {
-            let x = local * shape.speed.unwrap_or(1.0);
-            let i = shape.trace_rows.partition_point(|r| r.0 <= x);
-            return self.whole(shape.trace_rows[i.saturating_sub(1)].1);
+        if !p.trace_rows.is_empty() {
+            let x = local * p.speed.unwrap_or(1.0);
+            let i = p.trace_rows.partition_point(|r| r.0 <= x);
+            return self.whole(p.trace_rows[i.saturating_sub(1)].1);
         }
         let mut b = p.memory.0 as f64;
-        if let (Some(to), Some(ramp)) = (shape.ramp_to, shape.ramp) {
-            let steps = f64::from(shape.steps.unwrap_or(4).max(1));
+        if let (Some(to), Some(ramp)) = (p.ramp_to, p.ramp) {
+            let steps = f64::from(p.steps.unwrap_or(4).max(1));
             let frac = ((local / ramp.0.max(1e-9)) * steps).floor().min(steps) / steps;
             b += (to.0 as f64 - b) * frac;
         }
-        b += shape.leak.0 as f64 * local;
-        if let Some(period) = shape.period.filter(|x| x.0 > 0.0) {
+        b += p.leak.0 as f64 * local;
+        if let Some(period) = p.period.filter(|x| x.0 > 0.0) {
             if local % period.0 < period.0 / 2.0 {
-                b += shape.sawtooth.0 as f64;
+                b += p.sawtooth.0 as f64;
             }
         }
         if p.jitter.0 > 0 {
@@ -234,9 +221,7 @@ impl GpuSource for SimulatedSource {
             cycle = (t / l.0).floor() as u64;
             t -= cycle as f64 * l.0;
         }
-        if self.ends.advance(t, cycle) {
-            self.procs.look_again();
-        }
+        self.ends.advance(t, cycle);
         self.sync_proc(t, cycle);
         let mut devices = Vec::new();
         let mut utilization = sample_utilization.then(Utilization::new);
@@ -352,9 +337,8 @@ impl SimulatedSource {
 /// When `p` stops, in seconds after its start: `stop`, the end of its
 /// trace, or `ended` (by a simulated signal), whichever comes first.
 fn stop_at(p: &SimProcess, ended: Option<f64>) -> Option<f64> {
-    let shape = p.shape();
-    let trace_end = shape.trace_rows.last().map(|r| r.0 / shape.speed.unwrap_or(1.0));
-    [shape.stop.map(|s| s.0 - p.start.0), trace_end, ended]
+    let trace_end = p.trace_rows.last().map(|r| r.0 / p.speed.unwrap_or(1.0));
+    [p.stop.map(|s| s.0 - p.start.0), trace_end, ended]
         .into_iter()
         .flatten()
         .reduce(f64::min)
@@ -362,26 +346,17 @@ fn stop_at(p: &SimProcess, ended: Option<f64>) -> Option<f64> {
 
 /// What `/proc` shows of `p` at scenario time `t`: its scenario state while
 /// it runs (sleeping by default), Z while it is an unreaped `zombie`, and no
-/// entry before it starts or once it exited. Also the scenario time at which
-/// that next changes (infinite: not before the loop wraps), so that the
-/// tree can skip the process until then.
-fn proc_state(p: &SimProcess, t: f64, ended: Option<f64>) -> (Option<ProcState>, f64) {
-    let start = p.start.0;
-    let local = t - start;
+/// entry before it starts or once it exited.
+fn proc_state(p: &SimProcess, t: f64, ended: Option<f64>) -> Option<ProcState> {
+    let local = t - p.start.0;
     if local < 0.0 {
-        return (None, start);
+        return None;
     }
-    let stop = stop_at(p, ended);
-    let Some(stop) = stop.filter(|s| local >= *s) else {
-        return (Some(p.who.state), stop.map_or(f64::INFINITY, |s| start + s));
+    let Some(stop) = stop_at(p, ended).filter(|s| local >= *s) else {
+        return Some(p.running_state());
     };
-    let shape = p.shape();
-    let release = shape.release_after.map(|r| r.0);
-    if shape.exit == Exit::Zombie && release.is_none_or(|r| local - stop < r) {
-        let gone = release.map_or(f64::INFINITY, |r| start + stop + r);
-        return (Some(ProcState::Zombie), gone);
-    }
-    (None, f64::INFINITY)
+    let release = p.release_after.map(|r| r.0);
+    (p.exit == Exit::Zombie && release.is_none_or(|r| local - stop < r)).then_some(ProcState::Zombie)
 }
 
 /// SplitMix64: a tiny, well-mixed hash so the simulation needs no RNG crate.

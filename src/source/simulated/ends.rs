@@ -40,18 +40,15 @@ impl Ends {
         self.handle.clone()
     }
 
-    /// Takes the PIDs asked to end since the last poll, as ended at `t`;
-    /// true when there were any (what `/proc` shows must be looked at anew).
-    pub(super) fn advance(&mut self, t: f64, cycle: u64) -> bool {
+    /// Takes the PIDs asked to end since the last poll, as ended at `t`.
+    pub(super) fn advance(&mut self, t: f64, cycle: u64) {
         if cycle != self.cycle {
             self.at.clear();
             self.cycle = cycle;
         }
-        let new = self.handle.take();
-        for &pid in &new {
+        for pid in self.handle.take() {
             self.at.entry(pid).or_insert(t);
         }
-        !new.is_empty()
     }
 
     /// When `p` ended, in seconds after its start; `None`: not ended.
