@@ -221,19 +221,10 @@ impl History {
     }
 
     /// The points after Unix time `since` (all when `None`) of one device
-    /// (all when `None`) and its processes, largest latest value first.
-    pub fn view(&self, gpu: Option<&str>, since: Option<f64>) -> HistoryView {
-        self.view_with(&ViewOptions {
-            gpu,
-            since,
-            points: None,
-            processes: true,
-        })
-    }
-
-    /// [`History::view`] with at most `points` points (evenly spaced, the
-    /// latest always kept: a sparkline needs the shape, not every poll) and
-    /// process series only when `processes`. Only what is returned is
+    /// (all when `None`) and its processes, largest latest value first, at
+    /// most `points` points (evenly spaced, the latest always kept: a
+    /// sparkline needs the shape, not every poll) and process series only
+    /// when `processes`. Only what is returned is
     /// built: a device-only view of 64 GPUs never touches process series.
     pub fn view_with(&self, o: &ViewOptions<'_>) -> HistoryView {
         let skip = o
@@ -281,11 +272,6 @@ impl History {
             devices,
             processes,
         }
-    }
-
-    /// Series and points held now, for the soak's boundedness check.
-    pub fn sizes(&self) -> (usize, usize, usize) {
-        (self.times.len(), self.devices.len(), self.processes.len())
     }
 }
 

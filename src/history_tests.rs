@@ -3,6 +3,23 @@
 use super::*;
 use crate::snapshot::{Device, Holders, Memory, Process, Who};
 
+impl History {
+    /// Every point of one device (all when `None`) after `since`.
+    fn view(&self, gpu: Option<&str>, since: Option<f64>) -> HistoryView {
+        self.view_with(&ViewOptions {
+            gpu,
+            since,
+            points: None,
+            processes: true,
+        })
+    }
+
+    /// Series and points held now, to check the bounds.
+    fn sizes(&self) -> (usize, usize, usize) {
+        (self.times.len(), self.devices.len(), self.processes.len())
+    }
+}
+
 fn proc(pid: u32, mib: u64) -> Process {
     Process {
         pid,
