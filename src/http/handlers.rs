@@ -81,7 +81,7 @@ pub struct HistoryQuery {
 pub async fn history(State(st): State<AppState>, q: Result<Query<HistoryQuery>, QueryRejection>) -> Response {
     let q = match query(q, "?gpu=UUID&since=UNIX_SECONDS&points=N&processes=false") {
         Ok(q) => q,
-        Err(bad) => return bad,
+        Err(bad) => return bad.into_response(),
     };
     if super::bodies::full() {
         return super::bodies::busy();
@@ -113,7 +113,7 @@ pub struct SummaryQuery {
 pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, QueryRejection>) -> Response {
     let q = match query(q, "?top=N&gpu=UUID") {
         Ok(q) => q,
-        Err(bad) => return bad,
+        Err(bad) => return bad.into_response(),
     };
     let snap = st.snapshots.borrow().clone();
     let alerts = st.alerts.borrow().clone();
@@ -128,10 +128,12 @@ pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, 
 }
 
 /// The parsed query, or a 400 that shows the accepted `form`.
-fn query<T>(q: Result<Query<T>, QueryRejection>, form: &str) -> Result<T, Response> {
+fn query<T>(q: Result<Query<T>, QueryRejection>, form: &str) -> Result<T, (StatusCode, String)> {
     q.map(|Query(q)| q).map_err(|e| {
-        let msg = format!("bad query: {}; use {form}\n", e.body_text());
-        (StatusCode::BAD_REQUEST, msg).into_response()
+        (
+            StatusCode::BAD_REQUEST,
+            format!("bad query: {}; use {form}\n", e.body_text()),
+        )
     })
 }
 
