@@ -115,7 +115,6 @@ pub enum Generate {
 /// `gpumemd-SUBCOMMAND.1` per (visible) subcommand, which the top page's
 /// SUBCOMMANDS section names. Returns the files written.
 pub fn generate_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>> {
-    use clap::CommandFactory;
     std::fs::create_dir_all(dir)?;
     clap_mangen::generate_to(Cli::command(), dir)?;
     let mut pages: Vec<PathBuf> = std::fs::read_dir(dir)?
@@ -128,7 +127,6 @@ pub fn generate_man_pages(dir: &std::path::Path) -> std::io::Result<Vec<PathBuf>
 
 /// Writes the man page or a completion script for [`Cli`] to `out`.
 pub fn generate(what: Generate, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    use clap::CommandFactory;
     use clap_complete::Shell;
     let mut cmd = Cli::command();
     let shell = match what {

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
-use crate::snapshot::{Holder, Snapshot};
+use crate::snapshot::{Device, Holder, Snapshot};
 
 /// Process series kept at most, across all devices (the largest holders of
 /// each device come first).
@@ -31,16 +31,9 @@ struct DeviceSeries {
     used: Points,
     /// Live, zombie, exited, unattributed (in `Holder::ALL` order).
     holders: [Points; 4],
-}
-
-/// A process on a device, by identity across PID reuse. The device is a
-/// number (see `History::uuids`), so a lookup allocates nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct ProcId {
-    dev: u32,
-    pid: u32,
-    /// `start_time` bits; 0 when unknown.
-    start: u64,
+    /// The device's processes, by identity across PID reuse: pid and
+    /// `start_time` bits (0 when unknown).
+    processes: FxHashMap<(u32, u64), ProcSeries>,
 }
 
 #[derive(Debug)]
@@ -61,12 +54,6 @@ pub struct History {
     last_seq: u64,
     times: VecDeque<f64>,
     devices: BTreeMap<String, DeviceSeries>,
-    /// Our own integer keys: FxHash, not SipHash.
-    processes: FxHashMap<ProcId, ProcSeries>,
-    /// The number of each device UUID ever seen (a few per host; kept),
-    /// and the UUIDs by number.
-    uuid_ids: BTreeMap<String, u32>,
-    uuids: Vec<String>,
 }
 
 /// `GET /api/v1/history`: every series aligned to `timestamps`; `null` where
@@ -113,9 +100,6 @@ impl History {
             last_seq: 0,
             times: VecDeque::new(),
             devices: BTreeMap::new(),
-            processes: FxHashMap::default(),
-            uuid_ids: BTreeMap::new(),
-            uuids: Vec::new(),
         }
     }
 
@@ -133,14 +117,9 @@ impl History {
         }
         self.last_seq = snap.seq;
         self.times.push_back(snap.timestamp);
+        let mut series: usize = self.devices.values().map(|s| s.processes.len()).sum();
         for d in snap.devices.iter().filter(|d| d.up) {
-            // Looked up by &str: `entry` would take a new String each poll.
-            if !self.devices.contains_key(&d.uuid) {
-                self.devices.insert(d.uuid.clone(), DeviceSeries::default());
-            }
-            let Some(s) = self.devices.get_mut(&d.uuid) else {
-                continue;
-            };
+            let s = self.devices.entry(d.uuid.clone()).or_default();
             let before = self.times.len() - 1;
             pad_to(&mut s.used, before);
             s.holders.iter_mut().for_each(|h| pad_to(h, before));
@@ -148,92 +127,53 @@ impl History {
             for (i, &class) in Holder::ALL.iter().enumerate() {
                 s.holders[i].push_back(d.holders.map(|h| h.get(class)));
             }
-            self.record_processes(d);
+            record_processes(s, d, self.top_n, before, &mut series);
         }
         self.close_poll();
-    }
-
-    /// The number of device `uuid`, given on first sight.
-    fn dev_id(&mut self, uuid: &str) -> u32 {
-        if let Some(&i) = self.uuid_ids.get(uuid) {
-            return i;
-        }
-        let i = u32::try_from(self.uuids.len()).unwrap_or(u32::MAX);
-        self.uuids.push(uuid.to_string());
-        self.uuid_ids.insert(uuid.to_string(), i);
-        i
-    }
-
-    fn record_processes(&mut self, d: &crate::snapshot::Device) {
-        let len = self.times.len();
-        let dev = self.dev_id(&d.uuid);
-        // `processes` is sorted largest first, as the exposition's top_n is.
-        for p in d.processes.iter().take(self.top_n) {
-            let id = ProcId {
-                dev,
-                pid: p.pid,
-                start: p.start_time.map_or(0, f64::to_bits),
-            };
-            if !self.processes.contains_key(&id) && self.processes.len() >= MAX_PROCESS_SERIES {
-                continue;
-            }
-            let s = self.processes.entry(id).or_insert_with(|| ProcSeries {
-                comm: p.comm.to_string(),
-                start_time: p.start_time,
-                used: Points::new(),
-                absent_for: 0,
-            });
-            pad_to(&mut s.used, len - 1);
-            s.used.push_back(p.used_bytes.map(|b| b / 1024 * 1024));
-            s.absent_for = 0;
-        }
     }
 
     /// Pads series not seen this poll, trims everything to `capacity`, and
     /// drops series with no point left in the window.
     fn close_poll(&mut self) {
         let len = self.times.len();
+        let full = len > self.capacity;
         for s in self.devices.values_mut() {
             pad_to(&mut s.used, len);
             s.holders.iter_mut().for_each(|h| pad_to(h, len));
-        }
-        for s in self.processes.values_mut() {
-            if s.used.len() < len {
-                s.absent_for += 1;
-                pad_to(&mut s.used, len);
+            for p in s.processes.values_mut() {
+                if p.used.len() < len {
+                    p.absent_for += 1;
+                    pad_to(&mut p.used, len);
+                }
+                if full {
+                    p.used.pop_front();
+                }
             }
-        }
-        if len > self.capacity {
-            self.times.pop_front();
-            for s in self.devices.values_mut() {
+            if full {
                 s.used.pop_front();
                 s.holders.iter_mut().for_each(|h| {
                     h.pop_front();
                 });
             }
-            self.processes.values_mut().for_each(|s| {
-                s.used.pop_front();
-            });
+        }
+        if full {
+            self.times.pop_front();
         }
         let len = self.times.len();
-        self.devices.retain(|_, s| s.used.iter().any(Option::is_some));
-        self.processes.retain(|_, s| s.absent_for < len);
+        for s in self.devices.values_mut() {
+            s.processes.retain(|_, p| p.absent_for < len);
+        }
+        // A device stays while its processes do; the view lists it only
+        // while it has a point.
+        self.devices
+            .retain(|_, s| s.used.iter().any(Option::is_some) || !s.processes.is_empty());
     }
 
     /// The points after Unix time `since` (all when `None`) of one device
-    /// (all when `None`) and its processes, largest latest value first.
-    pub fn view(&self, gpu: Option<&str>, since: Option<f64>) -> HistoryView {
-        self.view_with(&ViewOptions {
-            gpu,
-            since,
-            points: None,
-            processes: true,
-        })
-    }
-
-    /// [`History::view`] with at most `points` points (evenly spaced, the
-    /// latest always kept: a sparkline needs the shape, not every poll) and
-    /// process series only when `processes`. Only what is returned is
+    /// (all when `None`) and its processes, largest latest value first, at
+    /// most `points` points (evenly spaced, the latest always kept: a
+    /// sparkline needs the shape, not every poll) and process series only
+    /// when `processes`. Only what is returned is
     /// built: a device-only view of 64 GPUs never touches process series.
     pub fn view_with(&self, o: &ViewOptions<'_>) -> HistoryView {
         let skip = o
@@ -245,7 +185,7 @@ impl History {
         let devices = self
             .devices
             .iter()
-            .filter(|(u, _)| wanted(u))
+            .filter(|(u, s)| wanted(u) && s.used.iter().any(Option::is_some))
             .map(|(uuid, s)| DeviceHistory {
                 uuid: uuid.clone(),
                 used_bytes: tail64(&s.used),
@@ -256,17 +196,18 @@ impl History {
                     .collect(),
             })
             .collect();
-        let uuid_of = |id: &ProcId| self.uuids.get(id.dev as usize).map_or("", String::as_str);
         let mut processes: Vec<ProcessHistory> = self
-            .processes
+            .devices
             .iter()
-            .filter(|(id, _)| o.processes && wanted(uuid_of(id)))
-            .map(|(id, s)| ProcessHistory {
-                uuid: uuid_of(id).to_string(),
-                pid: id.pid,
-                start_time: s.start_time,
-                comm: s.comm.clone(),
-                used_bytes: tail64(&s.used),
+            .filter(|(u, _)| o.processes && wanted(u))
+            .flat_map(|(uuid, s)| {
+                s.processes.iter().map(move |(&(pid, _), p)| ProcessHistory {
+                    uuid: uuid.clone(),
+                    pid,
+                    start_time: p.start_time,
+                    comm: p.comm.clone(),
+                    used_bytes: tail64(&p.used),
+                })
             })
             .collect();
         let latest = |p: &ProcessHistory| p.used_bytes.last().copied().flatten().unwrap_or(0);
@@ -281,11 +222,6 @@ impl History {
             devices,
             processes,
         }
-    }
-
-    /// Series and points held now, for the soak's boundedness check.
-    pub fn sizes(&self) -> (usize, usize, usize) {
-        (self.times.len(), self.devices.len(), self.processes.len())
     }
 }
 
@@ -318,6 +254,30 @@ fn pick(from: usize, len: usize, points: Option<usize>) -> Vec<usize> {
             v
         }
         _ => (from..len).collect(),
+    }
+}
+
+/// Records the `top_n` largest processes of `d` (`processes` is sorted
+/// largest first, as the exposition's top_n is) into its series `s`; a new
+/// series only while fewer than `MAX_PROCESS_SERIES` exist (`series`).
+fn record_processes(s: &mut DeviceSeries, d: &Device, top_n: usize, before: usize, series: &mut usize) {
+    for p in d.processes.iter().take(top_n) {
+        let id = (p.pid, p.start_time.map_or(0, f64::to_bits));
+        if !s.processes.contains_key(&id) {
+            if *series >= MAX_PROCESS_SERIES {
+                continue;
+            }
+            *series += 1;
+        }
+        let ps = s.processes.entry(id).or_insert_with(|| ProcSeries {
+            comm: p.comm.to_string(),
+            start_time: p.start_time,
+            used: Points::new(),
+            absent_for: 0,
+        });
+        pad_to(&mut ps.used, before);
+        ps.used.push_back(p.used_bytes.map(|b| b / 1024 * 1024));
+        ps.absent_for = 0;
     }
 }
 

@@ -3,6 +3,24 @@
 use super::*;
 use crate::snapshot::{Device, Holders, Memory, Process, Who};
 
+impl History {
+    /// Every point of one device (all when `None`) after `since`.
+    fn view(&self, gpu: Option<&str>, since: Option<f64>) -> HistoryView {
+        self.view_with(&ViewOptions {
+            gpu,
+            since,
+            points: None,
+            processes: true,
+        })
+    }
+
+    /// Series and points held now, to check the bounds.
+    fn sizes(&self) -> (usize, usize, usize) {
+        let processes = self.devices.values().map(|s| s.processes.len()).sum();
+        (self.times.len(), self.devices.len(), processes)
+    }
+}
+
 fn proc(pid: u32, mib: u64) -> Process {
     Process {
         pid,
@@ -70,7 +88,12 @@ fn series_grow_to_the_window_and_no_further() {
     assert_eq!(h.view(None, None).timestamps.len(), 900);
     let s = &h.devices["GPU-a"];
     assert!(s.holders.iter().all(|p| p.len() == 900));
-    assert!(h.processes.values().all(|p| p.used.len() == 900));
+    assert!(
+        h.devices
+            .values()
+            .flat_map(|s| s.processes.values())
+            .all(|p| p.used.len() == 900)
+    );
     assert_eq!(h.view(None, None).processes[1].used_bytes, vec![Some(5 << 20); 900]);
 }
 

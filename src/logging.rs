@@ -185,26 +185,7 @@ pub fn push_value(out: &mut String, v: &str) {
 
 /// Now as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
 fn rfc3339_now() -> String {
-    let micros = crate::clock::unix_micros();
-    rfc3339(i64::try_from(micros / 1000).unwrap_or(0))
-}
-
-/// Unix milliseconds as RFC 3339 UTC. Days to a civil date by Howard
-/// Hinnant's algorithm, so logging needs no date crate.
-fn rfc3339(millis: i64) -> String {
-    let (secs, ms) = (millis.div_euclid(1000), millis.rem_euclid(1000));
-    let (days, sod) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    let (h, m, s) = (sod / 3600, sod % 3600 / 60, sod % 60);
-    format!("{year:04}-{month:02}-{day:02}T{h:02}:{m:02}:{s:02}.{ms:03}Z")
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 #[cfg(test)]
@@ -246,8 +227,13 @@ mod tests {
 
     #[test]
     fn timestamps_are_rfc3339_utc() {
-        assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(rfc3339(951_782_400_123), "2000-02-29T00:00:00.123Z");
-        assert_eq!(rfc3339(1_796_255_999_999), "2026-12-02T23:59:59.999Z");
+        let at = |ms: u64| {
+            let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms);
+            humantime::format_rfc3339_millis(t).to_string()
+        };
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400_123), "2000-02-29T00:00:00.123Z");
+        assert_eq!(at(1_796_255_999_999), "2026-12-02T23:59:59.999Z");
+        assert_eq!(rfc3339_now().len(), 24);
     }
 }

@@ -309,7 +309,7 @@ impl Pipeline {
     /// The process `id` describes. A D that has lasted `stuck_after` is
     /// `Stuck`, and with Z and X holds as `zombie`; a shorter D is live.
     /// Built in one literal rather than from `Process::default()`: at 64 x
-    /// 1000 the default's shared empty `Who` cost two reference-count
+    /// 1000 the default's empty `Who` cost an allocation and reference-count
     /// updates per process and poll, and every field was written twice.
     fn identified(&mut self, rp: &RawProcess, kind: ProcessType, id: ProcessIdentity, now: f64) -> Process {
         let after = self.cfg.stuck_after.get().as_secs_f64();

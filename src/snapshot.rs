@@ -10,7 +10,6 @@ mod suspended;
 use std::collections::BTreeMap;
 
 mod allocator;
-mod empty;
 mod kind;
 mod who;
 
@@ -133,10 +132,9 @@ pub struct Placement {
     pub job: ArcStr,
 }
 
-/// One process holding a context on one device. Its `Default` (in
-/// `snapshot/empty.rs`) shares one empty `Who` rather than allocating. Its
-/// serde is in `snapshot/who.rs`: the JSON shows `who`'s fields as its own.
-#[derive(Debug, Clone, PartialEq)]
+/// One process holding a context on one device. Its serde is in
+/// `snapshot/who.rs`: the JSON shows `who`'s fields as its own.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Process {
     pub pid: u32,
     /// Absent when NVML reports the value as unavailable.

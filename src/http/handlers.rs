@@ -79,15 +79,9 @@ pub struct HistoryQuery {
 }
 
 pub async fn history(State(st): State<AppState>, q: Result<Query<HistoryQuery>, QueryRejection>) -> Response {
-    let Query(q) = match q {
+    let q = match query(q, "?gpu=UUID&since=UNIX_SECONDS&points=N&processes=false") {
         Ok(q) => q,
-        Err(e) => {
-            let msg = format!(
-                "bad query: {}; use ?gpu=UUID&since=UNIX_SECONDS&points=N&processes=false\n",
-                e.body_text()
-            );
-            return (StatusCode::BAD_REQUEST, msg).into_response();
-        }
+        Err(bad) => return bad.into_response(),
     };
     if super::bodies::full() {
         return super::bodies::busy();
@@ -117,12 +111,9 @@ pub struct SummaryQuery {
 
 /// `GET /api/v1/summary`: what the status page draws, sized for a screen.
 pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, QueryRejection>) -> Response {
-    let Query(q) = match q {
+    let q = match query(q, "?top=N&gpu=UUID") {
         Ok(q) => q,
-        Err(e) => {
-            let msg = format!("bad query: {}; use ?top=N&gpu=UUID\n", e.body_text());
-            return (StatusCode::BAD_REQUEST, msg).into_response();
-        }
+        Err(bad) => return bad.into_response(),
     };
     let snap = st.snapshots.borrow().clone();
     let alerts = st.alerts.borrow().clone();
@@ -134,6 +125,16 @@ pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, 
     let links = statuspage::config::PageLinks::new(&cfg.status_page, &cfg.links, &st.telemetry_path);
     let summary = statuspage::summarize(&snap, &alerts, &links, top, q.gpu.as_deref());
     with_suspended(&st, &summary)
+}
+
+/// The parsed query, or a 400 that shows the accepted `form`.
+fn query<T>(q: Result<Query<T>, QueryRejection>, form: &str) -> Result<T, (StatusCode, String)> {
+    q.map(|Query(q)| q).map_err(|e| {
+        (
+            StatusCode::BAD_REQUEST,
+            format!("bad query: {}; use {form}\n", e.body_text()),
+        )
+    })
 }
 
 /// `body` as JSON, with the processes gpumemd suspended listed under their

@@ -31,17 +31,8 @@ pub struct Counters {
 
 impl Counters {
     /// `state_dir_writable` is `None` when nothing configured needs the
-    /// state dir (no notifications): the series is then left out.
-    pub fn new(
-        reclaimer: Option<Arc<Reclaimer>>,
-        notifiers: Option<Arc<Notifiers>>,
-        state_dir_writable: Option<bool>,
-    ) -> Self {
-        let state_dir_writable = state_dir_writable.map(|b| Arc::new(AtomicBool::new(b)));
-        Self::following(reclaimer, notifiers, state_dir_writable)
-    }
-
-    /// As [`Counters::new`], with a state dir verdict that its prober updates.
+    /// state dir (no notifications): the series is then left out. Its
+    /// prober updates the verdict.
     pub fn following(
         reclaimer: Option<Arc<Reclaimer>>,
         notifiers: Option<Arc<Notifiers>>,

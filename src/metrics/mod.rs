@@ -33,7 +33,7 @@ pub struct BuildInfo {
 /// families, then the daemon's own (alerts, reload status, counters,
 /// `process_*`), and the `# EOF` of OpenMetrics.
 pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
-    let mut w = Writer::new(format, capacity(snap, cfg), cfg.label_max_bytes);
+    let mut w = Writer::new(format, cfg.label_max_bytes);
     family::write_table(&mut w, device::DEVICE, &snap.devices);
     family::write_table(&mut w, health::HEALTH, &snap.devices);
     if cfg.mode == ProcessMode::PerProcess {
@@ -46,19 +46,6 @@ pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build:
     device::BUILD.write(&mut w, [build]);
     daemon::render(&mut w, daemon);
     w.finish()
-}
-
-/// About the bytes of the snapshot's families, so the text is not copied
-/// as it grows: about 700 a process exported, 1600 a device, and 120 a group
-/// (counted as up to 32 per device and grouping; the demo fleets have 8
-/// users and 32 jobs).
-fn capacity(snap: &Snapshot, cfg: &Processes) -> usize {
-    let procs: usize = snap.devices.iter().map(|d| d.processes.len().min(cfg.top_n)).sum();
-    let groups: usize = match cfg.mode {
-        ProcessMode::Off => 0,
-        _ => snap.devices.iter().map(|d| d.processes.len().min(32)).sum::<usize>() * cfg.group_by.len(),
-    };
-    4096 + snap.devices.len() * 1600 + procs * 700 + groups * 120
 }
 
 #[cfg(test)]

@@ -22,29 +22,20 @@ fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
     (eligible.into_iter().take(keep).collect(), left_out)
 }
 
-/// One exported process: its device, itself, and where its escaped
-/// `uuid="..",pid=".."` labels lie in the shared prefix buffer.
-type Exported<'a> = (&'a Device, &'a Process, std::ops::Range<usize>);
+/// One exported process: its device, itself, and its pid as a label value.
+type Exported<'a> = (&'a Device, &'a Process, Digits);
 
 pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     let mut per_dev: Vec<(&Device, usize)> = Vec::new();
     let mut rows: Vec<Exported<'_>> = Vec::new();
-    // Every per-process family starts with uuid and pid: escape them once
-    // per process into one buffer instead of once per series.
-    let mut prefixes = String::new();
     for d in snap.devices.iter().filter(|d| d.up) {
         let (ps, left) = exported(d, cfg);
         per_dev.push((d, left));
-        for p in ps {
-            let pid = Digits::new(u64::from(p.pid));
-            let start = prefixes.len();
-            w.labels(&mut prefixes, &[("uuid", &d.uuid), ("pid", pid.as_str())]);
-            rows.push((d, p, start..prefixes.len()));
-        }
+        rows.extend(ps.into_iter().map(|p| (d, p, Digits::new(u64::from(p.pid)))));
     }
-    identity_families(w, &rows, &prefixes, cfg);
-    per_process_gauges(w, &rows, &prefixes);
-    allocator_families(w, &rows, &prefixes);
+    identity_families(w, &rows, cfg);
+    per_process_gauges(w, &rows);
+    allocator_families(w, &rows);
     w.family(
         "gpumem_processes_not_exported",
         Kind::Gauge,
@@ -57,17 +48,18 @@ pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
 
 /// `gpumem_process_memory_used_bytes` and `gpumem_process_info`: the
 /// families that carry a process's identity labels after uuid and pid.
-fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg: &Processes) {
-    let prefix = |r: &std::ops::Range<usize>| prefixes.get(r.clone()).unwrap_or_default();
+fn identity_families(w: &mut Writer, rows: &[Exported<'_>], cfg: &Processes) {
     w.family(
         "gpumem_process_memory_used_bytes",
         Kind::Gauge,
         "Device memory used by a process, in bytes; absent when NVML reports it unavailable.",
     );
-    for (_, p, r) in rows {
+    for (d, p, pid) in rows {
         if let Some(b) = p.used_bytes {
             let labels = [
-                ("comm", p.comm.as_str()),
+                ("uuid", d.uuid.as_str()),
+                ("pid", pid.as_str()),
+                ("comm", &p.comm),
                 ("user", &p.user),
                 ("container_id", &p.placement.container),
                 ("pod_uid", &p.placement.pod_uid),
@@ -75,7 +67,7 @@ fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg:
                 // `job` would collide with the scrape target's own label.
                 ("slurm_job", &p.placement.job),
             ];
-            w.sample_after("gpumem_process_memory_used_bytes", prefix(r), &labels, b);
+            w.sample("gpumem_process_memory_used_bytes", &labels, b);
         }
     }
     w.family(
@@ -83,27 +75,25 @@ fn identity_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str, cfg:
         Kind::Gauge,
         "Process identity and state; value is always 1.",
     );
-    for (_, p, r) in rows {
+    for (d, p, pid) in rows {
         // An array, not a Vec: no allocation per process.
         let cmdline = p.cmdline.as_deref().filter(|_| cfg.cmdline);
         let labels = [
-            ("comm", p.comm.as_str()),
+            ("uuid", d.uuid.as_str()),
+            ("pid", pid.as_str()),
+            ("comm", &p.comm),
             ("user", &p.user),
             ("state", p.state.as_str()),
             ("type", p.kind.as_str()),
             ("container_runtime", &p.placement.container_runtime),
             ("cmdline", cmdline.unwrap_or_default()),
         ];
-        let n = if cmdline.is_some() {
-            labels.len()
-        } else {
-            labels.len() - 1
-        };
-        w.sample_after("gpumem_process_info", prefix(r), &labels[..n], 1u64);
+        let n = labels.len() - usize::from(cmdline.is_none());
+        w.sample("gpumem_process_info", &labels[..n], 1u64);
     }
 }
 
-fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
+fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>]) {
     type Get = fn(&Process) -> Option<f64>;
     let gauges: [(&str, &str, Get); 5] = [
         (
@@ -137,9 +127,9 @@ fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
     ];
     for (name, help, get) in gauges {
         w.family(name, Kind::Gauge, help);
-        for (_, p, r) in rows {
+        for (d, p, pid) in rows {
             if let Some(v) = get(p) {
-                w.sample_after(name, prefixes.get(r.clone()).unwrap_or_default(), &[], v);
+                w.sample(name, &[("uuid", &d.uuid), ("pid", pid.as_str())], v);
             }
         }
     }
@@ -147,7 +137,7 @@ fn per_process_gauges(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
 
 /// The allocator view of processes that report it (gpumemd-torch): no
 /// sample for the others, whose figures are unknown, not zero.
-fn allocator_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
+fn allocator_families(w: &mut Writer, rows: &[Exported<'_>]) {
     type Pairs = fn(&AllocatorFigures) -> [(&'static str, AllocPair); 4];
     let pairs: Pairs = |a| {
         [
@@ -159,7 +149,7 @@ fn allocator_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
     };
     let with = || {
         rows.iter()
-            .filter_map(|(_, p, r)| Some((p.allocator.as_ref()?, prefixes.get(r.clone()).unwrap_or_default())))
+            .filter_map(|(d, p, pid)| Some((p.allocator.as_ref()?, d.uuid.as_str(), pid.as_str())))
     };
     type OfPair = fn(AllocPair) -> u64;
     type OfFigures = fn(&AllocatorFigures) -> u64;
@@ -177,9 +167,9 @@ fn allocator_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
     ];
     for (name, help, get) in tables {
         w.family(name, Kind::Gauge, help);
-        for (a, prefix) in with() {
+        for (a, uuid, pid) in with() {
             for (kind, pair) in pairs(a) {
-                w.sample_after(name, prefix, &[("kind", kind)], get(pair));
+                w.sample(name, &[("uuid", uuid), ("pid", pid), ("kind", kind)], get(pair));
             }
         }
     }
@@ -197,8 +187,8 @@ fn allocator_families(w: &mut Writer, rows: &[Exported<'_>], prefixes: &str) {
     ];
     for (name, help, get) in counters {
         w.family(name, Kind::Counter, help);
-        for (a, prefix) in with() {
-            w.sample_after(name, prefix, &[], get(a));
+        for (a, uuid, pid) in with() {
+            w.sample(name, &[("uuid", uuid), ("pid", pid)], get(a));
         }
     }
 }

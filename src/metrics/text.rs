@@ -59,13 +59,6 @@ impl Value for f64 {
             out.push_str("NaN");
         } else if self.is_infinite() {
             out.push_str(if *self > 0.0 { "+Inf" } else { "-Inf" });
-        } else if self.fract() == 0.0 && self.abs() < 9e15 && !(*self == 0.0 && self.is_sign_negative()) {
-            // Whole numbers (start times, idle seconds) print the same as
-            // `Display` does, without its shortest-float search.
-            if *self < 0.0 {
-                out.push('-');
-            }
-            out.push_str(Digits::new(self.abs() as u64).as_str());
         } else {
             let _ = write!(out, "{self}");
         }
@@ -79,9 +72,10 @@ pub struct Writer {
 }
 
 impl Writer {
-    pub fn new(format: Format, capacity: usize, label_max: usize) -> Self {
+    pub fn new(format: Format, label_max: usize) -> Self {
         Self {
-            out: String::with_capacity(capacity),
+            // A few GPUs and tens of processes fit; more grows the buffer.
+            out: String::with_capacity(64 << 10),
             format,
             label_max,
         }
@@ -103,21 +97,18 @@ impl Writer {
     }
 
     pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Value) {
-        self.sample_after(name, "", labels, value);
-    }
-
-    /// A sample whose first labels are `prefix`, already written by
-    /// [`Writer::labels`]: series that share labels (every per-process
-    /// family starts with uuid and pid) escape them once, not per family.
-    pub fn sample_after(&mut self, name: &str, prefix: &str, labels: &[(&str, &str)], value: impl Value) {
         self.out.push_str(name);
-        if !prefix.is_empty() || !labels.is_empty() {
+        if !labels.is_empty() {
             self.out.push('{');
-            self.out.push_str(prefix);
-            if !prefix.is_empty() && !labels.is_empty() {
-                self.out.push(',');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                self.out.push_str(k);
+                self.out.push_str("=\"");
+                escape_into(&mut self.out, truncated(v, self.label_max));
+                self.out.push('"');
             }
-            push_labels(&mut self.out, labels, self.label_max);
             self.out.push('}');
         }
         self.out.push(' ');
@@ -125,29 +116,11 @@ impl Writer {
         self.out.push('\n');
     }
 
-    /// Appends `labels` as they appear between the braces (escaped and
-    /// truncated as `sample` would) to `out`, for [`Writer::sample_after`].
-    pub fn labels(&self, out: &mut String, labels: &[(&str, &str)]) {
-        push_labels(out, labels, self.label_max);
-    }
-
     pub fn finish(mut self) -> String {
         if self.format == Format::OpenMetrics {
             self.out.push_str("# EOF\n");
         }
         self.out
-    }
-}
-
-fn push_labels(out: &mut String, labels: &[(&str, &str)], label_max: usize) {
-    for (i, (k, v)) in labels.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(k);
-        out.push_str("=\"");
-        escape_into(out, truncated(v, label_max));
-        out.push('"');
     }
 }
 
@@ -185,28 +158,11 @@ mod tests {
 
     #[test]
     fn escapes_and_truncates_labels() {
-        let mut w = Writer::new(Format::Prometheus, 64, 12);
+        let mut w = Writer::new(Format::Prometheus, 12);
         w.family("x", Kind::Gauge, "h");
         w.sample("x", &[("a", "q\"b\\c\nd"), ("b", "ééééééé")], 1u64);
         let s = w.finish();
         assert!(s.contains(r#"x{a="q\"b\\c\nd",b="éééééé"} 1"#), "{s}");
-    }
-
-    #[test]
-    fn a_label_prefix_renders_like_the_same_labels_inline() {
-        let labels = [("uuid", "GPU-\"x"), ("pid", "7"), ("comm", "py")];
-        let mut inline = Writer::new(Format::Prometheus, 64, 16);
-        inline.sample("m", &labels, 1u64);
-        let mut split = Writer::new(Format::Prometheus, 64, 16);
-        let mut prefix = String::new();
-        split.labels(&mut prefix, &labels[..2]);
-        split.sample_after("m", &prefix, &labels[2..], 1u64);
-        split.sample_after("n", &prefix, &[], 2u64);
-        split.sample_after("o", "", &[], 3u64);
-        let (inline, split) = (inline.finish(), split.finish());
-        assert_eq!(split.lines().next(), inline.lines().next());
-        assert!(split.contains(r#"n{uuid="GPU-\"x",pid="7"} 2"#), "{split}");
-        assert!(split.ends_with("\no 3\n"), "{split}");
     }
 
     #[test]
@@ -260,7 +216,7 @@ mod tests {
 
     #[test]
     fn openmetrics_counters_and_eof() {
-        let mut w = Writer::new(Format::OpenMetrics, 64, 128);
+        let mut w = Writer::new(Format::OpenMetrics, 128);
         w.family("c_total", Kind::Counter, "h");
         w.sample("c_total", &[], 3u64);
         let s = w.finish();

@@ -135,7 +135,7 @@ fn daemon_counters_come_from_their_producers_at_render_time() {
         &tmp,
     );
     let reclaimer = Arc::new(reclaimer.unwrap_or_else(|e| panic!("{e}")));
-    let counters = Counters::new(Some(reclaimer), None, Some(false));
+    let counters = Counters::following(Some(reclaimer), None, Some(Default::default()));
     let d = DaemonState {
         counters: Some(&counters),
         ..DaemonState::default()
@@ -163,7 +163,7 @@ fn notifier_families_have_one_series_per_notifier_and_result() {
         queue_length: 4,
         persist_errors: 5,
     }];
-    let mut w = Writer::new(Format::Prometheus, 256, 64);
+    let mut w = Writer::new(Format::Prometheus, 64);
     crate::metrics::daemon::notifications(&mut w, &stats);
     let out = w.finish();
     let n = "gpumem_notifications_total";
@@ -175,7 +175,7 @@ fn notifier_families_have_one_series_per_notifier_and_result() {
         value(&out, "gpumem_notification_outbox_write_errors_total", "webhook"),
         Some(5)
     );
-    let mut w = Writer::new(Format::Prometheus, 256, 64);
+    let mut w = Writer::new(Format::Prometheus, 64);
     crate::metrics::daemon::notifications(&mut w, &[]);
     assert_eq!(w.finish(), "");
 }
