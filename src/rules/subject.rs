@@ -92,10 +92,12 @@ impl Subject<'_> {
                 pid: p.pid,
                 stamp: p.start_time.map_or(0, f64::to_bits),
             },
+            // Like its labels, which name no time: one alert per process
+            // and GPU however many OOMs it reported (`oom_instances`).
             Subject::Oom { d, o } => IdRef::Proc {
                 dev: &d.uuid,
                 pid: o.pid,
-                stamp: o.time.to_bits(),
+                stamp: 0,
             },
             Subject::Group { name, .. } => IdRef::Text(name),
         }
