@@ -126,7 +126,13 @@ impl OomEvent {
     }
 }
 
-/// Bounded: the oldest event goes when a new one would exceed `cap`.
+/// Events one process keeps at most: a job on 8 GPUs that ran out on every
+/// one fits, and a process that reports more OOMs drops its own oldest
+/// instead of the other processes' events.
+pub const PER_PROCESS: usize = 10;
+
+/// Bounded: the oldest event of the same process goes when it has
+/// [`PER_PROCESS`], else the oldest of all when a new one would exceed `cap`.
 #[derive(Debug, Default)]
 pub struct Events {
     cap: usize,
@@ -142,6 +148,12 @@ impl Events {
     }
 
     pub fn push(&mut self, e: OomEvent) {
+        let own = self.list.iter().filter(|o| o.pid == e.pid).count();
+        if own >= PER_PROCESS {
+            if let Some(i) = self.list.iter().position(|o| o.pid == e.pid) {
+                self.list.remove(i);
+            }
+        }
         while self.list.len() >= self.cap.max(1) {
             self.list.pop_front();
         }

@@ -53,7 +53,8 @@ struct Wire {
 ///
 /// # Errors
 /// Not UTF-8 JSON of the expected shape, a version this daemon does not
-/// read, too many devices, or a UUID that is empty or too long.
+/// read, too many devices, a UUID that is empty or too long, or one GPU
+/// named twice (each entry could record an OOM of its own).
 pub fn parse(bytes: &[u8]) -> Result<Vec<DeviceReport>, MessageError> {
     // The version first, so a newer sender gets "version" and not a shape
     // complaint about fields this daemon does not know.
@@ -72,10 +73,19 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<DeviceReport>, MessageError> {
     if w.devices.len() > MAX_DEVICES {
         return Err(MessageError::Malformed(format!("{} devices", w.devices.len())));
     }
-    for d in &w.devices {
+    for (i, d) in w.devices.iter().enumerate() {
         if d.uuid.is_empty() || d.uuid.len() > 96 {
             return Err(MessageError::Malformed("bad device uuid".into()));
         }
+        // By the bare UUID: `GPU-x` and `MIG-x` are one device to the state.
+        if w.devices[..i].iter().any(|p| bare(&p.uuid) == bare(&d.uuid)) {
+            return Err(MessageError::Malformed(format!("device {} named twice", d.uuid)));
+        }
     }
     Ok(w.devices)
+}
+
+/// A UUID without its `GPU-` or `MIG-` prefix.
+pub(super) fn bare(u: &str) -> &str {
+    u.strip_prefix("GPU-").or_else(|| u.strip_prefix("MIG-")).unwrap_or(u)
 }

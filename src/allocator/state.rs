@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use super::config::AllocatorConfig;
 use super::events::{Events, OomEvent, Table};
 use super::listed::Listed;
-use super::message::{self, DeviceReport, MessageError};
+use super::message::{self, DeviceReport, MessageError, bare};
 use crate::snapshot::{AllocatorFigures, Device};
 use rustc_hash::FxHashMap;
 
@@ -307,9 +307,6 @@ impl AllocatorState {
 /// job's torch gives the instance's UUID bare, the package cannot tell it
 /// from a GPU's and writes `GPU-`, while NVML lists `MIG-` (docs/design.md).
 fn nvml_uuid<'a>(mine: impl Iterator<Item = &'a str>, uuid: &str) -> Option<&'a str> {
-    fn bare(u: &str) -> &str {
-        u.strip_prefix("GPU-").or_else(|| u.strip_prefix("MIG-")).unwrap_or(u)
-    }
     let want = bare(uuid);
     let mut by_bare = None;
     for u in mine {

@@ -6,6 +6,7 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use super::config::AllocatorConfig;
+use super::events::PER_PROCESS;
 use super::receiver::{Receiver, ReceiverError};
 use super::state::Outcome;
 use super::tests::{device, report, send, state};
@@ -61,6 +62,32 @@ fn a_process_gone_by_the_next_poll_keeps_its_name_and_the_others_are_listed() {
         Some("p11 (11) 40.0 GiB".into())
     );
     assert!(after[1].ooms.is_empty());
+}
+
+#[test]
+fn one_process_cannot_flood_out_the_oom_events_of_another() {
+    let s = state();
+    let mut devs = [device("GPU-a", &[(10, GIB), (11, 40 * GIB)])];
+    s.join(&mut devs, 0.0);
+    assert_eq!(send(&s, 11, &report("GPU-a", GIB, 2 * GIB, 1), 1.0), Outcome::Accepted);
+    // One GPU named many times, each with a higher count: refused whole.
+    let entry = |n: u64| report("GPU-a", GIB, GIB, n)[18..].trim_end_matches("]}").to_string();
+    let dup = format!(
+        "{{\"v\":1,\"devices\":[{}]}}",
+        (1..=8).map(entry).collect::<Vec<_>>().join(",")
+    );
+    assert_eq!(send(&s, 10, &dup, 2.0), Outcome::Malformed);
+    assert_eq!(s.events().len(), 1);
+    // Rising counts within its rate: the flooder drops its own oldest.
+    for n in 1..=200 {
+        let at = 2.0 + n as f64 * 0.5;
+        assert_eq!(send(&s, 10, &report("GPU-a", GIB, GIB, n), at), Outcome::Accepted);
+    }
+    let ev = s.events();
+    assert_eq!(ev.iter().filter(|e| e.pid == 10).count(), PER_PROCESS);
+    assert_eq!(ev.iter().filter(|e| e.pid == 11).count(), 1, "the other's OOM is kept");
+    s.join(&mut devs, 103.0);
+    assert!(devs[0].ooms.iter().any(|o| o.pid == 11), "and its alert stays");
 }
 
 fn cfg_in(dir: &std::path::Path) -> AllocatorConfig {

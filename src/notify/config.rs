@@ -238,7 +238,7 @@ impl AlertmanagerConfig {
                 .iter()
                 .any(|u| u.trim_end_matches('/') == url.trim_end_matches('/'))
             {
-                return Err(Problem::Duplicate(url.clone()).at(format!("{S}.urls[{i}]")));
+                return Err(Problem::Duplicate(shown(url)).at(format!("{S}.urls[{i}]")));
             }
         }
         positive(&format!("{S}.resend"), self.resend)?;
@@ -305,27 +305,34 @@ fn check_url(key: &str, url: &str, allow_query: bool) -> Result<(), NotifyConfig
     Ok(())
 }
 
-/// A refused URL as an error may show it: without what may be a secret
-/// (credentials, a query, a fragment), which would otherwise reach the
-/// terminal and the journal of whoever runs check-config.
+/// A refused URL as an error shows its scheme and host only, `…` for the
+/// rest: a path, query or credentials may carry a token (a Slack-style
+/// webhook's secret is its path), which would reach the terminal and the
+/// journal of whoever runs check-config.
 fn shown(url: &str) -> String {
-    let Ok(mut u) = reqwest::Url::parse(url) else {
-        // Unparseable: cut at the first character that starts a secret.
-        let end = url.find(['@', '?', '#']).unwrap_or(url.len());
-        return if end < url.len() {
-            format!("{}…", &url[..end])
-        } else {
-            url.to_owned()
-        };
+    let mut s = match reqwest::Url::parse(url) {
+        Ok(u) => {
+            let mut s = format!("{}:", u.scheme());
+            if let Some(h) = u.host_str() {
+                s += &format!("//{h}");
+            }
+            if let Some(p) = u.port() {
+                s += &format!(":{p}");
+            }
+            s
+        }
+        Err(_) => {
+            // Unparseable: cut at the first character after the scheme that
+            // starts a path, credentials, a query or a fragment.
+            let from = url.find("://").map_or(0, |i| i + 3);
+            let end = url[from..].find(['/', '@', '?', '#']).map_or(url.len(), |e| from + e);
+            url[..end].to_owned()
+        }
     };
-    if u.username().is_empty() && u.password().is_none() && u.query().is_none() && u.fragment().is_none() {
-        return url.to_owned();
+    if s != url.trim_end_matches('/') {
+        s.push('…');
     }
-    let _ = u.set_username("");
-    let _ = u.set_password(None);
-    u.set_query(None);
-    u.set_fragment(None);
-    format!("{u} (credentials, query and fragment not shown)")
+    s
 }
 
 /// Above zero and at most a day: longer values are typos, and bounding them

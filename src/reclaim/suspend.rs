@@ -10,7 +10,7 @@
 //! kill anything, call the driver off [`Guarded`]'s thread, or decide whom
 //! to suspend (rules and the API do).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -41,6 +41,8 @@ struct Inner {
     host: Box<dyn HostMemory>,
     listing: Option<Listing>,
     parked: BTreeMap<u32, Suspended>,
+    /// PIDs a resume is under way for: a second one is refused.
+    resuming: BTreeSet<u32>,
     /// (start ticks, Unix seconds) of each process's last resume, for
     /// `resumed_grace`; dropped once the grace has passed.
     resumed: BTreeMap<u32, (Option<u64>, f64)>,
@@ -66,6 +68,7 @@ impl SuspendState {
                 host: Box::new(Meminfo(proc_root.join("meminfo"))),
                 listing: None,
                 parked: BTreeMap::new(),
+                resuming: BTreeSet::new(),
                 resumed: BTreeMap::new(),
                 in_flight: 0,
                 warned_unavailable: false,
@@ -326,7 +329,13 @@ impl Reclaimer {
     pub fn resume(&self, pid: u32, why: &str) -> Outcome {
         let sh = &self.shared;
         let cfg = sh.config();
-        let parked = lock(&sh.suspend.inner).parked.get(&pid).cloned();
+        let (parked, busy) = {
+            let mut inner = lock(&sh.suspend.inner);
+            let p = inner.parked.get(&pid).cloned();
+            // Claimed with the lookup, under one lock: one resume at a time.
+            let busy = p.is_some() && !inner.resuming.insert(pid);
+            (p, busy)
+        };
         let Some(p) = parked else {
             let t = Target {
                 pid,
@@ -347,14 +356,21 @@ impl Reclaimer {
             rule: why.into(),
             ..p.target.clone()
         };
+        if busy {
+            let o = Outcome::Refused("already_resuming");
+            sh.record(Action::Resume, &t, &o, false, None);
+            return o;
+        }
         let outcome = self.try_resume(&cfg, &t).unwrap_or_else(|o| o);
+        let mut inner = lock(&sh.suspend.inner);
+        inner.resuming.remove(&pid);
         if matches!(outcome, Outcome::Done | Outcome::Refused("gone")) {
-            let mut inner = lock(&sh.suspend.inner);
             inner.parked.remove(&pid);
             if outcome == Outcome::Done {
                 inner.resumed.insert(pid, (t.start_ticks, crate::clock::unix_now()));
             }
         }
+        drop(inner);
         sh.record(Action::Resume, &t, &outcome, false, None);
         outcome
     }

@@ -200,16 +200,24 @@ fn failures_after_the_lock_unlock_and_leave_it_running() {
     }
 }
 
-/// The simulated driver, except that asking for the state also replaces
-/// the process behind the PID: reuse between the decision and the lock.
-struct Reuse(SimulatedCuda, std::path::PathBuf);
+/// The simulated driver, calling a hook (with the `/proc` root) before
+/// each state query and restore.
+struct Hooked(SimulatedCuda, Box<dyn FnMut(Call) + Send>);
 
-impl Checkpointer for Reuse {
+fn hooked(mut hook: impl FnMut(Call, &Path) + Send + 'static) -> impl FnOnce(SimHandle, &Path) -> Opener {
+    move |sim, root| {
+        let root = root.to_path_buf();
+        let hook = Box::new(move |c| hook(c, &root));
+        Box::new(move || Ok(Box::new(Hooked(SimulatedCuda::new(sim), hook)) as Box<dyn Checkpointer>))
+    }
+}
+
+impl Checkpointer for Hooked {
     fn driver_version(&mut self) -> Result<i32, CudaError> {
         self.0.driver_version()
     }
     fn state(&mut self, pid: u32) -> Result<CudaState, CudaError> {
-        write_proc(&self.1, TICKS + 1);
+        (self.1)(Call::GetState);
         self.0.state(pid)
     }
     fn lock(&mut self, pid: u32, t: Duration) -> Result<(), CudaError> {
@@ -219,6 +227,7 @@ impl Checkpointer for Reuse {
         self.0.checkpoint(pid)
     }
     fn restore(&mut self, pid: u32) -> Result<(), CudaError> {
+        (self.1)(Call::Restore);
         self.0.restore(pid)
     }
     fn unlock(&mut self, pid: u32) -> Result<(), CudaError> {
@@ -228,10 +237,12 @@ impl Checkpointer for Reuse {
 
 #[test]
 fn pid_reuse_between_decision_and_lock_is_caught_before_the_lock() {
-    let f = fixture_with(cfg(false), Some(64 * GIB), |sim, root| {
-        let root = root.to_path_buf();
-        Box::new(move || Ok(Box::new(Reuse(SimulatedCuda::new(sim), root)) as Box<dyn Checkpointer>))
-    });
+    // Asking for the state replaces the process behind the PID.
+    let f = fixture_with(
+        cfg(false),
+        Some(64 * GIB),
+        hooked(|_, root| write_proc(root, TICKS + 1)),
+    );
     assert_eq!(suspend(&f), Outcome::Refused("identity_changed"));
     assert_eq!(f.sim.state_of(PID), CudaState::Running, "never locked");
 }
@@ -246,6 +257,31 @@ fn resume_refuses_strangers_and_keeps_a_failed_restore_checkpointed() {
     assert_eq!(f.sim.state_of(PID), CudaState::Checkpointed);
     assert_eq!(f.r.suspended().len(), 1, "still suspended, still listed");
     assert_eq!(f.r.resume(PID, "api"), Outcome::Done);
+}
+
+#[test]
+fn a_second_resume_while_one_is_under_way_is_refused() {
+    let (entered, in_restore) = std::sync::mpsc::channel();
+    let (go, gate) = std::sync::mpsc::channel::<()>();
+    let f = fixture_with(
+        cfg(false),
+        Some(64 * GIB),
+        hooked(move |c, _| {
+            if c == Call::Restore {
+                let _ = entered.send(());
+                let _ = gate.recv();
+            }
+        }),
+    );
+    assert_eq!(suspend(&f), Outcome::Done);
+    std::thread::scope(|s| {
+        let first = s.spawn(|| f.r.resume(PID, "api"));
+        in_restore.recv().expect("the first resume restores");
+        assert_eq!(f.r.resume(PID, "api"), Outcome::Refused("already_resuming"));
+        go.send(()).expect("the first resume waits");
+        assert_eq!(first.join().ok(), Some(Outcome::Done));
+    });
+    assert_eq!(f.r.resume(PID, "api"), Outcome::Refused("not_suspended"));
 }
 
 #[test]

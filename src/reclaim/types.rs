@@ -48,7 +48,7 @@ pub enum Outcome {
     /// "identity_changed", "gone"; for suspend also "cuda_unavailable",
     /// "cuda_not_running", "not_listed", "host_memory", "size_unknown",
     /// "in_flight_limit", "already_suspended", "recently_resumed", and for
-    /// resume "not_suspended".
+    /// resume "not_suspended", "already_resuming".
     Refused(&'static str),
     Failed(String),
     /// SIGKILL step only: the process ended within the grace period.

@@ -188,10 +188,14 @@ fn fragmentation(p: &Process, now: f64) -> Option<f64> {
     (recent && a.reserved.current > 0).then(|| a.cache_bytes as f64 / a.reserved.current as f64)
 }
 
-/// One instance per out-of-memory error reported on `d` recently (the
-/// process may have exited since: the OOM often ends the job).
+/// One instance per process that reported an out-of-memory error on `d`
+/// recently (it may have exited since: the OOM often ends the job), from
+/// its newest OOM (`ooms` is newest first).
 fn oom_instances<'a>(m: &Matchers, d: &'a Device, f: &mut dyn FnMut(Instance<'a>)) {
-    for o in d.ooms.iter().filter(|o| process_matches_user(m, &o.user)) {
+    for (i, o) in d.ooms.iter().enumerate() {
+        if d.ooms[..i].iter().any(|n| n.pid == o.pid) || !process_matches_user(m, &o.user) {
+            continue;
+        }
         f(Instance {
             subject: Subject::Oom { d, o },
             value: 1.0,

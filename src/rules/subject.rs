@@ -78,7 +78,9 @@ impl Subject<'_> {
             Subject::Process { d, p } => {
                 format!("{}/{}/{}", d.uuid, p.pid, p.start_time.map_or(0, f64::to_bits))
             }
-            Subject::Oom { d, o } => format!("{}/{}/{}", d.uuid, o.pid, o.time.to_bits()),
+            // Like its labels, which name no time: one alert per process
+            // and GPU however many OOMs it reported (`oom_instances`).
+            Subject::Oom { d, o } => format!("{}/{}/0", d.uuid, o.pid),
             Subject::Group { name, .. } => name.clone(),
         }
     }

@@ -137,6 +137,48 @@ async fn reports_over_the_socket_reach_the_snapshot_metrics_and_events() {
     );
 }
 
+/// Repeated OOMs of one process are one `gpumem_alerts` series: two alerts
+/// with the same labels would be an invalid exposition.
+#[tokio::test]
+async fn repeated_ooms_of_one_process_are_one_alert_series() {
+    let dir = tempfile::tempdir().unwrap();
+    let me = std::process::id();
+    let scen = scenario_with(dir.path(), me);
+    let sock = dir.path().join("a.sock");
+    let extra = allocator_section(&sock);
+    let d = Daemon::start(Opts {
+        scenario_path: Some(&scen),
+        extra: &extra,
+        ..Opts::default()
+    });
+    wait_true(WAIT, "the socket", || sock.exists()).await;
+    let tx = UnixDatagram::unbound().unwrap();
+    let (d, mut seq) = (&d, 0);
+    for ooms in 1..=3 {
+        seq = wait_until(WAIT, "the OOM in the snapshot", || {
+            let _ = tx.send_to(report(UUID, GIB, 2 * GIB, ooms).as_bytes(), &sock);
+            async move {
+                let s = d.snapshot().await;
+                (s["devices"][0]["ooms"].as_array()?.len() as u64 == ooms).then(|| s["seq"].as_u64())?
+            }
+        })
+        .await;
+    }
+    // Two polls later every rule has seen the three OOMs.
+    wait_until(WAIT, "two more polls", || async {
+        (d.snapshot().await["seq"].as_u64()? >= seq + 2).then_some(())
+    })
+    .await;
+    let body = d.metrics().await;
+    let mut alerts = lines_of(&body, "gpumem_alerts");
+    let oom = alerts.iter().filter(|l| l.contains("GpuOutOfMemory")).count();
+    assert_eq!(oom, 1, "{alerts:#?}");
+    let n = alerts.len();
+    alerts.sort_unstable();
+    alerts.dedup();
+    assert_eq!(alerts.len(), n, "no series twice");
+}
+
 #[tokio::test]
 async fn a_missing_socket_dir_is_one_error_and_monitoring_goes_on() {
     let dir = tempfile::tempdir().unwrap();

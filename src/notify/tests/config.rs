@@ -88,7 +88,7 @@ fn validation_names_the_key() {
         (am("urls = [\"\"]"), "notify.alertmanager.urls[0]: must not be empty"),
         (
             am("urls = [\"am:9093\"]"),
-            "notify.alertmanager.urls[0]: `am:9093` is not an http(s) URL",
+            "notify.alertmanager.urls[0]: `am:…` is not an http(s) URL",
         ),
         (
             am("urls = [\"http://u:p@am:9093\"]"),
@@ -96,15 +96,27 @@ fn validation_names_the_key() {
         ),
         (
             am("urls = [\"http://am:9093?token=SECRET\"]"),
-            "notify.alertmanager.urls[0]: `http://am:9093/ (credentials, query and fragment not shown)` must be a base URL",
+            "notify.alertmanager.urls[0]: `http://am:9093…` must be a base URL",
         ),
         (
             am("urls = [\"ftp://u:SECRET@am\"]"),
-            "notify.alertmanager.urls[0]: `ftp://am/ (credentials, query and fragment not shown)` is not an http(s) URL",
+            "notify.alertmanager.urls[0]: `ftp://am…` is not an http(s) URL",
+        ),
+        (
+            am("urls = [\"ftp://hooks.example.com/services/T0/SECRET\"]"),
+            "notify.alertmanager.urls[0]: `ftp://hooks.example.com…` is not an http(s) URL",
+        ),
+        (
+            am("urls = [\"http://a/SECRET\", \"http://a/SECRET\"]"),
+            "notify.alertmanager.urls[1]: `http://a…` is listed twice",
+        ),
+        (
+            am("urls = [\"hooks.example.com/SECRET\"]"),
+            "notify.alertmanager.urls[0]: `hooks.example.com…` is not an http(s) URL",
         ),
         (
             am("urls = [\"http://a\", \"http://a/\"]"),
-            "notify.alertmanager.urls[1]: `http://a/` is listed twice",
+            "notify.alertmanager.urls[1]: `http://a` is listed twice",
         ),
         (
             am("urls = [\"http://a\"]\nresend = \"0s\""),
@@ -129,7 +141,7 @@ fn validation_names_the_key() {
         ("[webhook]\nurl = \"\"".into(), "notify.webhook.url: must not be empty"),
         (
             "[webhook]\nurl = \"file:///etc/passwd\"".into(),
-            "notify.webhook.url: `file:///etc/passwd` is not an http(s) URL",
+            "notify.webhook.url: `file:…` is not an http(s) URL",
         ),
         (
             "[webhook]\nurl = \"http://h\"\nsecret = \"\"".into(),
