@@ -82,7 +82,7 @@ const EPOCH: f64 = 1_767_225_600.0;
 const MB: f64 = 1e6;
 
 /// The simulated fleet and its tree: a fraction of the daemon's 64 MiB.
-const SIM_BUDGET_BYTES: f64 = 32e6;
+const SIM_BUDGET_BYTES: f64 = 80e6;
 /// Identity cache: each PID's own entry, `Who` and parsed cgroup (about
 /// 354 bytes a PID).
 const IDENTITY_BUDGET_PER_PROCESS: f64 = 530.0;

@@ -289,5 +289,4 @@ fn pad_to(v: &mut Points, len: usize) {
 }
 
 #[cfg(test)]
-#[path = "history_tests.rs"]
 mod tests;

@@ -1,6 +1,6 @@
 //! Tests of the allocator view: the state's checks and counts (tables, no
 //! clock: time is passed in); the socket with real kernel credentials is
-//! tested in `socket_tests.rs`, with the helpers here.
+//! tested in `tests/socket.rs`, with the helpers here.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -319,7 +319,6 @@ fn the_pipeline_tells_a_tensor_leak_from_a_growing_cache() {
     assert_eq!(verdict(2), (false, Some("cache")));
 }
 
-#[path = "socket_tests.rs"]
 mod socket;
 
 #[test]

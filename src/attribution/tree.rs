@@ -269,5 +269,4 @@ pub fn clock_ticks() -> u64 {
 }
 
 #[cfg(test)]
-#[path = "tree_tests.rs"]
 mod tests;

@@ -16,7 +16,7 @@
 //! that part. The growth is the Theil–Sen slope of the floors. A leak is
 //! *kept* memory (the lowest floor from a point until now) that rose in every
 //! third of the window and in the latest segment, at or above the threshold
-//! (`leak_judge.rs`), at every verdict over 10% of a window. Once raised,
+//! (`leak/judge.rs`), at every verdict over 10% of a window. Once raised,
 //! the flag holds until, over 20% of a window, the kept floor's growth stays
 //! below a fraction of the threshold or its latest half kept nothing more:
 //! hysteresis, so an estimate at the threshold cannot flap.
@@ -33,7 +33,6 @@
 use std::collections::HashMap;
 use std::hash::Hash;
 
-#[path = "leak_config.rs"]
 mod config;
 
 pub use config::LeakConfig;
@@ -86,13 +85,9 @@ pub struct LeakTracker<K> {
 /// split is even and replayable whatever the keys are.
 const PHASES: u8 = 64;
 
-#[path = "leak_at.rs"]
 mod at;
-#[path = "leak_eval.rs"]
 mod eval;
-#[path = "leak_judge.rs"]
 mod judge;
-#[path = "leak_ring.rs"]
 mod ring;
 
 use at::At;
@@ -374,5 +369,4 @@ impl Series {
 }
 
 #[cfg(test)]
-#[path = "leak_tests.rs"]
 mod tests;

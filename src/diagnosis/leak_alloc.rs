@@ -67,7 +67,7 @@ mod tests {
     const MIB: u64 = 1 << 20;
 
     /// Feeds 2 windows of polls, one a second: NVML's verdict is the given
-    /// one (the pipeline's NVML tracker is tested in leak_tests.rs), the
+    /// one (the pipeline's NVML tracker is tested in leak/tests.rs), the
     /// tensors grow at `tensor_rate` bytes/s. Returns the last verdict.
     fn run(nvml_suspects: bool, tensor_rate: u64) -> (bool, Option<&'static str>) {
         let cfg = LeakConfig {

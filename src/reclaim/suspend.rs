@@ -444,5 +444,4 @@ impl Reclaimer {
 }
 
 #[cfg(test)]
-#[path = "suspend_tests.rs"]
 mod tests;

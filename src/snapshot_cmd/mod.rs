@@ -155,5 +155,4 @@ pub fn filter(snap: &mut Snapshot, opts: &SnapshotOpts) {
 }
 
 #[cfg(test)]
-#[path = "tests.rs"]
 mod tests;

@@ -83,5 +83,4 @@ impl Ring {
 }
 
 #[cfg(test)]
-#[path = "leak_ring_tests.rs"]
 mod tests;

@@ -319,11 +319,8 @@ fn memory_per_key_is_bounded_whatever_the_poll_rate() {
     assert!(tr.is_empty());
 }
 
-#[path = "leak_trace_tests.rs"]
 mod traces;
 
-#[path = "leak_rate_tests.rs"]
 mod rates;
 
-#[path = "leak_phase_tests.rs"]
 mod phases;

@@ -2,7 +2,7 @@
 //!
 //! Owns: `LeakConfig`, its defaults (docs/leak-detection.md explains each)
 //! and the clamping that keeps any value from breaking the arithmetic.
-//! Must not: judge anything; `leak.rs` and `leak_judge.rs` use the values.
+//! Must not: judge anything; `leak.rs` and `leak/judge.rs` use the values.
 
 /// Knobs of the leak detector. Out-of-range values are clamped by
 /// [`LeakTracker::new`] rather than rejected, so a bad value cannot panic.

@@ -1,5 +1,5 @@
 //! The segment floors of one leak-tracker key's closed buckets, handed to
-//! the judge (`leak_judge.rs`).
+//! the judge (`leak/judge.rs`).
 //!
 //! Owns: the walk of a key's ring into per-segment floors and their points,
 //! and the reusable buffers for it. Must not: keep state between verdicts
