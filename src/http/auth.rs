@@ -5,7 +5,11 @@
 //! source address at once, the rest refused with 429 rather than queued), and
 //! successful verdicts are remembered apart from failed ones, so that an
 //! authenticated scrape costs one hash lookup and a flood of wrong passwords
-//! can neither evict it nor queue it out. It must not know routes or sockets.
+//! can neither evict it nor queue it out. A source with a recent failure gets
+//! one check at a time and only an idle worker, never a place in the queue,
+//! so sources without failures are served first. A check keeps its worker
+//! and its source's place until bcrypt itself ends, even when the request
+//! that asked for it has timed out. It must not know routes or sockets.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -26,6 +30,13 @@ const CACHE_MAX: usize = 256;
 /// bcrypt checks one source address may have admitted (queued or running)
 /// at once; more from it are refused with 429 without any bcrypt.
 pub const PER_SOURCE: usize = 2;
+
+/// How long a wrong password marks its source as failing.
+const FAILING_FOR: Duration = Duration::from_secs(60);
+
+/// Failing sources remembered; past this the expired ones are forgotten,
+/// then an arbitrary one.
+const FAILING_MAX: usize = 4096;
 
 /// The most bcrypt checks running at once: enough to use the machine, few
 /// enough that a flood cannot take every blocking thread.
@@ -52,6 +63,8 @@ pub struct BasicAuth {
     denied: Mutex<HashMap<[u8; 32], ()>>,
     workers: Arc<Semaphore>,
     sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    /// Source to when its last wrong password was seen.
+    failing: Mutex<HashMap<IpAddr, Instant>>,
 }
 
 impl std::fmt::Debug for BasicAuth {
@@ -111,6 +124,7 @@ impl BasicAuth {
             denied: Mutex::new(HashMap::new()),
             workers: Arc::new(Semaphore::new(pool_size())),
             sources: Arc::new(Mutex::new(HashMap::new())),
+            failing: Mutex::new(HashMap::new()),
         })
     }
 
@@ -150,20 +164,44 @@ impl BasicAuth {
         if self.denied.lock().is_ok_and(|c| c.contains_key(&key)) {
             return Verdict::Deny;
         }
-        let Some(_place) = self.admit(peer) else {
+        let ip = source_of(peer);
+        let failing = self.is_failing(ip);
+        let Some(place) = self.admit(ip, if failing { 1 } else { PER_SOURCE }) else {
             return Verdict::Busy;
         };
-        let ok = self.verify(pass, hash.to_string()).await;
+        let Some(ok) = self.verify(pass, hash.to_string(), place, failing).await else {
+            return Verdict::Busy;
+        };
         remember(if ok { &self.allowed } else { &self.denied }, key);
-        if ok && known { Verdict::Allow } else { Verdict::Deny }
+        let allow = ok && known;
+        if !allow {
+            self.failed(ip);
+        }
+        if allow { Verdict::Allow } else { Verdict::Deny }
     }
 
-    /// A place in the pool for `ip`, unless it already holds its share.
-    fn admit(&self, ip: IpAddr) -> Option<Admitted> {
-        let ip = source_of(ip);
+    fn is_failing(&self, ip: IpAddr) -> bool {
+        self.failing
+            .lock()
+            .is_ok_and(|f| f.get(&ip).is_some_and(|t| t.elapsed() < FAILING_FOR))
+    }
+
+    fn failed(&self, ip: IpAddr) {
+        let Ok(mut f) = self.failing.lock() else { return };
+        if f.len() >= FAILING_MAX {
+            f.retain(|_, t| t.elapsed() < FAILING_FOR);
+            if let Some(k) = f.keys().next().copied().filter(|_| f.len() >= FAILING_MAX) {
+                f.remove(&k);
+            }
+        }
+        f.insert(ip, Instant::now());
+    }
+
+    /// A place in the pool for source `ip`, unless it already holds `share`.
+    fn admit(&self, ip: IpAddr, share: usize) -> Option<Admitted> {
         let mut s = self.sources.lock().ok()?;
         let n = s.entry(ip).or_insert(0);
-        if *n >= PER_SOURCE {
+        if *n >= share {
             return None;
         }
         *n += 1;
@@ -173,15 +211,23 @@ impl BasicAuth {
         })
     }
 
-    /// One bcrypt on the blocking pool, after a worker is free (first come,
-    /// first served: tokio's semaphore is fair).
-    async fn verify(&self, pass: Vec<u8>, hash: String) -> bool {
-        let Ok(_worker) = self.workers.clone().acquire_owned().await else {
-            return false;
+    /// One bcrypt on the blocking pool. A source without failures waits for
+    /// a worker (first come, first served: tokio's semaphore is fair and
+    /// hands a freed worker to a waiter before `try_acquire` can take it); a
+    /// failing one takes an idle worker or is refused (`None`). The worker
+    /// and `place` go with the bcrypt, so a dropped request frees neither.
+    async fn verify(&self, pass: Vec<u8>, hash: String, place: Admitted, failing: bool) -> Option<bool> {
+        let worker = if failing {
+            self.workers.clone().try_acquire_owned().ok()?
+        } else {
+            self.workers.clone().acquire_owned().await.ok()?
         };
-        tokio::task::spawn_blocking(move || bcrypt::verify(&pass, &hash).unwrap_or(false))
-            .await
-            .unwrap_or(false)
+        let check = move || {
+            let ok = bcrypt::verify(&pass, &hash).unwrap_or(false);
+            drop((worker, place));
+            ok
+        };
+        Some(tokio::task::spawn_blocking(check).await.unwrap_or(false))
     }
 }
 
@@ -325,17 +371,18 @@ mod tests {
     async fn a_source_gets_its_share_and_no_more() {
         let users = BTreeMap::from([("u".to_string(), bcrypt::hash("p", 4).unwrap())]);
         let auth = BasicAuth::new(users).unwrap();
+        let admit = |ip: IpAddr| auth.admit(source_of(ip), PER_SOURCE);
         let ip: IpAddr = [10, 0, 0, 1].into();
-        let held: Vec<_> = (0..PER_SOURCE).map(|_| auth.admit(ip).expect("within share")).collect();
-        assert!(auth.admit(ip).is_none(), "over its share");
-        assert!(auth.admit([10, 0, 0, 2].into()).is_some(), "another source is admitted");
+        let held: Vec<_> = (0..PER_SOURCE).map(|_| admit(ip).expect("within share")).collect();
+        assert!(admit(ip).is_none(), "over its share");
+        assert!(admit([10, 0, 0, 2].into()).is_some(), "another source is admitted");
         let mapped: IpAddr = "::ffff:10.0.0.1".parse().unwrap();
-        assert!(auth.admit(mapped).is_none(), "the same host over IPv6-mapped");
+        assert!(admit(mapped).is_none(), "the same host over IPv6-mapped");
         let v6a: IpAddr = "2001:db8::1".parse().unwrap();
         let v6b: IpAddr = "2001:db8::2:3".parse().unwrap();
-        let _a = (auth.admit(v6a).unwrap(), auth.admit(v6a).unwrap());
-        assert!(auth.admit(v6b).is_none(), "one /64 is one source");
+        let _a = (admit(v6a).unwrap(), admit(v6a).unwrap());
+        assert!(admit(v6b).is_none(), "one /64 is one source");
         drop(held);
-        assert!(auth.admit(ip).is_some(), "places come back");
+        assert!(admit(ip).is_some(), "places come back");
     }
 }

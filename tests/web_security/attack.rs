@@ -106,6 +106,82 @@ async fn a_login_is_not_queued_out_by_a_flood_of_wrong_passwords() {
     app.stop().await.expect("clean stop");
 }
 
+/// Threads of this process, the daemon's included.
+fn threads() -> usize {
+    let s = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    s.lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("Threads")
+}
+
+/// Many sources, two connections each, send wrong passwords with a request
+/// timeout shorter than their wait; a login from a fresh source must get in
+/// at once and bcrypt must stay on its few workers. Prints the figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_gets_in_at_once_under_a_many_source_flood() {
+    const SOURCES: u8 = 96;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hash = bcrypt::hash("right", 8).expect("bcrypt");
+    let yaml = format!("basic_auth_users:\n  alice: {hash}\nlimits:\n  request_timeout: 1s\n");
+    let app = daemon(dir.path(), &yaml).await;
+    let addr = app.addr;
+    let before = threads();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Answers seen by the flood: 401, 429, anything else.
+    let seen = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let flood: Vec<_> = (0..u16::from(SOURCES) * 2)
+        .map(|i| {
+            let (stop, seen) = (stop.clone(), seen.clone());
+            let source: IpAddr = [127, 0, 1, 1 + (i / 2) as u8].into();
+            tokio::spawn(async move {
+                for j in 0.. {
+                    if stop.load(Ordering::SeqCst) {
+                        break;
+                    }
+                    let s = status_from(source, addr, "/metrics", &basic(&format!("alice:guess{i}-{j}"))).await;
+                    assert_ne!(s, Some(200), "a wrong password got in");
+                    let k = match s {
+                        Some(401) => 0,
+                        Some(429) => 1,
+                        _ => 2,
+                    };
+                    seen[k].fetch_add(1, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    let mut peak = before;
+    wait_true(Duration::from_secs(120), "every flood source refused once", || {
+        peak = peak.max(threads());
+        seen[0].load(Ordering::SeqCst) >= usize::from(SOURCES) * 2
+    })
+    .await;
+    let (mut ok, mut first, right) = (0, None, basic("alice:right"));
+    for i in 0..5u8 {
+        let t = Instant::now();
+        let login = status_from([127, 0, 2, 1 + i].into(), addr, "/metrics", &right);
+        let got = tokio::time::timeout(Duration::from_secs(5), login).await;
+        first.get_or_insert(t.elapsed());
+        ok += usize::from(matches!(got, Ok(Some(200))));
+        peak = peak.max(threads());
+    }
+    stop.store(true, Ordering::SeqCst);
+    for f in flood {
+        f.await.expect("flooder");
+        peak = peak.max(threads());
+    }
+    let [refused, busy, other] = [0, 1, 2].map(|k| seen[k].load(Ordering::SeqCst));
+    eprintln!(
+        "many-source flood, {SOURCES} sources x 2 connections: logins {ok}/5, first in {first:?}; \
+         flood answers 401 {refused}, 429 {busy}, other {other}; threads {before} -> peak {peak}"
+    );
+    assert_eq!(ok, 5, "logins within 5 s during the flood (first took {first:?})");
+    // bcrypt runs on at most 4 workers; the rest is the runtime's slack.
+    assert!(peak <= before + 16, "threads grew from {before} to {peak}");
+    app.stop().await.expect("clean stop");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_header_limit_is_the_configured_one_with_security_headers() {
     let dir = tempfile::tempdir().expect("tempdir");
