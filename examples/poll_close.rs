@@ -1,5 +1,5 @@
 //! The poll at which the leak buckets close against the other polls, at
-//! fleet scale (issue 21, round 7): `Pipeline::build` over the simulated
+//! fleet scale: `Pipeline::build` over the simulated
 //! `large(gpus, per_gpu)` fleet at 1 s per poll, after a full leak window,
 //! timed per poll on the thread's own CPU clock (/proc/thread-self/schedstat,
 //! so other work on a shared machine does not count).

@@ -1,7 +1,7 @@
 //! Prints, per synthetic shape, how often the leak detector is wrong: the
 //! share of polls after the first window wrongly flagged (false positive)
 //! and wrongly not flagged (false negative), at the demo's window (30 s),
-//! the 40 s window of issue 15's live run, and the default window (10 min),
+//! the 40 s window of a live run on the GPU machine, and the default window (10 min),
 //! over several seeds. docs/leak-detection.md holds its output.
 //!
 //! ```sh

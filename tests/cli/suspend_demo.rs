@@ -1,4 +1,4 @@
-//! The demo shows suspend and resume (issue 16) on its simulated fleet,
+//! The demo shows suspend and resume on its simulated fleet,
 //! through the same reclaim code as on a GPU: the idle notebook of the
 //! default scenario is suspended by a `process_idle_holder` rule with
 //! `action = "suspend"` and resumed when its GPU has room once it has been

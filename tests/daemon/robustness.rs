@@ -7,7 +7,7 @@
 //! memory, and the problem shows as an error log line naming the path, as
 //! `gpumem_state_dir_writable 0` and as outbox write errors; once the dir
 //! can be written (the file removed, as a full disk freed) the metric says
-//! so (issue 22 item 1).
+//! so.
 //!
 //! Covered elsewhere, where the fault can be made exactly:
 //! - (b) a corrupt outbox entry is moved aside, counted as dropped and the

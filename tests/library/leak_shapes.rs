@@ -1,7 +1,7 @@
 //! Table tests of the leak detector over the synthetic shapes of
 //! `examples/leak_shapes/shapes.rs`, at the demo's window (30 s, the
-//! `leak_window` of `Config::defaults(true)`), the 40 s window of issue 15's
-//! live run, and the default window (10 min), for several seeds each:
+//! `leak_window` of `Config::defaults(true)`), the 40 s window of a
+//! live run on the GPU machine, and the default window (10 min), for several seeds each:
 //! flagged or not, time to flag, the flag staying on, a stopped leak
 //! clearing within one window, and no flapping (on/off transitions).
 
@@ -108,7 +108,7 @@ fn non_leaks_and_warm_ups_at_the_default_window() {
 /// Issue 15, point 1: 2 MiB/s kept, reserved 20 MiB per 10 s, with the
 /// 40 s window of the live run on the H200 (4 steps per window).
 #[test]
-fn issue_15_staircase_at_a_40_s_window() {
+fn staircase_at_a_40_s_window() {
     check(40.0, |s| {
         s.name.starts_with("2 MiB/s reserved") || s.name.starts_with("staircase")
     });

@@ -1,4 +1,4 @@
-//! Which NVML calls a poll makes (issue 21), read from the stand-in's call
+//! Which NVML calls a poll makes, read from the stand-in's call
 //! log: the memory every poll and the compute list only when the memory
 //! changed (or every 10 polls) in steady state, a burst of new
 //! processes listed in the poll it appears (grow and retry), a lost GPU

@@ -1,4 +1,4 @@
-//! The NVML calls a poll skips while nothing changed (issue 21), through
+//! The NVML calls a poll skips while nothing changed, through
 //! the stand-in's call log: the process lists are read again in the poll
 //! after a listed process exits even when the GPU's memory does not move,
 //! and the per-process utilisation call waits while the GPU's own

@@ -1,9 +1,9 @@
-//! End to end, `action = "suspend"` (issue 16): the real binary loads the
+//! End to end, `action = "suspend"`: the real binary loads the
 //! stand-in as both `--nvml-lib` and (through `[reclaim.suspend] cuda_lib`)
 //! the CUDA driver, so a checkpoint takes the process out of NVML's list and
 //! the device's used memory drops, as on a GPU. The victim is a real child
-//! process (`sleep`), attributed from the machine's /proc. Every path of the
-//! issue's "Must show" that needs the daemon: success + manual resume, dry
+//! process (`sleep`), attributed from the machine's /proc. Every path of
+//! suspend that needs the daemon: success + manual resume, dry
 //! run, missing driver, host-memory guard, lock timeout and hung lock,
 //! failure after the lock, when-free resume, and the API's refusals. (PID
 //! reuse between the decision and the lock is in src/reclaim/suspend/tests.rs,

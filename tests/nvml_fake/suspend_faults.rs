@@ -1,5 +1,5 @@
 //! End to end, the CUDA stand-in's injected errors that suspend and resume
-//! must survive (issue 16): `cuInit` answering NOT_INITIALIZED, 3 (suspend
+//! must survive: `cuInit` answering NOT_INITIALIZED, 3 (suspend
 //! refused `cuda_unavailable`, monitoring goes on) and a restore answering
 //! ILLEGAL_STATE, 401 (the process stays checkpointed, reported; a later resume
 //! works). Shares the set-up of `suspend_e2e`.
