@@ -3,7 +3,9 @@
 //! each `crate::x` path used outside `#[cfg(test)]` code is an edge, and any
 //! circle fails with the modules in it. Inside a folder module the same holds
 //! for its files (`super::y` and `crate::x::y` paths). The leaves named in
-//! `LEAVES` must not depend on anything in the crate at all.
+//! `LEAVES` must not depend on anything in the crate at all. Every top-level
+//! module belongs to one concept of `CONCEPTS`, and a module uses only its
+//! own concept or those listed before it, but for the edges of `UPWARD`.
 //!
 //! It must not compile or run the crate: it is a reading of the source, cheap
 //! enough for every `cargo test`.
@@ -14,6 +16,48 @@ use std::path::{Path, PathBuf};
 
 /// Modules everything may use and that use nothing of the crate.
 const LEAVES: &[&str] = &["clock", "sysnotify", "units", "snapshot"];
+
+/// The concepts, lowest first, and their modules (docs/design.md's map).
+const CONCEPTS: &[(&str, &[&str])] = &[
+    (
+        "data",
+        &["snapshot", "units", "clock", "events", "links", "files", "sysnotify"],
+    ),
+    (
+        "collect",
+        &[
+            "source",
+            "cuda",
+            "attribution",
+            "health",
+            "allocator",
+            "diagnosis",
+            "pipeline",
+            "poller",
+            "history",
+        ],
+    ),
+    ("judge", &["rules"]),
+    ("act", &["alerts", "notify", "reclaim", "suspend_follow"]),
+    ("serve", &["metrics", "http", "statuspage"]),
+    (
+        "app",
+        &["config", "reload", "daemon", "logging", "shutdown", "hangup", "malloc"],
+    ),
+    ("cli", &["cli", "check", "snapshot_cmd", "table", "remote"]),
+];
+
+/// The edges that go up the concepts, each with its reason. `config` gathers
+/// every section's types from the modules that own them, so it sits above
+/// them; the few readers below it that need the whole configuration or the
+/// reload state name it here.
+const UPWARD: &[(&str, &str, &str)] = &[
+    ("pipeline", "config", "attribution and diagnosis settings of a poll"),
+    ("metrics", "config", "the config hash and the rules listed as metrics"),
+    ("metrics", "reload", "the reload success metrics"),
+    ("http", "config", "web and server settings"),
+    ("http", "reload", "POST /-/reload and its state"),
+];
 
 type Graph = BTreeMap<String, BTreeSet<String>>;
 
@@ -160,6 +204,53 @@ fn leaves_depend_on_nothing_in_the_crate() {
         let deps = g.get(*leaf).unwrap_or_else(|| panic!("leaf module {leaf} not found"));
         assert!(deps.is_empty(), "leaf module {leaf} uses {deps:?}");
     }
+}
+
+fn concept_of(module: &str) -> Option<usize> {
+    CONCEPTS.iter().position(|(_, mods)| mods.contains(&module))
+}
+
+#[test]
+fn every_module_has_one_concept_and_uses_only_lower_ones() {
+    let g = top_level_graph();
+    let mut errors = Vec::new();
+    for (i, (name, mods)) in CONCEPTS.iter().enumerate() {
+        for m in *mods {
+            if !g.contains_key(*m) {
+                errors.push(format!("{name}: module {m} does not exist"));
+            }
+            if CONCEPTS[i + 1..].iter().any(|(_, later)| later.contains(m)) {
+                errors.push(format!("{m} is in two concepts"));
+            }
+        }
+    }
+    let mut used_upward = BTreeSet::new();
+    for (m, deps) in &g {
+        let Some(mine) = concept_of(m) else {
+            errors.push(format!("module {m} has no concept in CONCEPTS"));
+            continue;
+        };
+        for d in deps {
+            let Some(theirs) = concept_of(d) else { continue };
+            if theirs <= mine {
+                continue;
+            }
+            if UPWARD.iter().any(|(from, to, _)| from == m && to == d) {
+                used_upward.insert((m.clone(), d.clone()));
+            } else {
+                errors.push(format!(
+                    "{m} ({}) uses {d} ({}), a later concept: move one of them or name the edge in UPWARD",
+                    CONCEPTS[mine].0, CONCEPTS[theirs].0
+                ));
+            }
+        }
+    }
+    for (from, to, _) in UPWARD {
+        if !used_upward.contains(&(from.to_string(), to.to_string())) {
+            errors.push(format!("UPWARD names {from} -> {to}, which the code no longer has"));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
 #[test]
