@@ -39,7 +39,8 @@ fi
 
 variant=(--set-json 'webConfig="basic_auth_users:\n  ops: $2y$10$abcdefghijklmnopqrstuu\n"'
          --set-json 'serviceMonitor.enabled=false' --set-json 'runtimeClassName=""'
-         --set-json 'extraArgs=["--log.level=debug"]' --set-json 'allocatorSocket.enabled=true')
+         --set-json 'extraArgs=["--log.level=debug"]' --set-json 'allocatorSocket.enabled=true'
+         --set-json 'ebpf.enabled=true')
 # TLS and basic auth on, and the ServiceMonitor following them; a runbook
 # base of the site's own.
 secure=(--set-json 'webConfig="tls_server_config:\n  cert_file: /etc/gpumemd-web/tls.crt\n  key_file: /etc/gpumemd-web/tls.key\nbasic_auth_users:\n  prometheus: $2y$10$abcdefghijklmnopqrstuu\n"'
@@ -53,7 +54,7 @@ if command -v helm >/dev/null; then
   helm template gpumemd "$chart" --namespace monitoring \
     --set-json 'webConfig="basic_auth_users:\n  ops: x\n"' --set serviceMonitor.enabled=false \
     --set runtimeClassName= --set-json 'extraArgs=["--log.level=debug"]' \
-    --set allocatorSocket.enabled=true > "$out/variant.yaml"
+    --set allocatorSocket.enabled=true --set ebpf.enabled=true > "$out/variant.yaml"
   helm template gpumemd "$chart" --namespace monitoring "${secure[@]}" > "$out/secure.yaml"
   echo "rendered with $(helm version --short)"
 else

@@ -18,6 +18,7 @@ pub mod files;
 pub mod health;
 pub mod history;
 pub mod http;
+pub mod ledger;
 pub mod links;
 pub mod logging;
 pub mod metrics;
@@ -93,6 +94,8 @@ struct Core {
     notifiers: Option<Arc<notify::Notifiers>>,
     state_dir_writable: Option<Arc<AtomicBool>>,
     allocator: Option<Arc<allocator::AllocatorState>>,
+    /// The driver-call ledger, when `[ebpf]` is enabled.
+    ledger: Option<Arc<ledger::Ledger>>,
     /// Removes the allocator socket when dropped, so it is held to the end
     /// of `run`.
     socket: Option<allocator::receiver::SocketGuard>,
@@ -131,6 +134,13 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
     if let Some(a) = &allocator {
         pipeline = pipeline.with_allocator(a.clone());
     }
+    let ledger = cfg
+        .ebpf
+        .enabled
+        .then(|| ledger::Ledger::start(&cfg.ebpf, cfg.processes.proc_root.clone(), Some(events.clone())));
+    if let Some(l) = &ledger {
+        pipeline = pipeline.with_ledger(l.clone());
+    }
     let poller::Started {
         snapshots,
         supervisor: poll_loop,
@@ -150,6 +160,7 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
         notifiers,
         state_dir_writable,
         allocator,
+        ledger,
         socket,
         snapshots,
         follow,
@@ -191,7 +202,8 @@ pub async fn run(
         core.notifiers.clone(),
         core.state_dir_writable,
     )
-    .with_allocator(core.allocator.clone());
+    .with_allocator(core.allocator.clone())
+    .with_ledger(core.ledger.clone());
     let state = http::AppState {
         snapshots: core.snapshots.clone(),
         alerts: alerts_rx,

@@ -55,6 +55,8 @@ pub struct Pipeline {
     devices: DeviceIds,
     /// The allocator view, when `[allocator]` is enabled (or the demo).
     allocator: Option<std::sync::Arc<crate::allocator::AllocatorState>>,
+    /// The driver-call ledger, when `[ebpf]` is enabled.
+    ledger: Option<std::sync::Arc<crate::ledger::Ledger>>,
     /// Leak trends of `allocated` for processes that report it.
     tensor_leaks: TensorLeaks,
     /// Xid event counts and recent events per device.
@@ -118,6 +120,7 @@ impl Pipeline {
             util_seen: Default::default(),
             devices: DeviceIds::default(),
             allocator: None,
+            ledger: None,
             tensor_leaks: TensorLeaks::new(leak),
             xids: crate::health::XidBook::new(crate::health::HealthConfig::default().recent_events),
             events: None,
@@ -135,6 +138,12 @@ impl Pipeline {
     pub fn with_peak_window(mut self, seconds: f64) -> Self {
         self.records.peaks = PeakTracker::new(seconds);
         self.device_peaks = PeakTracker::new(seconds);
+        self
+    }
+
+    /// Joins the driver-call ledger's figures and OOM events.
+    pub fn with_ledger(mut self, ledger: std::sync::Arc<crate::ledger::Ledger>) -> Self {
+        self.ledger = Some(ledger);
         self
     }
 
@@ -198,6 +207,9 @@ impl Pipeline {
         if let Some(a) = self.allocator.clone() {
             a.join(&mut devices, now);
             self.judge_tensors(&mut devices, now);
+        }
+        if let Some(l) = &self.ledger {
+            l.join(&mut devices, now);
         }
         self.forget_gone(&devices);
         (raw.driver, devices)
@@ -341,6 +353,7 @@ impl Pipeline {
             idle_seconds: None,
             idle: false,
             allocator: None,
+            driver: None,
         }
     }
 

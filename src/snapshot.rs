@@ -10,11 +10,13 @@ mod suspended;
 use std::collections::BTreeMap;
 
 mod allocator;
+mod driver;
 mod kind;
 mod who;
 
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
 use arcstr::ArcStr;
+pub use driver::{DriverFailure, DriverFigures};
 pub use kind::{ProcessState, ProcessType};
 use serde::{Deserialize, Serialize};
 pub use suspended::SuspendedProcess;
@@ -171,6 +173,9 @@ pub struct Process {
     /// with `gpumemd-torch`); absent otherwise.
     // Boxed: 170 bytes that almost every process would carry empty.
     pub allocator: Option<Box<AllocatorFigures>>,
+    /// What the driver-call ledger saw of it (`[ebpf]`); absent otherwise.
+    // Boxed for the same reason as `allocator`.
+    pub driver: Option<Box<DriverFigures>>,
 }
 
 impl Process {

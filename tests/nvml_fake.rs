@@ -25,6 +25,8 @@ mod gates;
 mod harness;
 #[path = "nvml_fake/health.rs"]
 mod health;
+#[path = "nvml_fake/ledger.rs"]
+mod ledger;
 #[path = "nvml_fake/reclaim_e2e.rs"]
 mod reclaim_e2e;
 #[path = "nvml_fake/scale.rs"]

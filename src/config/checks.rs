@@ -111,6 +111,9 @@ impl Config {
         if let Err((key, message)) = self.allocator.check() {
             return Err(invalid(&["allocator", key], message));
         }
+        if let Err((key, message)) = self.ebpf.check() {
+            return Err(invalid(&["ebpf", key], message));
+        }
         self.processes.group_by.sort();
         self.processes.group_by.dedup();
         // Fill in the derived timeout so `check-config` prints what is used.

@@ -42,6 +42,7 @@ pub struct Config {
     pub notify: crate::notify::NotifyConfig,
     pub reclaim: crate::reclaim::ReclaimConfig,
     pub allocator: crate::allocator::AllocatorConfig,
+    pub ebpf: crate::ledger::EbpfConfig,
     pub links: crate::links::LinksConfig,
     pub health: crate::health::HealthConfig,
     pub status_page: crate::statuspage::config::StatusPageConfig,

@@ -29,6 +29,8 @@ pub struct RestartOnly<'a> {
     processes: Pipeline<'a>,
     /// The receiver binds its socket and sizes its limits once.
     allocator: &'a crate::allocator::AllocatorConfig,
+    /// The probes are loaded and their maps sized once.
+    ebpf: &'a crate::ledger::EbpfConfig,
     health: &'a crate::health::HealthConfig,
 }
 
@@ -88,6 +90,7 @@ impl<'a> RestartOnly<'a> {
                 idle_after: p.idle_after,
             },
             allocator: &c.allocator,
+            ebpf: &c.ebpf,
         }
     }
 }

@@ -13,6 +13,7 @@ use super::selfproc::{PROCESS, SelfStats};
 use super::text::{Kind, Writer};
 use crate::alerts::AlertsView;
 use crate::allocator::AllocatorState;
+use crate::ledger::Ledger;
 use crate::notify::{NotifierStats, Notifiers};
 use crate::reclaim::{ReclaimStats, Reclaimer, Suspended};
 use crate::reload::ReloadStatus;
@@ -27,6 +28,8 @@ pub struct Counters {
     state_dir_writable: Option<Arc<AtomicBool>>,
     /// The allocator receiver's counts, when `[allocator]` is enabled.
     allocator: Option<Arc<AllocatorState>>,
+    /// The driver-call ledger, when `[ebpf]` is enabled.
+    ledger: Option<Arc<Ledger>>,
 }
 
 impl Counters {
@@ -43,7 +46,14 @@ impl Counters {
             notifiers,
             state_dir_writable,
             allocator: None,
+            ledger: None,
         }
+    }
+
+    /// Also exports the ledger's `gpumem_ebpf_*` families.
+    pub fn with_ledger(mut self, ledger: Option<Arc<Ledger>>) -> Self {
+        self.ledger = ledger;
+        self
     }
 
     /// Also exports the allocator receiver's message counts.
@@ -60,6 +70,7 @@ impl std::fmt::Debug for Counters {
             .field("notifiers", &self.notifiers.is_some())
             .field("state_dir_writable", &self.state_dir_writable)
             .field("allocator", &self.allocator.is_some())
+            .field("ledger", &self.ledger.is_some())
             .finish()
     }
 }
@@ -103,6 +114,9 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     }
     if let Some(a) = &c.allocator {
         ALLOCATOR.write(w, [&a.counts()]);
+    }
+    if let Some(l) = &c.ledger {
+        write_table(w, super::ledger::LEDGER, &[super::ledger::LedgerStats::of(l)]);
     }
 }
 

@@ -11,6 +11,7 @@ mod device;
 mod family;
 mod format;
 mod health;
+mod ledger;
 mod process;
 mod selfproc;
 mod text;

@@ -23,7 +23,7 @@ fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
 }
 
 /// One exported process: its device, itself, and its pid as a label value.
-type Exported<'a> = (&'a Device, &'a Process, Digits);
+pub(super) type Exported<'a> = (&'a Device, &'a Process, Digits);
 
 pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     let mut per_dev: Vec<(&Device, usize)> = Vec::new();
@@ -36,6 +36,7 @@ pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     identity_families(w, &rows, cfg);
     per_process_gauges(w, &rows);
     allocator_families(w, &rows);
+    super::ledger::driver_families(w, &rows);
     w.family(
         "gpumem_processes_not_exported",
         Kind::Gauge,

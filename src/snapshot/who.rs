@@ -17,7 +17,7 @@ use std::sync::Arc;
 use arcstr::ArcStr;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::{AllocatorFigures, Holder, Placement, Process, ProcessState, ProcessType};
+use super::{AllocatorFigures, DriverFigures, Holder, Placement, Process, ProcessState, ProcessType};
 
 /// Who a process is, as the snapshot shows it; shared between
 /// attribution's cache and the snapshots that show the process.
@@ -82,6 +82,8 @@ struct ProcessOut<'a> {
     idle: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     allocator: Option<&'a AllocatorFigures>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    driver: Option<&'a DriverFigures>,
 }
 
 impl Serialize for Process {
@@ -107,6 +109,7 @@ impl Serialize for Process {
             idle_seconds: self.idle_seconds,
             idle: self.idle,
             allocator: self.allocator.as_deref(),
+            driver: self.driver.as_deref(),
         }
         .serialize(s)
     }
@@ -138,6 +141,7 @@ struct ProcessIn {
     idle_seconds: Option<f64>,
     idle: bool,
     allocator: Option<Box<AllocatorFigures>>,
+    driver: Option<Box<DriverFigures>>,
 }
 
 impl<'de> Deserialize<'de> for Process {
@@ -169,6 +173,7 @@ impl<'de> Deserialize<'de> for Process {
             idle_seconds: p.idle_seconds,
             idle: p.idle,
             allocator: p.allocator,
+            driver: p.driver,
         })
     }
 }
@@ -211,6 +216,7 @@ mod tests {
             idle_seconds: Some(3.5),
             idle: true,
             allocator: None,
+            driver: None,
         }
     }
 

@@ -13,7 +13,8 @@ use super::config::PageLinks;
 use crate::alerts::AlertsView;
 use crate::rules::eval::{Alert, State};
 use crate::snapshot::{
-    AllocatorFigures, Device, DriverInfo, Holder, Holders, Memory, Process, RecentOom, Snapshot, Unreleased,
+    AllocatorFigures, Device, DriverFigures, DriverInfo, Holder, Holders, Memory, Process, RecentOom, Snapshot,
+    Unreleased,
 };
 
 /// Examples kept per alert group; the rest are counted.
@@ -129,6 +130,9 @@ pub struct ProcBrief {
     /// The process's own allocator figures, when it reports them.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub allocator: Option<AllocatorFigures>,
+    /// The driver-call ledger's figures, when `[ebpf]` sees the process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverFigures>,
 }
 
 #[derive(Debug, Serialize)]
@@ -279,6 +283,7 @@ fn proc_brief(p: &Process) -> ProcBrief {
         unit: pl.unit.to_string(),
         job: pl.job.to_string(),
         allocator: p.allocator.as_deref().cloned(),
+        driver: p.driver.as_deref().cloned(),
     }
 }
 

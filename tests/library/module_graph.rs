@@ -31,6 +31,7 @@ const CONCEPTS: &[(&str, &[&str])] = &[
             "attribution",
             "health",
             "allocator",
+            "ledger",
             "diagnosis",
             "pipeline",
             "poller",

@@ -7,6 +7,7 @@
 
 pub mod codes;
 pub mod cuda;
+pub mod devmem;
 pub mod exports;
 pub mod funcs;
 pub mod generate;

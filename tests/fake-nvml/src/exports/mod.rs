@@ -17,12 +17,14 @@ mod abi_check;
 mod cuda;
 mod device;
 mod health;
+mod memory;
 mod processes;
 mod system;
 
 pub use cuda::*;
 pub use device::*;
 pub use health::*;
+pub use memory::*;
 pub use processes::*;
 pub use system::*;
 
