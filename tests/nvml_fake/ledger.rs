@@ -146,8 +146,8 @@ fn ledger_books_equal_what_the_workload_did() {
     let _ = child.wait();
 }
 
-/// ns per call of `--bench n` in a fresh workload, probed or not.
-fn ns_per_call(l: Option<&Ledger>, n: u64) -> f64 {
+/// (pid, ns per call) of `--bench n` in a fresh workload, probed or not.
+fn ns_per_call(l: Option<&Ledger>, n: u64) -> (u32, f64) {
     let (mut child, mut stdin, mut lines) = spawn(&format!("{} --bench {n}", lib_path().display()));
     let pid: u32 = lines
         .find_map(|l| l.rsplit_once("ready ").map(|(_, p)| p.trim().parse().expect("pid")))
@@ -161,23 +161,33 @@ fn ns_per_call(l: Option<&Ledger>, n: u64) -> f64 {
         .expect("figure");
     drop(stdin);
     let _ = child.wait();
-    out["ns_per_call"].as_f64().expect("ns")
+    (pid, out["ns_per_call"].as_f64().expect("ns"))
 }
 
+/// Prints the cost per traced call (BENCHMARKS.md records it; the goal of
+/// under 2 us is judged on real hardware by benches/h200/ledger.py, since
+/// a virtual machine's breakpoint traps cost far more) and checks that
+/// every call of the timed loop was booked.
 #[test]
 #[ignore = "needs root with CAP_BPF and CAP_PERFMON; .ci/run runs it"]
 fn ledger_overhead_per_traced_call() {
     if let Err(why) = probes_possible() {
         panic!("cannot load probes here: {why}");
     }
-    let n = 200_000;
-    let bare = ns_per_call(None, n);
+    let n = 100_000;
+    let (_, bare) = ns_per_call(None, n);
     let l = ledger(None);
-    let traced = ns_per_call(Some(&l), n);
+    let (pid, traced) = ns_per_call(Some(&l), n);
     let cost = traced - bare;
     println!("ledger overhead: {bare:.0} ns per call bare, {traced:.0} ns probed, {cost:.0} ns added per traced call");
-    // The goal is under 2 us; a loaded CI machine gets twice that.
-    assert!(cost < 4000.0, "{cost:.0} ns per traced call");
-    let (books, _) = l.held();
-    assert!(books >= 1, "the traced workload was booked");
+    let f = crate::common::wait_blocking(Duration::from_secs(10), "every timed call booked", || {
+        l.figures(pid).filter(|f| f.allocations == n && f.frees == n)
+    });
+    assert_eq!(
+        (f.live_bytes, f.live_allocations, f.failures),
+        (0, 0, 0),
+        "each allocation freed"
+    );
+    let (_, _, lost) = l.counts();
+    assert_eq!(lost, 0, "no record lost at this rate");
 }
