@@ -230,9 +230,14 @@ impl Ledger {
         a.scanned.retain(|pid, _| gpus.contains_key(pid));
         a.recent.retain(|(_, r)| r.time >= now - OOM_RECENT_SECONDS);
         a.recent.extend(fresh);
+        // Beside the allocator view's (set by its join); once each, should
+        // the same devices be joined again.
         for d in devices.iter_mut() {
-            d.ooms
-                .extend(a.recent.iter().filter(|(u, _)| *u == d.uuid).map(|(_, r)| r.clone()));
+            for (_, r) in a.recent.iter().filter(|(u, _)| *u == d.uuid) {
+                if !d.ooms.iter().any(|o| o.pid == r.pid && o.time == r.time) {
+                    d.ooms.push(r.clone());
+                }
+            }
         }
     }
 
