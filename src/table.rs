@@ -184,8 +184,25 @@ fn processes(out: &mut String, list: &[Process], paint: Paint) {
         );
         if let Some(a) = &p.allocator {
             allocator_line(out, a);
+        } else if let Some(d) = &p.driver {
+            driver_line(out, d);
         }
     }
+}
+
+/// NVML's figure split by the driver-call ledger (`[ebpf]`), where the
+/// process does not report its allocator (whose split is finer).
+fn driver_line(out: &mut String, d: &crate::snapshot::DriverFigures) {
+    let other = d.other_bytes.map(human).unwrap_or_else(|| "n/a".into());
+    let _ = writeln!(
+        out,
+        "  {:>8}  = driver allocations {} + other {}; largest {}, failed allocations {}",
+        "",
+        human(d.live_bytes),
+        other,
+        human(d.largest_bytes),
+        d.failures
+    );
 }
 
 /// NVML's figure split by the process's own allocator report (gpumemd-torch).
@@ -257,6 +274,32 @@ mod tests {
         );
         assert!(lines[2].trim_start().starts_with(&want), "{}", lines[2]);
         assert!(lines[3].trim_start().starts_with('8'));
+    }
+
+    #[test]
+    fn a_process_seen_by_the_ledger_gets_the_driver_split() {
+        let gib = 1u64 << 30;
+        let p = Process {
+            pid: 9,
+            used_bytes: Some(5 * gib),
+            driver: Some(Box::new(crate::snapshot::DriverFigures {
+                live_bytes: 4 * gib,
+                largest_bytes: 2 * gib,
+                other_bytes: Some(gib),
+                failures: 1,
+                ..Default::default()
+            })),
+            ..Process::default()
+        };
+        let mut out = String::new();
+        processes(&mut out, &[p], Paint(false));
+        let want = format!(
+            "= driver allocations {} + other {}; largest {}, failed allocations 1",
+            human(4 * gib),
+            human(gib),
+            human(2 * gib)
+        );
+        assert!(out.lines().nth(2).is_some_and(|l| l.trim_start() == want), "{out}");
     }
 
     #[test]

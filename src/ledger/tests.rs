@@ -1,3 +1,8 @@
+//! Tests of the driver-call ledger without the kernel: record decoding,
+//! the books and their bounds, finding libcuda in a maps text, the config
+//! checks, and the join (figures, NVML split, OOM events) on books fed as
+//! the reader thread would. Real uprobes: tests/nvml_fake/ledger.rs.
+
 use std::sync::Arc;
 
 use super::book::Book;

@@ -5,6 +5,7 @@
 
 mod allocator;
 mod daemon;
+mod ledger;
 mod selfproc;
 
 use std::collections::BTreeSet;
