@@ -74,4 +74,14 @@ security "$tmp/shipped" "unit + reclaim.conf"
 # Suspend alone needs no CAP_KILL; both drop-ins together measure 2.1.
 echo "--- security $unit + $suspend"
 security "$tmp/shipped-suspend" "unit + suspend.conf"
+# The driver-call ledger's drop-in: merged (bpf allowed) and at most 2.5:
+# loading BPF is a privilege, an opt-in one.
+mkdir -p "$tmp/ebpf/gpumemd.service.d"
+cp "$tmp/plain/gpumemd.service" "$tmp/ebpf/"
+cp deploy/systemd/ebpf.conf "$tmp/ebpf/gpumemd.service.d/"
+echo "--- verify $unit + deploy/systemd/ebpf.conf"
+verify "$tmp/ebpf"
+merged=$(systemd-analyze security --offline=true --no-pager "$tmp/ebpf/gpumemd.service" 2>&1 || true)
+grep -q 'bpf is allowed' <<<"$merged" || { echo "systemd-check: the ebpf drop-in was not applied"; exit 1; }
+max=25 security "$tmp/ebpf" "unit + ebpf.conf"
 echo "systemd check passed"
