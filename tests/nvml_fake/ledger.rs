@@ -191,3 +191,96 @@ fn ledger_overhead_per_traced_call() {
     let (_, _, lost) = l.counts();
     assert_eq!(lost, 0, "no record lost at this rate");
 }
+
+/// A one-GPU scenario listing `pid` with 1 GiB and 4243 with 5 GiB.
+fn scenario_with(dir: &std::path::Path, pid: u32) -> std::path::PathBuf {
+    let text = format!(
+        "driver_version = \"550.54.15\"\nnvml_version = \"12.550.54.15\"\ncuda_driver_version = 12040\n\n\
+         [[device]]\nuuid = \"{UUID}\"\nname = \"NVIDIA H100 80GB HBM3\"\npci_bus_id = \"00000000:1B:00.0\"\n\
+         total = \"81559MiB\"\nreserved = \"535MiB\"\n\n\
+         [[device.process]]\npid = {pid}\nused = \"1GiB\"\n\n[[device.process]]\npid = 4243\nused = \"5GiB\"\n"
+    );
+    let path = dir.join("scenario.toml");
+    std::fs::write(&path, text).expect("scenario");
+    path
+}
+
+const UUID: &str = "GPU-3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d";
+
+/// The whole daemon: NVML (the stand-in) lists the workload, the pipeline
+/// probes the libcuda in its maps, and the metrics, the snapshot and the
+/// events show what it did.
+#[tokio::test]
+#[ignore = "needs root with CAP_BPF and CAP_PERFMON; .ci/run runs it"]
+async fn the_daemon_shows_a_listed_process_driver_calls() {
+    if let Err(why) = probes_possible() {
+        panic!("cannot load probes here: {why}");
+    }
+    let (mut child, mut stdin, mut lines) = spawn(&lib_path().display().to_string());
+    let pid: u32 = lines
+        .find_map(|l| l.rsplit_once("ready ").map(|(_, p)| p.trim().parse().expect("pid")))
+        .expect("ready");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let scen = scenario_with(dir.path(), pid);
+    let d = super::harness::Daemon::start(super::harness::Opts {
+        scenario_path: Some(&scen),
+        real_proc: true,
+        extra: "[ebpf]\nenabled = true\nlibraries = [\"libfake_nvml.so\"]\n",
+        ..super::harness::Opts::default()
+    });
+    crate::common::wait_until(Duration::from_secs(30), "the stand-in probed", || async {
+        let body = d.metrics().await;
+        (crate::common::sample(&body, "gpumem_ebpf_libraries_probed", &[]) == Some(1.0)).then_some(())
+    })
+    .await;
+    let body = d.metrics().await;
+    assert_eq!(crate::common::sample(&body, "gpumem_ebpf_up", &[]), Some(1.0));
+    writeln!(stdin, "go").expect("go");
+    let own: Value = lines
+        .find_map(|l| l.find('{').map(|i| serde_json::from_str(&l[i..]).expect("json")))
+        .expect("own count");
+    let live = own["live_bytes"].as_u64().expect("live") as f64;
+    let pid_label = format!("pid=\"{pid}\"");
+    crate::common::wait_until(Duration::from_secs(30), "the driver bytes in /metrics", || async {
+        let body = d.metrics().await;
+        (crate::common::sample(&body, "gpumem_process_driver_allocated_bytes", &[&pid_label]) == Some(live))
+            .then_some(())
+    })
+    .await;
+    let body = d.metrics().await;
+    let failures = crate::common::sample(&body, "gpumem_process_driver_alloc_failures_total", &[&pid_label]);
+    assert_eq!(failures, Some(2.0));
+    let snap = d.snapshot().await;
+    let me = snap["devices"][0]["processes"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["pid"] == pid))
+        .cloned()
+        .expect("listed");
+    assert_eq!(
+        me["driver"]["other_bytes"].as_f64(),
+        Some((1u64 << 30) as f64 - live),
+        "NVML's 1 GiB split"
+    );
+    let events: Value = crate::common::wait_until(Duration::from_secs(30), "two OOM events", || async {
+        let v: Value = serde_json::from_str(&d.get("/api/v1/events").await.body).ok()?;
+        let n = v["events"].as_array()?.iter().filter(|e| e["source"] == "ebpf").count();
+        (n == 2).then_some(v)
+    })
+    .await;
+    let first = events["events"]
+        .as_array()
+        .and_then(|es| es.iter().find(|e| e["source"] == "ebpf"))
+        .cloned()
+        .expect("event");
+    assert_eq!((first["kind"].as_str(), first["code"].as_i64()), (Some("oom"), Some(2)));
+    let holders: Vec<u64> = first["gpu"]["processes"]
+        .as_array()
+        .map(|ps| ps.iter().filter_map(|p| p["pid"].as_u64()).collect())
+        .unwrap_or_default();
+    assert!(
+        holders.contains(&4243),
+        "the holder table names the other holder: {holders:?}"
+    );
+    drop(stdin);
+    let _ = child.wait();
+}
