@@ -36,6 +36,10 @@ const ENTRIES: &[(&str, &str, bool)] = &[
     ("enter_free", "cuMemFree_v2", true),
     ("enter_free_async", "cuMemFreeAsync", false),
     ("enter_release", "cuMemRelease", false),
+    // The per-thread default stream variants of the stream-ordered calls.
+    ("enter_async", "cuMemAllocAsync_ptsz", false),
+    ("enter_pool", "cuMemAllocFromPoolAsync_ptsz", false),
+    ("enter_free_async", "cuMemFreeAsync_ptsz", false),
 ];
 const RETURN: &str = "leave_alloc";
 
