@@ -37,7 +37,7 @@ cleanup() {
     for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
   done
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  [ -n "$munged_pid" ] && kill "$munged_pid" 2>/dev/null || true
+  if [ -n "$munged_pid" ]; then kill "$munged_pid" 2>/dev/null || true; fi
   rm -f "$settings"
   [ -e "$work/settings.orig" ] && mv "$work/settings.orig" "$settings"
   rm -rf "$work"
@@ -57,7 +57,8 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 
 # munge: Debian's package made the key; start the daemon unless running.
 if ! munge -n >/dev/null 2>&1; then
-  mkdir -p /run/munge && chown munge:munge /run/munge 2>/dev/null || true
+  mkdir -p /run/munge
+  chown munge:munge /run/munge 2>/dev/null || true
   munged --force 2>/dev/null || munged --force
   munged_pid=$(cat /run/munge/munged.pid)
 fi
@@ -110,6 +111,7 @@ PY
 holder 0
 ln -s "$bin" "$work/bin/gpumemd"
 # What an operator writes: where gpumemd is and where it listens.
+# shellcheck disable=SC2016  # $PATH is for the recipe to expand
 printf 'PATH=%s:$PATH\nGPUMEMD_URL=http://127.0.0.1:%s\n' "$work/bin" "$port" > "$settings"
 wait_for 10 curl -sf "http://127.0.0.1:$port/api/v1/snapshot"
 
