@@ -42,7 +42,7 @@ if ! python3 -c 'import yaml, kubernetes_validate' 2>/dev/null; then
     || python3 -m pip install -q --break-system-packages pyyaml kubernetes-validate
 fi
 
-# name, release name, values file ("" for the defaults). Another release
+# name, release name, values file ("-" for the defaults). Another release
 # name than "gpumemd" shows the job label following the release.
 variants=("default gpumemd -")
 for f in "$chart"/ci/*-values.yaml; do
