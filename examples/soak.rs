@@ -313,7 +313,7 @@ impl ChurnSource {
             base,
             leak,
             born: self.poll,
-            sm_util: if r % 4 == 0 { 0 } else { (r % 100) as u32 },
+            sm_util: if r.is_multiple_of(4) { 0 } else { (r % 100) as u32 },
         }
     }
 

@@ -189,7 +189,7 @@ pub fn format_size(b: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if b >= mult && b % mult == 0 {
+        if b >= mult && b.is_multiple_of(mult) {
             return format!("{}{unit}", b / mult);
         }
     }
