@@ -333,7 +333,8 @@ fn check(args: &CheckArgs) -> ExitCode {
             line: format!("UNKNOWN: {msg}"),
         },
     };
-    print_out(format_args!("{}\n", verdict.line));
+    // Names and command lines come from processes: no terminal escapes.
+    print_out(format_args!("{}\n", gpumemd::units::printable(&verdict.line)));
     ExitCode::from(verdict.code)
 }
 

@@ -19,6 +19,12 @@ pub struct SnapshotOpts {
     /// Only these processes; repeatable.
     #[arg(long, value_name = "PID")]
     pub pid: Vec<u32>,
+    /// At most N processes per GPU, largest first, then "... and K more
+    /// processes" (JSON: `processes_omitted`). Default: 10 on a terminal
+    /// (without --watch, whose screen fits the terminal), all when piped;
+    /// 0 shows all.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
     /// Colour the table: auto (when stdout is a terminal), always or never.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto)]
     pub color: ColorWhen,

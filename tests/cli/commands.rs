@@ -507,6 +507,8 @@ fn snapshot_filters_and_colour() {
 fn snapshot_watch_refreshes_until_stopped() {
     let mut child = Command::new(BIN)
         .args(["snapshot", "--demo", "--watch", "0.2"])
+        .env_remove("COLUMNS")
+        .env_remove("LINES")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
