@@ -13,6 +13,7 @@ mod common;
 // of its name: `cli::check` is tests/cli/check.rs.
 mod cli {
     mod check;
+    mod client;
     mod commands;
     mod reclaim_demo;
     mod snapshot_scale;
