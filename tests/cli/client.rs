@@ -251,3 +251,47 @@ fn lifecycle_off_and_no_daemon_say_what_to_do() {
         (Some(1), "gpumemd: --ca-file is for asking a daemon; give --url too")
     );
 }
+
+#[test]
+fn man_pages_and_the_readme_document_the_client_options() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let o = gpumemd(&["generate", "man", "--dir", dir.path().to_str().expect("utf-8")]);
+    assert_eq!(o.status.code(), Some(0), "{}", out(&o).2);
+    let page = |sub: &str| std::fs::read_to_string(dir.path().join(format!("gpumemd-{sub}.1"))).unwrap_or_default();
+    let client = [
+        "\\-\\-url",
+        "\\-\\-ca\\-file",
+        "\\-\\-cert\\-file",
+        "\\-\\-key\\-file",
+        "\\-\\-auth\\-user",
+    ];
+    for sub in ["check", "snapshot", "suspend", "resume"] {
+        let text = page(sub);
+        for flag in client.iter().chain(&["\\-\\-password\\-file"]) {
+            assert!(text.contains(flag), "gpumemd-{sub}.1 lacks {flag}");
+        }
+    }
+    assert!(page("snapshot").contains("\\-\\-top"), "gpumemd-snapshot.1 lacks --top");
+    assert!(page("suspend").contains("\\-\\-json"), "gpumemd-suspend.1 lacks --json");
+    assert!(
+        !page("resume").contains("\\-\\-user "),
+        "the old --user spelling stays hidden"
+    );
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).expect("README.md");
+    let start = readme.find("## Command line").expect("a Command line section");
+    let section = &readme[start
+        ..readme[start..]
+            .find("\n## Configuration")
+            .map_or(readme.len(), |e| start + e)];
+    for flag in [
+        "--top",
+        "--ca-file",
+        "--cert-file",
+        "--key-file",
+        "--auth-user",
+        "--password-file",
+        "--json",
+    ] {
+        assert!(section.contains(flag), "README's Command line lacks {flag}");
+    }
+}

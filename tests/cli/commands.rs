@@ -580,7 +580,7 @@ fn snapshot_url_reads_growth_from_the_running_daemon() {
     let dead = gpumemd(&["snapshot", "--url", &url]);
     assert_eq!(dead.status.code(), Some(1));
     assert!(
-        stderr(&dead).starts_with(&format!("gpumemd: --url {url}: ")),
+        stderr(&dead).starts_with(&format!("gpumemd: cannot ask {url}/api/v1/snapshot: ")),
         "{}",
         stderr(&dead)
     );
