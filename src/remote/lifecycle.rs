@@ -183,18 +183,9 @@ fn refused(action: &str, pid: u32, b: &Body) -> String {
         };
         return format!("cannot {action} PID {pid}: {detail}; see the daemon's log and its reclaim audit");
     }
-    format!(
-        "cannot {action} PID {pid}: {why} ({reason}); {todo}",
-        reason = b.result.clone() + &tag(reason)
-    )
-}
-
-fn tag(reason: &str) -> String {
-    if reason.is_empty() {
-        String::new()
-    } else {
-        format!(" {reason}")
-    }
+    // The daemon's own words in brackets: what the audit log and metrics say.
+    let said = [b.result.as_str(), reason].join(" ");
+    format!("cannot {action} PID {pid}: {why} ({}); {todo}", said.trim_end())
 }
 
 #[cfg(test)]
