@@ -148,7 +148,9 @@ impl ClientArgs {
         [
             (self.ca_file.is_some(), "--ca-file"),
             (self.cert_file.is_some(), "--cert-file"),
+            (self.key_file.is_some(), "--key-file"),
             (self.auth_user.is_some(), "--auth-user"),
+            (self.password_file.is_some(), "--password-file"),
         ]
         .into_iter()
         .find_map(|(set, flag)| set.then_some(flag))
