@@ -63,9 +63,10 @@ pub fn run(opts: &SnapshotOpts, mut feed: Feed<'_>) -> Result<(), SnapshotError>
         None if tty && !opts.json && opts.watch.is_none() => Some(DEFAULT_TOP_ON_TERMINAL),
         None => None,
     };
-    let screen = screen::size(tty).filter(|_| opts.watch.is_some() && !opts.json);
     let mut frames = 0u64;
     loop {
+        // Read every frame: the window may have been resized.
+        let screen = screen::size(tty).filter(|_| opts.watch.is_some() && !opts.json);
         let mut snap = (feed.fetch)()?;
         known_gpus(&snap, &opts.gpu)?;
         filter(&mut snap, opts);
