@@ -240,6 +240,14 @@ pub struct Device {
     /// read back by `snapshot --url`); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub suspended: Vec<SuspendedProcess>,
+    /// Processes left out of `processes` by `gpumemd snapshot --top` (the
+    /// smallest); the daemon lists them all and never sets it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub processes_omitted: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// An out-of-memory error a process reported (details in `/api/v1/events`).
