@@ -23,12 +23,12 @@ const MIN: Size = Size { cols: 20, rows: 6 };
 /// 80x24 on a terminal. `None` when stdout is no terminal and no size is
 /// given: piped frames are not cut.
 pub fn size(tty: bool) -> Option<Size> {
-    if tty {
-        if let Ok(ws) = rustix::termios::tcgetwinsize(std::io::stdout()) {
-            if ws.ws_col > 0 && ws.ws_row > 0 {
-                return Some(at_least(usize::from(ws.ws_col), usize::from(ws.ws_row)));
-            }
-        }
+    if tty
+        && let Ok(ws) = rustix::termios::tcgetwinsize(std::io::stdout())
+        && ws.ws_col > 0
+        && ws.ws_row > 0
+    {
+        return Some(at_least(usize::from(ws.ws_col), usize::from(ws.ws_row)));
     }
     let env = |k: &str| std::env::var(k).ok().and_then(|v| v.trim().parse::<usize>().ok());
     match (env("COLUMNS"), env("LINES")) {
