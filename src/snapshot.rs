@@ -10,11 +10,13 @@ mod suspended;
 use std::collections::BTreeMap;
 
 mod allocator;
+mod forecast;
 mod kind;
 mod who;
 
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
 use arcstr::ArcStr;
+pub use forecast::Grower;
 pub use kind::{ProcessState, ProcessType};
 use serde::{Deserialize, Serialize};
 pub use suspended::SuspendedProcess;
@@ -240,6 +242,13 @@ pub struct Device {
     /// read back by `snapshot --url`); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub suspended: Vec<SuspendedProcess>,
+    /// Seconds until free memory runs out at the confirmed growth of its
+    /// holders; absent when nothing grows (`diagnosis::forecast`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_in_seconds: Option<f64>,
+    /// Who grows, fastest first (at most a few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub growers: Vec<Grower>,
 }
 
 /// An out-of-memory error a process reported (details in `/api/v1/events`).
