@@ -51,7 +51,7 @@ pub fn forecast(dev: &Device, unattributed: Option<Trend>) -> Option<(f64, Vec<G
         });
     }
     let rate: f64 = growers.iter().map(|g| g.bytes_per_second).sum();
-    if growers.is_empty() || !(rate > 0.0) {
+    if growers.is_empty() || rate.is_nan() || rate <= 0.0 {
         return None;
     }
     growers.sort_by(|a, b| b.bytes_per_second.total_cmp(&a.bytes_per_second));

@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::grouped;
 use super::subject::Subject;
 use super::{Matchers, Rule, RuleKind};
 use crate::snapshot::{Device, Process, Snapshot};
@@ -134,6 +135,26 @@ pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(In
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices, f),
         RuleKind::ProcessOom => devices.for_each(|d| oom_instances(m, d, f)),
+        k if k.is_process() && rule.cfg.per.is_some() => {
+            let ctx = (k, rule.cfg.for_.0, snap.timestamp);
+            let mut hits = Vec::new();
+            for d in devices {
+                hits.clear();
+                for p in d.processes.iter().filter(|p| process_matches(m, p)) {
+                    if let Some(i) = process_instance(rule, ctx, d, p).filter(|i| grouped::meets(rule, i)) {
+                        hits.push((i.value, p));
+                    }
+                }
+                if let Some(i) = grouped::per_gpu(rule, d, &mut hits) {
+                    f(i);
+                }
+            }
+        }
+        RuleKind::DeviceFullForecast => devices.for_each(|d| {
+            if let Some(i) = grouped::forecast(d) {
+                f(i);
+            }
+        }),
         k if k.is_process() => {
             let ctx = (k, rule.cfg.for_.0, snap.timestamp);
             for d in devices {
