@@ -7,10 +7,10 @@
 
 use std::fmt::Write as _;
 
-use super::Rule;
 use super::annotations::humanize;
 use super::instances::{Instance, holds};
 use super::subject::Subject;
+use super::{Rule, RuleKind};
 use crate::snapshot::{Device, Grower, Process};
 use crate::units::human;
 
@@ -31,7 +31,9 @@ pub(super) fn per_gpu<'a>(rule: &Rule, d: &'a Device, hits: &mut Vec<(f64, &'a P
     let mut top = String::new();
     for (i, hit) in hits.iter().take(TOP).enumerate() {
         let p = hit.1;
-        let shown = if boolean {
+        let shown = if rule.cfg.kind == RuleKind::ProcessLeakSuspected {
+            format!("+{}/s", human(p.growth_bytes_per_second.unwrap_or(0.0).max(0.0) as u64))
+        } else if boolean {
             human(size(hit) as u64)
         } else {
             humanize(rule.cfg.kind, hit.0)
