@@ -38,6 +38,8 @@ pub struct Retained {
     pub dsleep_entries: usize,
     /// Processes and devices with a peak window.
     pub peak_series: usize,
+    /// Devices with a trend of their unattributed memory (the forecast's).
+    pub unattributed_series: usize,
 }
 
 /// The stateful part of turning polls into snapshots.
@@ -159,13 +161,14 @@ impl Pipeline {
         let (late_devices, late_pending) = self.late.sizes();
         let (leak, idle, peaks) = self.records.sizes();
         Retained {
-            leak_series: leak + self.tensor_leaks.len() + self.unattributed.len(),
+            leak_series: leak + self.tensor_leaks.len(),
             idle_entries: idle,
             late_devices,
             late_pending,
             util_devices: self.util_seen.len(),
             dsleep_entries: self.stuck.len(),
             peak_series: peaks + self.device_peaks.len(),
+            unattributed_series: self.unattributed.len(),
         }
     }
 
