@@ -1,15 +1,13 @@
-//! Instances that stand for several processes of one GPU: a `per = "gpu"`
-//! process rule (one alert per GPU counting the processes that meet the
-//! condition, at 64 GPUs x 1000 processes an idle-holder rule otherwise
-//! raised 12,800 alerts at once) and a `device_full_forecast` (one alert
-//! naming the growers). Owns the `{{ top }}` text of both; which process
-//! meets a condition is `instances`'s, transitions are `eval`'s.
+//! The `{{ top }}` text of alerts that stand for several processes of one
+//! GPU: a `per = "gpu"` process rule (one alert per GPU counting the
+//! processes that meet the condition; at 64 GPUs x 1000 processes an
+//! idle-holder rule otherwise raises 12,800 alerts at once) and a
+//! `device_full_forecast` (one alert naming the growers). Which process
+//! meets a condition and the instances are `instances`'s.
 
 use std::fmt::Write as _;
 
 use super::annotations::humanize;
-use super::instances::{Instance, holds};
-use super::subject::Subject;
 use super::{Rule, RuleKind};
 use crate::snapshot::{Device, Grower, Process};
 use crate::units::human;
@@ -17,16 +15,13 @@ use crate::units::human;
 /// Processes `{{ top }}` names; the rest are counted.
 const TOP: usize = 3;
 
-/// One instance for device `d` when any of `hits` (the processes of `d`
-/// the rule's per-process instance would make, with their values) meets
-/// the rule's condition: its value is their count.
-pub(super) fn per_gpu<'a>(rule: &Rule, d: &'a Device, hits: &mut Vec<(f64, &'a Process)>) -> Option<Instance<'a>> {
+/// The `{{ top }}` text of a `per = "gpu"` alert: the largest of `hits`
+/// (the processes of one GPU that meet the rule's condition, with their
+/// values), and how many more. Sorts `hits`.
+pub(super) fn top_of(rule: &Rule, hits: &mut [(f64, &Process)]) -> String {
     let boolean = rule.cfg.kind.is_boolean();
     // Booleans carry no magnitude of their own: the largest holders first.
     let size = |&(v, p): &(f64, &Process)| if boolean { p.used_bytes.unwrap_or(0) as f64 } else { v };
-    if hits.is_empty() {
-        return None;
-    }
     hits.sort_by(|a, b| size(b).total_cmp(&size(a)).then(a.1.pid.cmp(&b.1.pid)));
     let mut top = String::new();
     for (i, hit) in hits.iter().take(TOP).enumerate() {
@@ -44,31 +39,12 @@ pub(super) fn per_gpu<'a>(rule: &Rule, d: &'a Device, hits: &mut Vec<(f64, &'a P
     if hits.len() > TOP {
         let _ = write!(top, " and {} more", hits.len() - TOP);
     }
-    let count = hits.len() as f64;
-    Some(Instance {
-        subject: Subject::Gpu { d, top },
-        value: count,
-        holds: Some(true),
-        targets: vec![],
-    })
+    top
 }
 
-/// Whether a process's instance meets the rule's condition now (as a new
-/// alert would: a count has no per-process hysteresis).
-pub(super) fn meets(rule: &Rule, i: &Instance<'_>) -> bool {
-    holds(rule, i.value, i.holds, false)
-}
-
-/// The forecast of `d` as an instance: its seconds to full, naming who grows.
-pub(super) fn forecast<'a>(d: &'a Device) -> Option<Instance<'a>> {
-    let secs = d.full_in_seconds.filter(|_| d.up)?;
-    let top = d.growers.iter().map(describe).collect::<Vec<_>>().join(", ");
-    Some(Instance {
-        subject: Subject::Gpu { d, top },
-        value: secs,
-        holds: None,
-        targets: vec![],
-    })
+/// The `{{ top }}` text of a forecast: who grows on `d`, fastest first.
+pub(super) fn growers_of(d: &Device) -> String {
+    d.growers.iter().map(describe).collect::<Vec<_>>().join(", ")
 }
 
 /// "pid 731 (python, alice) +64.0 MiB/s", or "unattributed +2.0 MiB/s".

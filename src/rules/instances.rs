@@ -141,18 +141,36 @@ pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(In
             for d in devices {
                 hits.clear();
                 for p in d.processes.iter().filter(|p| process_matches(m, p)) {
-                    if let Some(i) = process_instance(rule, ctx, d, p).filter(|i| grouped::meets(rule, i)) {
+                    // As a new alert would hold: a count has no
+                    // per-process hysteresis.
+                    let i = process_instance(rule, ctx, d, p).filter(|i| holds(rule, i.value, i.holds, false));
+                    if let Some(i) = i {
                         hits.push((i.value, p));
                     }
                 }
-                if let Some(i) = grouped::per_gpu(rule, d, &mut hits) {
-                    f(i);
+                if !hits.is_empty() {
+                    let count = hits.len() as f64;
+                    let top = grouped::top_of(rule, &mut hits);
+                    f(Instance {
+                        subject: Subject::Gpu { d, top },
+                        value: count,
+                        holds: Some(true),
+                        targets: vec![],
+                    });
                 }
             }
         }
         RuleKind::DeviceFullForecast => devices.for_each(|d| {
-            if let Some(i) = grouped::forecast(d) {
-                f(i);
+            if let Some(secs) = d.full_in_seconds.filter(|_| d.up) {
+                f(Instance {
+                    subject: Subject::Gpu {
+                        d,
+                        top: grouped::growers_of(d),
+                    },
+                    value: secs,
+                    holds: None,
+                    targets: vec![],
+                });
             }
         }),
         k if k.is_process() => {
