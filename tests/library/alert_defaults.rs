@@ -43,6 +43,8 @@ struct Fired {
     first: Option<f64>,
     /// Most instances firing at once.
     most: usize,
+    /// Transitions to firing: more than one per instance is a flap.
+    fires: usize,
     /// The first firing alert's description.
     description: String,
 }
@@ -124,6 +126,7 @@ fn replay(sc: Scenario, config: &str, step: f64, polls: usize, sets: &[&[Rule]])
             }
             for tr in transitions.iter().filter(|tr| tr.to == State::Firing) {
                 let e = out.fired.entry(tr.alert.rule.to_string()).or_default();
+                e.fires += 1;
                 if e.first.is_none() {
                     e.first = Some(t);
                     e.description = tr.alert.annotation("description").unwrap_or_default();
@@ -309,6 +312,7 @@ fn leak_to_oom_pages_well_before_full() {
         lead / 60.0
     );
     assert_eq!(f.severity, "critical");
+    assert_eq!(f.fires, 1, "fires once and stays firing up to full");
     assert!(
         lead >= 20.0 * 60.0,
         "fires at least 20 minutes before full: {lead:.0} s"
