@@ -10,11 +10,13 @@ mod suspended;
 use std::collections::BTreeMap;
 
 mod allocator;
+mod forecast;
 mod kind;
 mod who;
 
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
 use arcstr::ArcStr;
+pub use forecast::Grower;
 pub use kind::{ProcessState, ProcessType};
 use serde::{Deserialize, Serialize};
 pub use suspended::SuspendedProcess;
@@ -244,6 +246,13 @@ pub struct Device {
     /// smallest); the daemon lists them all and never sets it.
     #[serde(skip_serializing_if = "is_zero")]
     pub processes_omitted: usize,
+    /// Seconds until free memory runs out at the confirmed growth of its
+    /// holders; absent when nothing grows (`diagnosis::forecast`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_in_seconds: Option<f64>,
+    /// Who grows, fastest first (at most a few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub growers: Vec<Grower>,
 }
 
 fn is_zero(n: &usize) -> bool {
