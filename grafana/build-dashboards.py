@@ -574,10 +574,12 @@ def per_gpu():
     L.add(holder, 12, 9)
 
     L.row("All selected GPUs")
-    L.add(timeseries("Used", "Used / total per GPU. The GpuMemoryHigh alert fires above 90 % for 5 minutes.",
+    L.add(timeseries("Used", "Used / total per GPU. The GpuMemoryHigh alert (info) fires above 90 % for an hour: "
+                     "normal where a server or job reserves its memory up front.",
                      refs([(f"gpumem:device_memory_used:ratio{{{DEV}}} {IDX}", "GPU {{index}} {{uuid}}")]),
                      "percentunit", thresh=PCT_THRESH), 12, 8)
-    L.add(timeseries("Free", "Free memory per GPU. The GpuMemoryHeadroomLow alert fires below 2 GiB for 2 minutes.",
+    L.add(timeseries("Free", "Free memory per GPU. The GpuMemoryHeadroomLow alert (info) fires below 2 GiB for 30 "
+                     "minutes; GpuMemoryFillingUp (critical) when it runs out within 30 minutes.",
                      refs([(f"gpumem_device_memory_free_bytes{{{DEV}}} {IDX}", "GPU {{index}} {{uuid}}")]),
                      "bytes", thresh=thresholds((None, "red"), (2147483648, "green"))), 12, 8)
     L.add(timeseries("Not released after exit", "Memory still used late_release_after its holder left "

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
+pub use crate::remote::ClientArgs;
 pub use crate::snapshot_cmd::args::{ColorWhen, SnapshotOpts};
 
 pub use crate::logging::{LogFormat, LogLevel};
@@ -69,6 +70,10 @@ pub enum Command {
         source: SourceArgs,
         #[command(flatten)]
         opts: SnapshotOpts,
+        /// `--url` and how to reach that daemon; its snapshot carries the
+        /// growth trend of its history.
+        #[command(flatten)]
+        client: ClientArgs,
     },
     /// Ask the running daemon to suspend a process (CUDA checkpoint; needs `enable_lifecycle`).
     Suspend(RemoteArgs),
@@ -76,30 +81,32 @@ pub enum Command {
     Resume(RemoteArgs),
 }
 
-/// A lifecycle request to a running daemon.
+/// A lifecycle request to a running daemon. Exit 0 when done (or dry-run),
+/// 1 when refused, failed or not asked (the message says why and what to
+/// do), 2 for bad arguments.
 #[derive(Debug, Clone, Args)]
 pub struct RemoteArgs {
     /// The process id.
     pub pid: u32,
-    /// The daemon's base URL.
-    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9947")]
-    pub url: String,
-    /// A user of the web config's basic_auth_users; the password is read from
-    /// --password-file or the GPUMEMD_PASSWORD environment variable.
-    #[arg(long, value_name = "NAME")]
+    #[command(flatten)]
+    pub client: ClientArgs,
+    /// Print the daemon's JSON answer as it came, for scripts.
+    #[arg(long)]
+    pub json: bool,
+    /// The old spelling of --auth-user, kept for scripts written with it.
+    #[arg(long = "user", value_name = "NAME", hide = true, conflicts_with = "auth_user")]
     pub user: Option<String>,
-    /// File holding the password (first line).
-    #[arg(long = "password-file", value_name = "FILE")]
-    pub password_file: Option<PathBuf>,
-    /// For an https:// daemon: a CA certificate (PEM) to trust, e.g. the web config's private CA.
-    #[arg(long = "ca-file", value_name = "FILE")]
-    pub ca_file: Option<PathBuf>,
-    /// A client certificate (PEM), for a web config that asks for one; needs --key-file.
-    #[arg(long = "cert-file", value_name = "FILE", requires = "key_file")]
-    pub cert_file: Option<PathBuf>,
-    /// The client certificate's private key (PEM).
-    #[arg(long = "key-file", value_name = "FILE", requires = "cert_file")]
-    pub key_file: Option<PathBuf>,
+}
+
+impl RemoteArgs {
+    /// The client options, with the old `--user` spelling folded in.
+    pub fn client(&self) -> ClientArgs {
+        let mut c = self.client.clone();
+        if c.auth_user.is_none() {
+            c.auth_user.clone_from(&self.user);
+        }
+        c
+    }
 }
 
 /// What `gpumemd generate` writes to stdout.
@@ -161,10 +168,9 @@ pub struct SourceArgs {
 /// `gpumemd check`: where the snapshot comes from and what counts.
 #[derive(Debug, Clone, Default, Args)]
 pub struct CheckArgs {
-    /// Ask the running daemon at this URL (e.g. http://127.0.0.1:9947)
-    /// instead of polling once here.
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
+    /// `--url`: ask the running daemon instead of polling once here.
+    #[command(flatten)]
+    pub client: ClientArgs,
     #[command(flatten)]
     pub source: SourceArgs,
     /// The finished Slurm job: its processes must hold no GPU memory.
@@ -269,19 +275,34 @@ mod tests {
 
     #[test]
     fn suspend_and_resume_take_a_pid_and_the_daemon_url() {
-        match parse(&["resume", "4242", "--url", "https://gpu1:9947", "--user", "ops"]) {
-            Command::Resume(r) => {
-                assert_eq!(
-                    (r.pid, r.url.as_str(), r.user.as_deref()),
-                    (4242, "https://gpu1:9947", Some("ops"))
-                );
+        for user_flag in ["--auth-user", "--user"] {
+            match parse(&["resume", "4242", "--url", "https://gpu1:9947", user_flag, "ops"]) {
+                Command::Resume(r) => {
+                    let c = r.client();
+                    assert_eq!(
+                        (r.pid, c.url.as_deref(), c.auth_user.as_deref()),
+                        (4242, Some("https://gpu1:9947"), Some("ops"))
+                    );
+                }
+                c => panic!("{c:?}"),
             }
-            c => panic!("{c:?}"),
         }
         match parse(&["suspend", "7"]) {
-            Command::Suspend(r) => assert_eq!((r.pid, r.url.as_str()), (7, "http://127.0.0.1:9947")),
+            Command::Suspend(r) => assert_eq!((r.pid, r.client.url), (7, None)),
             c => panic!("{c:?}"),
         }
+        // Every client subcommand takes the same options.
+        for sub in ["check", "snapshot", "suspend", "resume"] {
+            let mut args = vec!["gpumemd", sub];
+            if sub.ends_with("sume") || sub.starts_with("susp") {
+                args.push("7");
+            }
+            args.extend(["--url", "https://h:9947", "--ca-file", "ca.pem", "--cert-file", "c.pem"]);
+            args.extend(["--key-file", "k.pem", "--auth-user", "ops", "--password-file", "pw"]);
+            assert!(Cli::try_parse_from(&args).is_ok(), "{args:?}");
+        }
+        let half = Cli::try_parse_from(["gpumemd", "check", "--cert-file", "c.pem"]);
+        assert!(half.is_err(), "--cert-file without --key-file");
         let bad = Cli::try_parse_from(["gpumemd", "resume", "abc"])
             .map(|_| ())
             .expect_err("not a pid");
@@ -306,7 +327,7 @@ mod tests {
             c => panic!("{c:?}"),
         }
         match parse(&["snapshot", "--json", "--demo", "--nvml-lib", "/x.so"]) {
-            Command::Snapshot { source, opts } => {
+            Command::Snapshot { source, opts, .. } => {
                 assert!(opts.json);
                 assert_eq!(source.demo.as_deref(), Some("default"));
                 assert_eq!(source.nvml_lib.as_deref(), Some("/x.so"));
@@ -351,7 +372,7 @@ mod tests {
         let reordered = Cli::reorder(args(&["gpumemd", "--demo", "snapshot", "--gpu", "1"]));
         assert_eq!(reordered, args(&["gpumemd", "snapshot", "--demo", "--gpu", "1"]));
         match Cli::try_parse_from(reordered).map(Cli::into_command) {
-            Ok(Command::Snapshot { source, opts }) => {
+            Ok(Command::Snapshot { source, opts, .. }) => {
                 assert_eq!(source.demo.as_deref(), Some("default"));
                 assert_eq!(opts.gpu, vec!["1".to_string()]);
             }

@@ -175,10 +175,10 @@ async fn follow_reclaim_config(
 ) {
     on_reload(cfg, shutdown, move |c| {
         let next = c.reclaim.clone();
-        if next != reclaimer.config() {
-            if let Err(e) = reclaimer.reconfigure(next) {
-                tracing::error!(error = %e, "reclaim settings not applied; keeping the previous ones");
-            }
+        if next != reclaimer.config()
+            && let Err(e) = reclaimer.reconfigure(next)
+        {
+            tracing::error!(error = %e, "reclaim settings not applied; keeping the previous ones");
         }
     })
     .await;

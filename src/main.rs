@@ -6,12 +6,13 @@
 mod hangup;
 mod malloc;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use gpumemd::check::{Criteria, Scope, Verdict, fetch_snapshot};
 use gpumemd::cli::{
-    CheckArgs, Cli, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SnapshotOpts, SourceArgs,
+    CheckArgs, Cli, ClientArgs, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SnapshotOpts,
+    SourceArgs,
 };
 use gpumemd::clock::unix_now;
 use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
@@ -37,7 +38,11 @@ enum CliError {
     #[error(transparent)]
     Snapshot(#[from] gpumemd::snapshot_cmd::SnapshotError),
     #[error(transparent)]
-    Remote(#[from] gpumemd::remote::LifecycleError),
+    Client(#[from] gpumemd::remote::ClientError),
+    #[error("{0}")]
+    Lifecycle(String),
+    #[error("{0} is for asking a daemon; give --url too")]
+    ClientFlagWithoutUrl(&'static str),
     #[error("--web.listen-address: {0}")]
     ListenFlag(config::ListenError),
     #[error("--web.telemetry-path: {0}")]
@@ -73,10 +78,6 @@ enum CliError {
     Encode(serde_json::Error),
     #[error("cannot tell: {0}")]
     CannotTell(gpumemd::check::FetchError),
-    #[error("--password-file {}: {source}", path.display())]
-    PasswordFile { path: PathBuf, source: std::io::Error },
-    #[error("--user needs --password-file or GPUMEMD_PASSWORD")]
-    NoPassword,
 }
 
 fn main() -> ExitCode {
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
     let result = match command {
         Command::Run(args) => run(args),
         Command::CheckConfig { file, demo } => check_config(&file, demo),
-        Command::Snapshot { source, opts } => snapshot(&source, &opts),
+        Command::Snapshot { source, opts, client } => snapshot(&source, &opts, &client),
         Command::Check(args) => return check(&args),
         Command::Generate {
             what: gpumemd::cli::Generate::Man,
@@ -261,18 +262,22 @@ fn check_config(file: &Path, demo: bool) -> Result<(), CliError> {
 
 /// `snapshot`: from a running daemon (`--url`), or polls here, keeping the
 /// pipeline between `--watch` refreshes so growth appears as history builds.
-fn snapshot(src: &SourceArgs, opts: &SnapshotOpts) -> Result<(), CliError> {
+fn snapshot(src: &SourceArgs, opts: &SnapshotOpts, client: &ClientArgs) -> Result<(), CliError> {
     use gpumemd::snapshot_cmd::{self, Feed, SnapshotError};
     gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
-    if let Some(url) = &opts.url {
+    if let Some(url) = &client.url {
         if src.demo.is_some() || src.nvml_lib.is_some() {
             return Err(CliError::UrlWithLocalSource);
         }
+        let daemon = snapshot_cmd::remote::connect(client, url).map_err(SnapshotError::from)?;
         let feed = Feed {
-            fetch: Box::new(|| snapshot_cmd::remote::fetch(url).map_err(SnapshotError::from)),
+            fetch: Box::new(move || snapshot_cmd::remote::fetch(&daemon).map_err(SnapshotError::from)),
             has_history: true,
         };
         return Ok(snapshot_cmd::run(opts, feed)?);
+    }
+    if let Some(flag) = client.set_without_url() {
+        return Err(CliError::ClientFlagWithoutUrl(flag));
     }
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
@@ -333,7 +338,8 @@ fn check(args: &CheckArgs) -> ExitCode {
             line: format!("UNKNOWN: {msg}"),
         },
     };
-    print_out(format_args!("{}\n", verdict.line));
+    // Names and command lines come from processes: no terminal escapes.
+    print_out(format_args!("{}\n", gpumemd::units::printable(&verdict.line)));
     ExitCode::from(verdict.code)
 }
 
@@ -356,55 +362,38 @@ fn check_criteria(a: &CheckArgs) -> Result<Criteria, CliError> {
 }
 
 fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
-    let Some(url) = &a.url else {
+    let Some(url) = &a.client.url else {
+        if let Some(flag) = a.client.set_without_url() {
+            return Err(CliError::ClientFlagWithoutUrl(flag));
+        }
         let snap = poll_once(&a.source)?;
         let body = serde_json::to_string(&snap).map_err(CliError::Encode)?;
         return Ok(gpumemd::check::judge_json(&body, c));
     };
     let timeout = gpumemd::units::parse_duration(&a.timeout).map_err(CliError::Timeout)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Runtime)?;
-    let body = rt
-        .block_on(fetch_snapshot(url, timeout.get()))
-        .map_err(CliError::CannotTell)?;
+    let daemon = a.client.connect(url, timeout.get()).map_err(CliError::CannotTell)?;
+    let body = gpumemd::remote::block_on(fetch_snapshot(&daemon)).map_err(CliError::CannotTell)?;
     Ok(gpumemd::check::judge_json(&body, c))
 }
 
-/// `gpumemd suspend|resume PID`: asks the running daemon; prints its answer.
+/// `gpumemd suspend|resume PID`: asks the running daemon and says, in one
+/// line, what happened (stdout, exit 0) or why not and what to do (stderr,
+/// exit 1); `--json` prints the daemon's answer as it came.
 fn remote(args: &RemoteArgs, action: &str) -> Result<(), CliError> {
-    let auth = match &args.user {
-        None => None,
-        Some(user) => {
-            let password = match &args.password_file {
-                Some(f) => std::fs::read_to_string(f)
-                    .map_err(|source| CliError::PasswordFile {
-                        path: f.clone(),
-                        source,
-                    })?
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
-                None => std::env::var("GPUMEMD_PASSWORD").map_err(|_| CliError::NoPassword)?,
-            };
-            Some(gpumemd::remote::Credentials {
-                user: user.clone(),
-                password,
-            })
-        }
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::Runtime)?;
-    let tls = gpumemd::remote::TlsFiles {
-        ca_file: args.ca_file.clone(),
-        cert_file: args.cert_file.clone(),
-        key_file: args.key_file.clone(),
-    };
-    let body = rt.block_on(gpumemd::remote::lifecycle(&args.url, args.pid, action, auth, &tls))?;
-    print_out(format_args!("{body}"));
-    Ok(())
+    use gpumemd::remote::{DEFAULT_URL, block_on, lifecycle};
+    // A checkpoint moves GiBs into host memory: allow it minutes.
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
+    let client = args.client();
+    let daemon = client.connect(client.url.as_deref().unwrap_or(DEFAULT_URL), TIMEOUT)?;
+    let answer = block_on(lifecycle::request(&daemon, args.pid, action))?;
+    if args.json {
+        print_out(format_args!("{}\n", answer.body.trim_end()));
+    } else if answer.ok {
+        print_out(format_args!("{}\n", answer.message));
+    }
+    if answer.ok {
+        Ok(())
+    } else {
+        Err(CliError::Lifecycle(answer.message))
+    }
 }

@@ -8,6 +8,7 @@
 
 use crate::attribution::{ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::config::Processes;
+use crate::diagnosis::forecast::forecast;
 use crate::diagnosis::leak::{LeakConfig, LeakTracker};
 use crate::diagnosis::leak_alloc::TensorLeaks;
 use crate::diagnosis::peaks::PeakTracker;
@@ -37,6 +38,8 @@ pub struct Retained {
     pub dsleep_entries: usize,
     /// Processes and devices with a peak window.
     pub peak_series: usize,
+    /// Devices with a trend of their unattributed memory (the forecast's).
+    pub unattributed_series: usize,
 }
 
 /// The stateful part of turning polls into snapshots.
@@ -65,6 +68,8 @@ pub struct Pipeline {
     events: Option<std::sync::Arc<crate::events::EventLog>>,
     /// Listed processes that left, for a source that keeps its lists.
     departures: departures::Departures,
+    /// Leak trends of each device's unattributed bytes, for the forecast.
+    unattributed: LeakTracker<u32>,
 }
 
 /// Small ids for the UUIDs of the devices present, so a `ProcKey` is `Copy`
@@ -121,7 +126,8 @@ impl Pipeline {
             devices: DeviceIds::default(),
             allocator: None,
             ledger: None,
-            tensor_leaks: TensorLeaks::new(leak),
+            tensor_leaks: TensorLeaks::new(leak.clone()),
+            unattributed: LeakTracker::new(leak),
             xids: crate::health::XidBook::new(crate::health::HealthConfig::default().recent_events),
             events: None,
             departures: departures::Departures::default(),
@@ -171,6 +177,7 @@ impl Pipeline {
             util_devices: self.util_seen.len(),
             dsleep_entries: self.stuck.len(),
             peak_series: peaks + self.device_peaks.len(),
+            unattributed_series: self.unattributed.len(),
         }
     }
 
@@ -211,6 +218,8 @@ impl Pipeline {
         if let Some(l) = &self.ledger {
             l.join(&mut devices, now);
         }
+        // After the tensors' verdicts: they decide which processes grow.
+        self.forecast(&mut devices, now);
         self.forget_gone(&devices);
         (raw.driver, devices)
     }
@@ -287,6 +296,20 @@ impl Pipeline {
             for p in dev.processes.iter_mut().filter(|p| p.allocator.is_some()) {
                 let key = proc_key(dev_id, p);
                 self.tensor_leaks.judge(&key, p, now);
+            }
+        }
+    }
+
+    /// Each device's time to full from its growers, the unattributed
+    /// memory's trend included.
+    fn forecast(&mut self, devices: &mut [Device], now: f64) {
+        for dev in devices.iter_mut() {
+            let dev_id = self.devices.id(&dev.uuid);
+            let unattributed = dev.holders.map(|h| h.unattributed);
+            let trend = self.unattributed.observe_and_assess(&dev_id, now, unattributed);
+            if let Some((secs, growers)) = forecast(dev, trend) {
+                dev.full_in_seconds = Some(secs);
+                dev.growers = growers;
             }
         }
     }
@@ -370,6 +393,7 @@ impl Pipeline {
         self.devices.ids.retain(|uuid, _| present(uuid));
         self.records.retain_seen();
         self.tensor_leaks.retain_seen();
+        self.unattributed.retain_seen();
         self.stuck.retain_seen();
         self.device_peaks.retain_seen();
         self.late.retain_devices(&present);

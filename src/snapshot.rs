@@ -11,12 +11,14 @@ use std::collections::BTreeMap;
 
 mod allocator;
 mod driver;
+mod forecast;
 mod kind;
 mod who;
 
 pub use allocator::{AllocPair, AllocatorFigures, Verdict};
 use arcstr::ArcStr;
 pub use driver::{DriverFailure, DriverFigures};
+pub use forecast::Grower;
 pub use kind::{ProcessState, ProcessType};
 use serde::{Deserialize, Serialize};
 pub use suspended::SuspendedProcess;
@@ -245,6 +247,21 @@ pub struct Device {
     /// read back by `snapshot --url`); absent when none.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub suspended: Vec<SuspendedProcess>,
+    /// Processes left out of `processes` by `gpumemd snapshot --top` (the
+    /// smallest); the daemon lists them all and never sets it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub processes_omitted: usize,
+    /// Seconds until free memory runs out at the confirmed growth of its
+    /// holders; absent when nothing grows (`diagnosis::forecast`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_in_seconds: Option<f64>,
+    /// Who grows, fastest first (at most a few).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub growers: Vec<Grower>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// An out-of-memory error a process reported (details in `/api/v1/events`).

@@ -1,12 +1,18 @@
 //! The human-readable table printed by `gpumemd snapshot`: per GPU the memory
 //! totals and holder split, then its processes with attribution, optionally
-//! in colour (ANSI SGR). Formatting only; it reads a finished snapshot and
-//! never decides when colour applies (the caller does).
+//! in colour (ANSI SGR). Columns are as wide as their widest cell, lines end
+//! without blanks, and text a process chose goes through
+//! [`printable`](crate::units::printable). Formatting only; it reads a
+//! finished snapshot and never decides when colour applies or how many
+//! processes to show (the caller does).
 
 use std::fmt::Write as _;
 
 use crate::snapshot::{Device, Holder, Process, Snapshot};
-pub use crate::units::human;
+pub use crate::units::{human, printable};
+
+mod grid;
+pub use grid::{Align, Cell, grid};
 
 /// Renders the whole table, without colour.
 pub fn render(s: &Snapshot) -> String {
@@ -40,10 +46,18 @@ impl Paint {
 
 /// Renders the whole table, in colour when `color`.
 pub fn render_styled(s: &Snapshot, color: bool) -> String {
-    let paint = Paint(color);
+    let mut out = String::new();
+    for line in body(s, Paint(color)).lines() {
+        out.push_str(line.trim_end_matches(' '));
+        out.push('\n');
+    }
+    out
+}
+
+fn body(s: &Snapshot, paint: Paint) -> String {
     let mut out = String::new();
     if let Some(d) = &s.demo {
-        let _ = writeln!(out, "DEMO: simulated fleet \"{d}\" (no real GPU is read)");
+        let _ = writeln!(out, "DEMO: simulated fleet \"{}\" (no real GPU is read)", printable(d));
     }
     if let Some(d) = &s.driver {
         let _ = writeln!(
@@ -64,9 +78,19 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
         (None, false) => format!("  MIG {}", d.mig_profile),
         (None, true) => "GPU ?".into(),
     };
-    let _ = write!(out, "\n{}  {}  {}", paint.bold(&label), d.name, d.uuid);
+    let _ = write!(
+        out,
+        "\n{}  {}  {}",
+        paint.bold(&label),
+        printable(&d.name),
+        printable(&d.uuid)
+    );
     if !d.up {
-        let _ = writeln!(out, "  {}", paint.red(&format!("DOWN: {}", d.errors.join("; "))));
+        let _ = writeln!(
+            out,
+            "  {}",
+            paint.red(&printable(&format!("DOWN: {}", d.errors.join("; "))))
+        );
         return;
     }
     memory_and_holders(out, d, paint);
@@ -75,9 +99,12 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
         let _ = writeln!(out, "  HEALTH: {h}");
     }
     for e in &d.errors {
-        let _ = writeln!(out, "  note: {e}");
+        let _ = writeln!(out, "  note: {}", printable(e));
     }
     processes(out, &d.processes, paint);
+    if d.processes_omitted > 0 {
+        let _ = writeln!(out, "  ... and {} more processes", d.processes_omitted);
+    }
 }
 
 /// The memory line and the holder split.
@@ -121,8 +148,8 @@ fn left_behind_and_parked(out: &mut String, d: &Device, paint: Paint) {
             "NOT RELEASED: {} after pid {} ({}, {}) left",
             human(u.bytes),
             u.pid,
-            u.comm,
-            u.user
+            printable(&u.comm),
+            printable(&u.user)
         );
         let _ = writeln!(out, "  {}", paint.yellow(&text));
     }
@@ -131,57 +158,73 @@ fn left_behind_and_parked(out: &mut String, d: &Device, paint: Paint) {
             "SUSPENDED: {} parked in host memory by pid {} ({}, {}), rule {}",
             human(s.suspended_bytes),
             s.pid,
-            s.comm,
-            s.user,
-            s.rule
+            printable(&s.comm),
+            printable(&s.user),
+            printable(&s.rule)
         );
         let _ = writeln!(out, "  {}", paint.yellow(&text));
     }
+}
+
+/// The process table's columns.
+pub const PROCESS_COLUMNS: [(&str, Align); 9] = [
+    ("PID", Align::Right),
+    ("COMMAND", Align::Left),
+    ("USER", Align::Left),
+    ("HOLDER", Align::Left),
+    ("USED", Align::Right),
+    ("GROWTH/s", Align::Right),
+    ("CONTAINER/POD", Align::Left),
+    ("UNIT", Align::Left),
+    ("JOB", Align::Left),
+];
+
+/// One process as cells of [`PROCESS_COLUMNS`].
+pub fn process_cells(p: &Process) -> Vec<Cell> {
+    let used = p.used_bytes.map(human).unwrap_or_else(|| "n/a".into());
+    let growth = match p.growth_bytes_per_second {
+        Some(g) => format!(
+            "{}{}",
+            if p.leak_suspected { "LEAK " } else { "" },
+            human(g.max(0.0) as u64)
+        ),
+        None => String::new(),
+    };
+    let holder = format!(
+        "{}{}",
+        p.holder.map(|h| h.as_str()).unwrap_or("?"),
+        if p.idle { ",idle" } else { "" }
+    );
+    let owner = if !p.placement.pod_uid.is_empty() {
+        format!("pod {}", short(&p.placement.pod_uid))
+    } else {
+        short(&p.placement.container)
+    };
+    let not_live = p.holder != Some(Holder::Live) || p.idle;
+    vec![
+        p.pid.to_string().into(),
+        printable(&p.comm).into_owned().into(),
+        printable(&p.user).into_owned().into(),
+        Cell::painted(holder, not_live.then_some("33")),
+        used.into(),
+        Cell::painted(growth, p.leak_suspected.then_some("1;31")),
+        printable(&owner).into_owned().into(),
+        printable(&p.placement.unit).into_owned().into(),
+        printable(&p.placement.job).into_owned().into(),
+    ]
 }
 
 fn processes(out: &mut String, list: &[Process], paint: Paint) {
     if list.is_empty() {
         return;
     }
-    let head = format!(
-        "{:>8}  {:<16} {:<10} {:<8} {:>10}  {:>11}  {:<14} {:<18} {:<8}",
-        "PID", "COMMAND", "USER", "HOLDER", "USED", "GROWTH/s", "CONTAINER/POD", "UNIT", "JOB"
-    );
-    let _ = writeln!(out, "  {}", paint.bold(&head));
-    for p in list {
-        let used = p.used_bytes.map(human).unwrap_or_else(|| "n/a".into());
-        let growth = match p.growth_bytes_per_second {
-            Some(g) => format!(
-                "{}{}",
-                if p.leak_suspected { "LEAK " } else { "" },
-                human(g.max(0.0) as u64)
-            ),
-            None => String::new(),
-        };
-        let holder = format!(
-            "{}{}",
-            p.holder.map(|h| h.as_str()).unwrap_or("?"),
-            if p.idle { ",idle" } else { "" }
-        );
-        let owner = if !p.placement.pod_uid.is_empty() {
-            format!("pod {}", short(&p.placement.pod_uid))
-        } else {
-            short(&p.placement.container)
-        };
-        // Padded first, painted after: escapes must not count as width.
-        let holder = format!("{holder:<8}");
-        let holder = if p.holder == Some(Holder::Live) && !p.idle {
-            holder
-        } else {
-            paint.yellow(&holder)
-        };
-        let growth = format!("{growth:>11}");
-        let growth = if p.leak_suspected { paint.red(&growth) } else { growth };
-        let _ = writeln!(
-            out,
-            "  {:>8}  {:<16} {:<10} {} {:>10}  {}  {:<14} {:<18} {:<8}",
-            p.pid, p.comm, p.user, holder, used, growth, owner, p.placement.unit, p.placement.job
-        );
+    let rows: Vec<Vec<Cell>> = list.iter().map(process_cells).collect();
+    let mut lines = grid(&PROCESS_COLUMNS, &rows, paint.0).into_iter();
+    if let Some(head) = lines.next() {
+        let _ = writeln!(out, "  {head}");
+    }
+    for (p, line) in list.iter().zip(lines) {
+        let _ = writeln!(out, "  {line}");
         if let Some(a) = &p.allocator {
             allocator_line(out, a);
         } else if let Some(d) = &p.driver {
@@ -317,6 +360,30 @@ mod tests {
         let col = |line: &str, word: &str| line.find(word).unwrap_or(usize::MAX);
         assert_eq!(col(lines[0], "USER"), col(lines[1], "alice"), "\n{out}");
         assert_eq!(col(lines[0], "HOLDER"), col(lines[1], "live"), "\n{out}");
+    }
+
+    #[test]
+    fn an_idle_holder_does_not_shift_its_row_and_no_line_ends_in_blanks() {
+        let p = |pid, user: &str, idle| Process {
+            pid,
+            who: Who::shared("python", user, None),
+            used_bytes: Some(1 << 30),
+            holder: Some(Holder::Live),
+            idle,
+            ..Process::default()
+        };
+        for color in [false, true] {
+            let mut out = String::new();
+            processes(&mut out, &[p(42, "alice", true), p(43, "bob", false)], Paint(color));
+            let plain: Vec<String> = out
+                .lines()
+                .map(|l| l.replace("\x1b[33m", "").replace("\x1b[1m", "").replace("\x1b[0m", ""))
+                .collect();
+            let col = |line: &str, word: &str| line.find(word).unwrap_or(usize::MAX);
+            assert_eq!(col(&plain[1], "live,idle"), col(&plain[0], "HOLDER"), "{out}");
+            assert_eq!(col(&plain[1], "1.0 GiB"), col(&plain[2], "1.0 GiB"), "{out}");
+            assert!(out.lines().all(|l| !l.ends_with(' ')), "{out:?}");
+        }
     }
 
     use crate::snapshot::health::{Health, Remap};

@@ -1,5 +1,6 @@
 //! Units: durations ("30s"), byte sizes ("20GiB") and ratios (0.9 or "90%")
-//! as typed values parsed once, and sizes formatted for people. A leaf used by
+//! as typed values parsed once, and sizes and foreign text (process names,
+//! command lines) made printable for people. A leaf used by
 //! config, rules, sources and the CLI table alike; it owns the accepted syntax
 //! and its error texts and must not know about any config section or
 //! depend on anything else in the crate.
@@ -189,7 +190,7 @@ pub fn format_size(b: u64) -> String {
         ("MiB", 1 << 20),
         ("KiB", 1 << 10),
     ] {
-        if b >= mult && b % mult == 0 {
+        if b >= mult && b.is_multiple_of(mult) {
             return format!("{}{unit}", b / mult);
         }
     }
@@ -210,6 +211,26 @@ pub fn human(b: u64) -> String {
     } else {
         format!("{v:.1} {}", UNITS[u])
     }
+}
+
+/// Text a process chose (its name, its command line) made safe for a
+/// terminal: control characters (ESC, newlines, C1) and bidirectional
+/// overrides are written as Rust escapes (`\u{1b}`, `\n`), so a name cannot
+/// clear the screen, move the cursor or forge a row. Borrowed when clean.
+pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !s.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A fraction in [0, 1], written as 0.9 or "90%".
@@ -256,6 +277,19 @@ impl<'de> Deserialize<'de> for Ratio {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn printable_escapes_what_a_terminal_would_act_on() {
+        assert!(matches!(
+            super::printable("python3 train.py"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            super::printable("evil\u{1b}[2J\nroot  4242"),
+            "evil\\u{1b}[2J\\nroot  4242"
+        );
+        assert_eq!(super::printable("a\u{202e}b\u{9b}c"), "a\\u{202e}b\\u{9b}c");
+    }
+
     use super::*;
 
     #[test]

@@ -13,7 +13,11 @@ mod common;
 // of its name: `cli::check` is tests/cli/check.rs.
 mod cli {
     mod check;
+    mod client;
     mod commands;
     mod reclaim_demo;
+    mod slurm;
+    mod snapshot;
+    mod snapshot_scale;
     mod suspend_demo;
 }

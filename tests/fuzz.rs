@@ -59,21 +59,17 @@ macro_rules! format_properties {
     };
 }
 
-// A root test file resolves `mod x;` beside itself; the targets live in fuzz/.
-#[path = "fuzz/cgroup.rs"]
-mod cgroup;
-#[path = "fuzz/cmdline.rs"]
-mod cmdline;
-#[path = "fuzz/config.rs"]
-mod config;
-#[path = "fuzz/mutate.rs"]
-mod mutate;
-#[path = "fuzz/scenario.rs"]
-mod scenario;
-#[path = "fuzz/stat.rs"]
-mod stat;
-#[path = "fuzz/webconfig.rs"]
-mod webconfig;
+// An inline module in a root test file resolves its modules in the folder
+// of its name: `fuzz::stat` is tests/fuzz/stat.rs.
+mod fuzz {
+    mod cgroup;
+    mod cmdline;
+    mod config;
+    mod mutate;
+    mod scenario;
+    mod stat;
+    mod webconfig;
+}
 
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;

@@ -1,6 +1,7 @@
-//! One test binary for the crate's code without a daemon: the golden
-//! expositions, leak detection on synthetic shapes and real traces, reclaim
-//! on real child processes, and the module graph read from `src/`.
+//! One test binary for the crate's code without a daemon: the default
+//! alert rules on memory profiles, the golden expositions, leak detection
+//! on synthetic shapes and real traces, reclaim on real child processes,
+//! and the module graph read from `src/`.
 //!
 //! Owns only the module list. Must not hold tests itself: each lives in
 //! `tests/library/`, where cargo does not take a file for a binary of its
@@ -12,6 +13,7 @@ mod common;
 // An inline module in a root test file resolves its modules in the folder
 // of its name: `library::golden` is tests/library/golden.rs.
 mod library {
+    mod alert_defaults;
     mod golden;
     mod golden_openmetrics;
     mod leak_shapes;

@@ -7,31 +7,21 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
-// A root test file resolves `mod x;` beside itself; the modules live in
-// tests/nvml_fake/ so that cargo does not take them for test binaries.
-#[path = "nvml_fake/allocator.rs"]
-mod allocator;
-#[path = "nvml_fake/calls.rs"]
-mod calls;
-#[path = "nvml_fake/devices.rs"]
-mod devices;
-#[path = "nvml_fake/driver.rs"]
-mod driver;
-#[path = "nvml_fake/fields.rs"]
-mod fields;
-#[path = "nvml_fake/gates.rs"]
-mod gates;
-#[path = "nvml_fake/harness.rs"]
-mod harness;
-#[path = "nvml_fake/health.rs"]
-mod health;
-#[path = "nvml_fake/ledger.rs"]
-mod ledger;
-#[path = "nvml_fake/reclaim_e2e.rs"]
-mod reclaim_e2e;
-#[path = "nvml_fake/scale.rs"]
-mod scale;
-#[path = "nvml_fake/suspend_e2e.rs"]
-mod suspend_e2e;
-#[path = "nvml_fake/suspend_faults.rs"]
-mod suspend_faults;
+// An inline module in a root test file resolves its modules in the folder
+// of its name (`nvml_fake::scale` is tests/nvml_fake/scale.rs), where cargo
+// does not take them for test binaries.
+mod nvml_fake {
+    mod allocator;
+    mod calls;
+    mod devices;
+    mod driver;
+    mod fields;
+    mod gates;
+    mod harness;
+    mod health;
+    mod ledger;
+    mod reclaim_e2e;
+    mod scale;
+    mod suspend_e2e;
+    mod suspend_faults;
+}

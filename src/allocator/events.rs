@@ -149,10 +149,10 @@ impl Events {
 
     pub fn push(&mut self, e: OomEvent) {
         let own = self.list.iter().filter(|o| o.pid == e.pid).count();
-        if own >= PER_PROCESS {
-            if let Some(i) = self.list.iter().position(|o| o.pid == e.pid) {
-                self.list.remove(i);
-            }
+        if own >= PER_PROCESS
+            && let Some(i) = self.list.iter().position(|o| o.pid == e.pid)
+        {
+            self.list.remove(i);
         }
         while self.list.len() >= self.cap.max(1) {
             self.list.pop_front();

@@ -159,10 +159,11 @@ fn classify_workload(
             info.job.get_or_insert_with(|| ArcStr::from(job));
             return true;
         }
-        if let Some(step) = seg.strip_prefix("step_").filter(|s| !s.is_empty()) {
-            if info.job.is_some() && info.job_step.is_none() {
-                info.job_step = Some(ArcStr::from(step));
-            }
+        if let Some(step) = seg.strip_prefix("step_").filter(|s| !s.is_empty())
+            && info.job.is_some()
+            && info.job_step.is_none()
+        {
+            info.job_step = Some(ArcStr::from(step));
         }
     }
     false

@@ -97,16 +97,17 @@ impl NssNames {
             }
             None => (None, true),
         };
-        if due && !st.pending.contains(&uid) {
-            if let Some(tx) = &self.tx {
-                match tx.try_send(uid) {
-                    Ok(()) => {
-                        st.pending.insert(uid);
-                    }
-                    // Full: the resolver is slow; this uid is asked at a
-                    // later poll. Disconnected: it died; numbers it is.
-                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {}
+        if due
+            && !st.pending.contains(&uid)
+            && let Some(tx) = &self.tx
+        {
+            match tx.try_send(uid) {
+                Ok(()) => {
+                    st.pending.insert(uid);
                 }
+                // Full: the resolver is slow; this uid is asked at a
+                // later poll. Disconnected: it died; numbers it is.
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {}
             }
         }
         name

@@ -54,10 +54,11 @@ fn redact_args(args: &[&str]) -> Vec<String> {
 
 /// One arg; the bool says "the next arg is this one's value".
 fn redact_arg(arg: &str) -> (String, bool) {
-    if let Some((key, _)) = arg.split_once('=') {
-        if is_name(key.trim_start_matches('-')) && is_secret_name(key) {
-            return (format!("{key}={REDACTED}"), false);
-        }
+    if let Some((key, _)) = arg.split_once('=')
+        && is_name(key.trim_start_matches('-'))
+        && is_secret_name(key)
+    {
+        return (format!("{key}={REDACTED}"), false);
     }
     if let Some((key, _)) = arg.split_once(':') {
         let key = key.trim();

@@ -190,17 +190,17 @@ fn findings(d: &Device, c: &Criteria, out: &mut Vec<Finding>) {
             });
         }
     }
-    if let Some(h) = &d.holders {
-        if h.unattributed > c.max_unattributed {
-            out.push(Finding {
-                bytes: h.unattributed,
-                text: format!(
-                    "{} on {gpu} held by no listed process (tolerance {})",
-                    human(h.unattributed),
-                    human(c.max_unattributed)
-                ),
-            });
-        }
+    if let Some(h) = &d.holders
+        && h.unattributed > c.max_unattributed
+    {
+        out.push(Finding {
+            bytes: h.unattributed,
+            text: format!(
+                "{} on {gpu} held by no listed process (tolerance {})",
+                human(h.unattributed),
+                human(c.max_unattributed)
+            ),
+        });
     }
 }
 

@@ -1,8 +1,11 @@
 //! Diagnosis over successive polls: the holder split (live, zombie, exited,
 //! unattributed), (in `late.rs`) memory not released after a holder left,
-//! idle holders, (in `stuck.rs`) processes stuck in D, and (in `leak.rs`) leak trends. Pure state machines fed with snapshot times;
+//! idle holders, (in `stuck.rs`) processes stuck in D, (in `leak.rs`) leak
+//! trends and (in `forecast.rs`) the time to full. Pure state machines fed
+//! with snapshot times;
 //! this module must not read clocks, /proc or NVML.
 
+pub mod forecast;
 mod late;
 pub mod leak;
 pub mod leak_alloc;

@@ -83,12 +83,12 @@ struct Admitted {
 
 impl Drop for Admitted {
     fn drop(&mut self) {
-        if let Ok(mut s) = self.sources.lock() {
-            if let Some(n) = s.get_mut(&self.ip) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    s.remove(&self.ip);
-                }
+        if let Ok(mut s) = self.sources.lock()
+            && let Some(n) = s.get_mut(&self.ip)
+        {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                s.remove(&self.ip);
             }
         }
     }
@@ -246,10 +246,10 @@ fn source_of(ip: IpAddr) -> IpAddr {
 
 fn remember(cache: &Mutex<HashMap<[u8; 32], ()>>, key: [u8; 32]) {
     if let Ok(mut c) = cache.lock() {
-        if c.len() >= CACHE_MAX {
-            if let Some(k) = c.keys().next().copied() {
-                c.remove(&k);
-            }
+        if c.len() >= CACHE_MAX
+            && let Some(k) = c.keys().next().copied()
+        {
+            c.remove(&k);
         }
         c.insert(key, ());
     }

@@ -118,6 +118,13 @@ pub(super) const DEVICE: &[Family<Device>] = &[
         },
     ),
     gauge(
+        "gpumem_device_memory_full_in_seconds",
+        "seconds",
+        "Seconds until free memory runs out at the growth of the holders whose growth the leak detector confirms (live, zombie, exited, unattributed); absent when nothing grows.",
+        // Whole seconds: a forecast is not finer, and a scrape's text stays short.
+        |d, e| by_uuid(d, d.full_in_seconds.filter(|_| d.up).map(|s| s.max(0.0).round()), e),
+    ),
+    gauge(
         "gpumem_device_processes",
         "",
         "Processes with a context on the device.",

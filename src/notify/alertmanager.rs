@@ -201,10 +201,10 @@ async fn run(t: Arc<Target>, s: Settings, mut stop: watch::Receiver<bool>) {
             r = http::post(req, body) => r,
             () = http::wait_stop(&mut stop) => return,
         };
-        if let Some(delay) = w.settle(&seqs, result) {
-            if !http::sleep_or_stop(delay, &mut stop).await {
-                return;
-            }
+        if let Some(delay) = w.settle(&seqs, result)
+            && !http::sleep_or_stop(delay, &mut stop).await
+        {
+            return;
         }
     }
 }

@@ -148,10 +148,10 @@ impl Worker {
                 r = http::post(req, body) => r,
                 () = http::wait_stop(&mut stop) => return,
             };
-            if let Some(delay) = self.settle(seq, result) {
-                if !http::sleep_or_stop(delay, &mut stop).await {
-                    return;
-                }
+            if let Some(delay) = self.settle(seq, result)
+                && !http::sleep_or_stop(delay, &mut stop).await
+            {
+                return;
             }
         }
     }

@@ -225,3 +225,38 @@ fn by_size_matches_a_stable_sort_for_any_permutation() {
         }
     }
 }
+
+/// An exited holder that still grows and memory no listed process accounts
+/// for that grows are both forecast, and the JSON device says so.
+#[test]
+fn forecast_counts_exited_and_unattributed_growth() {
+    let cfg = Config::from_toml("[processes]\nleak_window = \"30s\"\n", "test", false).expect("config");
+    let mut pipe = Pipeline::new(&cfg.processes);
+    let mib = 1u64 << 20;
+    // A PID above any pid_max: gone from /proc, so an exited holder.
+    let pid = 4_000_000;
+    let mut last = None;
+    for t in 0..80u64 {
+        let mut raw = poll_of(pid);
+        let (process, unattributed) = (4 * GIB + 4 * mib * t, GIB + 8 * mib * t);
+        raw.devices[0].processes[0].used_bytes = Some(process);
+        if let Some(m) = raw.devices[0].device.memory.as_mut() {
+            m.used_bytes = process + unattributed;
+            m.free_bytes = m.total_bytes - m.used_bytes;
+        }
+        let (_, devices) = pipe.build(raw, 1000.0 + t as f64);
+        last = devices.into_iter().next();
+    }
+    let d = last.expect("a device");
+    let free = d.memory.expect("memory").free_bytes as f64;
+    let secs = d.full_in_seconds.expect("a forecast");
+    // 4 + 8 MiB/s, within the estimate's noise.
+    let rate = free / secs / mib as f64;
+    assert!((rate - 12.0).abs() < 1.0, "forecast rate {rate:.2} MiB/s");
+    let holders: Vec<Option<Holder>> = d.growers.iter().map(|g| g.holder).collect();
+    assert_eq!(holders, [Some(Holder::Unattributed), Some(Holder::Exited)]);
+    let json = serde_json::to_value(&d).expect("json");
+    assert_eq!(json["growers"][1]["pid"], pid);
+    assert!(json["growers"][0]["pid"].is_null());
+    assert!(json["full_in_seconds"].as_f64().is_some_and(|s| s > 0.0));
+}

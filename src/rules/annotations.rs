@@ -23,6 +23,8 @@ pub type Labels = BTreeMap<ArcStr, ArcStr>;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Notes {
     kind: RuleKind,
+    /// `per = "gpu"`: the value is a count of processes.
+    counts: bool,
     threshold: Option<f64>,
     templates: Vec<(String, Template)>,
 }
@@ -44,6 +46,7 @@ impl Notes {
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Notes {
             kind: cfg.kind,
+            counts: cfg.per.is_some(),
             threshold: cfg.above.or(cfg.below).map(|t| t.0),
             templates,
         })
@@ -59,6 +62,9 @@ pub struct Annotations {
     pub model: ArcStr,
     /// `process_oom`: the largest other holders then.
     pub others: Option<ArcStr>,
+    /// `device_full_forecast`: who grows; `per = "gpu"`: the largest of
+    /// the processes counted.
+    pub top: Option<ArcStr>,
 }
 
 /// Equal when they render the same for the same alert; a rule's shared
@@ -68,6 +74,7 @@ impl PartialEq for Annotations {
         (Arc::ptr_eq(&self.notes, &o.notes) || self.notes == o.notes)
             && self.model == o.model
             && self.others == o.others
+            && self.top == o.top
     }
 }
 
@@ -76,6 +83,7 @@ impl Annotations {
     pub fn fixed(map: BTreeMap<String, String>) -> Annotations {
         let notes = Notes {
             kind: RuleKind::DeviceLost,
+            counts: false,
             threshold: None,
             templates: map.into_iter().map(|(k, v)| (k, Template::text(v))).collect(),
         };
@@ -83,6 +91,7 @@ impl Annotations {
             notes: Arc::new(notes),
             model: ArcStr::new(),
             others: None,
+            top: None,
         }
     }
 
@@ -102,16 +111,18 @@ impl Annotations {
     }
 
     fn fill(&self, t: &Template, labels: &Labels, value: f64) -> String {
-        let (kind, threshold) = (self.notes.kind, self.notes.threshold);
+        let (kind, threshold, counts) = (self.notes.kind, self.notes.threshold, self.notes.counts);
         let mut out = String::new();
         // These names win over a label of the same name.
         t.render_with(&mut out, |name, out| match name {
             "value" => out.push_str(&format_num(value)),
+            "value_human" if counts => out.push_str(&format_num(value)),
             "value_human" => out.push_str(&humanize(kind, value)),
             "threshold" => out.push_str(&threshold.map(format_num).unwrap_or_default()),
             "threshold_human" => out.push_str(&threshold.map(|t| humanize(kind, t)).unwrap_or_default()),
             "model" => out.push_str(&self.model),
             "others" => out.push_str(self.others.as_deref().unwrap_or_default()),
+            "top" => out.push_str(self.top.as_deref().unwrap_or_default()),
             _ => out.push_str(labels.get(name).map_or("", ArcStr::as_str)),
         });
         out
@@ -126,8 +137,11 @@ fn format_num(v: f64) -> String {
     }
 }
 
-fn humanize(kind: RuleKind, v: f64) -> String {
+pub(super) fn humanize(kind: RuleKind, v: f64) -> String {
     match kind {
+        RuleKind::DeviceFullForecast => {
+            humantime::format_duration(std::time::Duration::from_secs(v.max(0.0).round() as u64)).to_string()
+        }
         RuleKind::DeviceUsedRatio | RuleKind::ProcessFragmentation => format!("{:.1}%", v * 100.0),
         RuleKind::ProcessGrowthRate => format!("{}/s", human(v.max(0.0) as u64)),
         RuleKind::DeviceLost | RuleKind::ProcessLeakSuspected | RuleKind::PollFailing | RuleKind::ProcessOom => {

@@ -262,6 +262,7 @@ fn seen(rule: &Rule, inst: Instance, at: &mut Place) -> Seen {
             notes: rule.notes.clone(),
             model,
             others: inst.subject.others().map(ArcStr::from),
+            top: inst.subject.top().map(ArcStr::from),
         },
         labels,
         value: inst.value,

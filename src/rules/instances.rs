@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use super::grouped;
 use super::subject::Subject;
 use super::{Matchers, Rule, RuleKind};
 use crate::snapshot::{Device, Process, Snapshot};
@@ -134,6 +135,44 @@ pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(In
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices, f),
         RuleKind::ProcessOom => devices.for_each(|d| oom_instances(m, d, f)),
+        k if k.is_process() && rule.cfg.per.is_some() => {
+            let ctx = (k, rule.cfg.for_.0, snap.timestamp);
+            let mut hits = Vec::new();
+            for d in devices {
+                hits.clear();
+                for p in d.processes.iter().filter(|p| process_matches(m, p)) {
+                    // As a new alert would hold: a count has no
+                    // per-process hysteresis.
+                    let i = process_instance(rule, ctx, d, p).filter(|i| holds(rule, i.value, i.holds, false));
+                    if let Some(i) = i {
+                        hits.push((i.value, p));
+                    }
+                }
+                if !hits.is_empty() {
+                    let count = hits.len() as f64;
+                    let top = grouped::top_of(rule, &mut hits);
+                    f(Instance {
+                        subject: Subject::Gpu { d, top },
+                        value: count,
+                        holds: Some(true),
+                        targets: vec![],
+                    });
+                }
+            }
+        }
+        RuleKind::DeviceFullForecast => devices.for_each(|d| {
+            if let Some(secs) = d.full_in_seconds.filter(|_| d.up) {
+                f(Instance {
+                    subject: Subject::Gpu {
+                        d,
+                        top: grouped::growers_of(d),
+                    },
+                    value: secs,
+                    holds: None,
+                    targets: vec![],
+                });
+            }
+        }),
         k if k.is_process() => {
             let ctx = (k, rule.cfg.for_.0, snap.timestamp);
             for d in devices {

@@ -5,6 +5,7 @@
 
 pub mod annotations;
 pub mod eval;
+mod grouped;
 mod health;
 mod instances;
 mod subject;
@@ -52,6 +53,10 @@ pub enum RuleKind {
     DeviceRowRemapFailed,
     /// Memory-related Xid events in the last 15 minutes.
     DeviceMemoryXid,
+    /// Seconds until the GPU's free memory runs out at its holders'
+    /// confirmed growth (`full_in_seconds`); no instance while nothing grows.
+    /// Its thresholds are durations (`below = "30m"`).
+    DeviceFullForecast,
 }
 
 impl RuleKind {
@@ -92,10 +97,13 @@ impl RuleKind {
     }
 }
 
-/// A threshold: a number, a size ("20GiB"; per second for growth rates) or
-/// a percentage ("90%").
+/// A threshold: a number, a size ("20GiB"; per second for growth rates), a
+/// percentage ("90%") or, for `device_full_forecast`, a duration ("30m").
+/// The second field is the text read as seconds, when it reads as a
+/// duration (a number does): "5m" is 5 MiB to a size and 300 s to a
+/// duration, and only the rule's kind says which ([`Rule::new`]).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-pub struct Threshold(pub f64);
+pub struct Threshold(pub f64, pub Option<f64>);
 
 impl<'de> Deserialize<'de> for Threshold {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -103,13 +111,15 @@ impl<'de> Deserialize<'de> for Threshold {
         impl Visitor<'_> for V {
             type Value = Threshold;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a number, a size such as \"20GiB\", or a percentage such as \"90%\"")
+                f.write_str(
+                    "a number, a size such as \"20GiB\", a percentage such as \"90%\" or a duration such as \"30m\"",
+                )
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Threshold, E> {
-                Ok(Threshold(v))
+                Ok(Threshold(v, Some(v)))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Threshold, E> {
-                Ok(Threshold(v as f64))
+                Ok(Threshold(v as f64, Some(v as f64)))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Threshold, E> {
                 if let Some(p) = v.trim().strip_suffix('%') {
@@ -117,9 +127,14 @@ impl<'de> Deserialize<'de> for Threshold {
                         .trim()
                         .parse()
                         .map_err(|_| E::custom(format!("`{v}` is not a percentage")))?;
-                    return Ok(Threshold(n / 100.0));
+                    return Ok(Threshold(n / 100.0, None));
                 }
-                parse_size(v).map(|b| Threshold(b.0 as f64)).map_err(E::custom)
+                let secs = parse_duration(v).ok().map(|d| d.get().as_secs_f64());
+                match (parse_size(v), secs) {
+                    (Ok(b), secs) => Ok(Threshold(b.0 as f64, secs)),
+                    (Err(_), Some(secs)) => Ok(Threshold(f64::NAN, Some(secs))),
+                    (Err(e), None) => Err(E::custom(e)),
+                }
             }
         }
         d.deserialize_any(V)
@@ -188,6 +203,16 @@ pub enum RuleAction {
     Suspend,
 }
 
+/// What a process rule's alert is about (`per`): without it, one alert
+/// per process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Per {
+    /// One alert per GPU: its value is the count of processes meeting the
+    /// condition, `{{ top }}` names the largest.
+    Gpu,
+}
+
 /// One `[[rule]]` as written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -220,6 +245,9 @@ pub struct RuleConfig {
     pub annotations: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub action: Option<RuleAction>,
+    /// Process rules: one alert per GPU instead of one per process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per: Option<Per>,
 }
 
 fn default_severity() -> String {
@@ -258,6 +286,14 @@ pub enum RuleError {
     ActionWithoutTargets,
     #[error("`action = \"suspend\"` needs a rule about processes (it checkpoints one process at a time)")]
     SuspendWithoutProcess,
+    #[error("`per = \"gpu\"` needs a rule about processes (it counts them per GPU)")]
+    PerWithoutProcess,
+    #[error("`per` and `action` do not go together: an action names one process per alert")]
+    PerWithAction,
+    #[error("a duration ({0} s) is a threshold only for device_full_forecast; give a size, a number or a percentage")]
+    NotASize(f64),
+    #[error("device_full_forecast thresholds are durations such as \"30m\", not `{0}`")]
+    NotADuration(String),
     #[error("label name `{0}` is not a valid Prometheus label name")]
     BadLabelName(String),
     #[error("annotation `{key}`: {source}")]
@@ -292,6 +328,7 @@ impl Rule {
     /// # Errors
     /// What is wrong, naming the offending key.
     pub fn new(cfg: RuleConfig) -> Result<Rule, RuleError> {
+        let cfg = thresholds_of_kind(cfg)?;
         check_thresholds(&cfg)?;
         if cfg.name.is_empty() || !cfg.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err(RuleError::BadName(cfg.name));
@@ -308,6 +345,12 @@ impl Rule {
         }
         if cfg.action == Some(RuleAction::Suspend) && !cfg.kind.is_process() {
             return Err(RuleError::SuspendWithoutProcess);
+        }
+        if cfg.per.is_some() && !cfg.kind.is_process() {
+            return Err(RuleError::PerWithoutProcess);
+        }
+        if cfg.per.is_some() && cfg.action.is_some() {
+            return Err(RuleError::PerWithAction);
         }
         if let Some(k) = cfg.labels.keys().find(|k| !valid_label_name(k)) {
             return Err(RuleError::BadLabelName(k.clone()));
@@ -326,6 +369,21 @@ impl Rule {
             labels,
         })
     }
+}
+
+/// A forecast's thresholds read as durations; every other kind's as
+/// written (a size, a number or a ratio), which must then be a number.
+fn thresholds_of_kind(mut cfg: RuleConfig) -> Result<RuleConfig, RuleError> {
+    let forecast = cfg.kind == RuleKind::DeviceFullForecast;
+    for t in [&mut cfg.above, &mut cfg.below, &mut cfg.clear].into_iter().flatten() {
+        if forecast {
+            let secs = t.1.ok_or_else(|| RuleError::NotADuration(format!("{}", t.0)))?;
+            *t = Threshold(secs, Some(secs));
+        } else if t.0.is_nan() {
+            return Err(RuleError::NotASize(t.1.unwrap_or_default()));
+        }
+    }
+    Ok(cfg)
 }
 
 fn check_thresholds(cfg: &RuleConfig) -> Result<(), RuleError> {
@@ -405,6 +463,8 @@ pub fn parse_rule_set(text: &str) -> Result<Vec<RuleConfig>, RuleError> {
 
 #[cfg(test)]
 mod allocator_tests;
+#[cfg(test)]
+mod grouped_tests;
 #[cfg(test)]
 mod health_tests;
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! What an instance is about (a device, a process on a device, an OOM
-//! report, a group, or the poller itself), its key and its own labels.
+//! report, a group, a GPU with the processes it names, or the poller
+//! itself), its key and its own labels.
 //! Owns what identifies each kind and its label names; which instances
 //! exist is `instances`'s.
 
@@ -30,6 +31,13 @@ pub(super) enum Subject<'a> {
     Group {
         by: GroupBy,
         name: String,
+    },
+    /// A GPU as a whole, with a list of the processes the alert is about:
+    /// a forecast's growers, or the largest of the processes a `per =
+    /// "gpu"` rule counts (`{{ top }}`).
+    Gpu {
+        d: &'a Device,
+        top: String,
     },
 }
 
@@ -74,7 +82,7 @@ impl Subject<'_> {
     pub(super) fn key(&self) -> String {
         match self {
             Subject::Poller => String::new(),
-            Subject::Device { d, .. } => d.uuid.to_string(),
+            Subject::Device { d, .. } | Subject::Gpu { d, .. } => d.uuid.to_string(),
             Subject::Process { d, p } => {
                 format!("{}/{}/{}", d.uuid, p.pid, p.start_time.map_or(0, f64::to_bits))
             }
@@ -88,7 +96,10 @@ impl Subject<'_> {
     /// The device the instance is on, if any.
     pub(super) fn device(&self) -> Option<&Device> {
         match self {
-            Subject::Device { d, .. } | Subject::Process { d, .. } | Subject::Oom { d, .. } => Some(d),
+            Subject::Device { d, .. }
+            | Subject::Process { d, .. }
+            | Subject::Oom { d, .. }
+            | Subject::Gpu { d, .. } => Some(d),
             Subject::Poller | Subject::Group { .. } => None,
         }
     }
@@ -97,6 +108,14 @@ impl Subject<'_> {
     pub(super) fn others(&self) -> Option<&str> {
         match self {
             Subject::Oom { o, .. } => Some(&o.others),
+            _ => None,
+        }
+    }
+
+    /// `device_full_forecast` and `per = "gpu"`: who the alert is about.
+    pub(super) fn top(&self) -> Option<&str> {
+        match self {
+            Subject::Gpu { top, .. } => Some(top),
             _ => None,
         }
     }
@@ -110,7 +129,7 @@ impl Subject<'_> {
             l.insert(literal!("gpu"), dev.gpu.clone());
         }
         match self {
-            Subject::Poller => {}
+            Subject::Poller | Subject::Gpu { .. } => {}
             Subject::Device { holder, xid, .. } => {
                 if let Some(h) = holder {
                     l.insert(literal!("holder"), h.as_str().into());

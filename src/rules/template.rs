@@ -3,8 +3,9 @@
 //! Owns the placeholder syntax and the list of names; it knows no rule logic.
 
 /// Names a template may use: the value and threshold (raw and humanised),
-/// every label an alert can carry, and `others` (the largest other holders
-/// of the GPU when a `process_oom` alert's OOM was reported).
+/// every label an alert can carry, `others` (the largest other holders of
+/// the GPU when a `process_oom` alert's OOM was reported) and `top` (who a
+/// forecast or a `per = "gpu"` alert is about).
 pub const NAMES: &[&str] = &[
     "value",
     "value_human",
@@ -28,6 +29,7 @@ pub const NAMES: &[&str] = &[
     "group",
     "others",
     "xid",
+    "top",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

@@ -236,8 +236,8 @@ fn invalid_rules_say_why() {
 
 #[test]
 fn builtin_rule_sets_are_valid() {
-    assert_eq!(parse_rule_set(DEFAULT_RULES).map(|r| r.len()), Ok(11));
-    assert_eq!(parse_rule_set(DEMO_RULES).map(|r| r.len()), Ok(14));
+    assert_eq!(parse_rule_set(DEFAULT_RULES).map(|r| r.len()), Ok(13));
+    assert_eq!(parse_rule_set(DEMO_RULES).map(|r| r.len()), Ok(16));
 }
 
 #[test]

@@ -1,5 +1,6 @@
-//! The `snapshot` subcommand's own flags (output, filters, colour, watch,
-//! daemon URL). Owns argument syntax only; `snapshot_cmd` acts on them.
+//! The `snapshot` subcommand's own flags (output, filters, `--top`, colour,
+//! watch; the daemon's URL is among the shared client options). Owns
+//! argument syntax only; `snapshot_cmd` acts on them.
 
 use std::time::Duration;
 
@@ -19,6 +20,12 @@ pub struct SnapshotOpts {
     /// Only these processes; repeatable.
     #[arg(long, value_name = "PID")]
     pub pid: Vec<u32>,
+    /// At most N processes per GPU, largest first, then "... and K more
+    /// processes" (JSON: `processes_omitted`). Default: 10 on a terminal
+    /// (without --watch, whose screen fits the terminal), all when piped;
+    /// 0 shows all.
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
     /// Colour the table: auto (when stdout is a terminal), always or never.
     #[arg(long, value_enum, value_name = "WHEN", default_value_t = ColorWhen::Auto)]
     pub color: ColorWhen,
@@ -26,10 +33,6 @@ pub struct SnapshotOpts {
     #[arg(long, value_name = "INTERVAL", num_args = 0..=1, default_missing_value = "2s",
           value_parser = parse_interval)]
     pub watch: Option<Duration>,
-    /// Ask a running daemon (e.g. http://127.0.0.1:9947) instead of polling here:
-    /// its snapshot carries the growth trend of its history.
-    #[arg(long, value_name = "URL")]
-    pub url: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

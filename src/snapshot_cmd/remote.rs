@@ -1,81 +1,43 @@
 //! `snapshot --url`: reads the running daemon's `/api/v1/snapshot`, whose
-//! processes carry the growth trend of its history. A bounded plain GET;
-//! it must not retry or wait past its timeout.
+//! processes carry the growth trend of its history, through the shared
+//! client (TLS, basic auth). A bounded plain GET; it must not retry or
+//! wait past its timeout.
 
 use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::remote::{ClientArgs, ClientError, Daemon};
 use crate::snapshot::Snapshot;
 
 /// The whole request, connect to last byte.
-const TIMEOUT: Duration = Duration::from_secs(5);
+pub const TIMEOUT: Duration = Duration::from_secs(5);
 
 #[derive(Debug, Error)]
 pub enum RemoteError {
-    #[error("--url {url}: {msg}")]
-    Request { url: String, msg: String },
+    #[error(transparent)]
+    Client(#[from] ClientError),
+    #[error("{url}: not a gpumemd snapshot: {source}")]
+    NotASnapshot { url: String, source: serde_json::Error },
 }
 
-/// The snapshot URL of a daemon base URL (`http://host:9947` or with a
-/// trailing slash); a URL already naming the endpoint is kept.
-pub fn snapshot_url(base: &str) -> String {
-    let b = base.trim_end_matches('/');
-    if b.ends_with("/api/v1/snapshot") {
-        b.to_string()
-    } else {
-        format!("{b}/api/v1/snapshot")
-    }
+/// The daemon `args` names (`--url` must be given).
+///
+/// # Errors
+/// A bad URL or unreadable TLS or password file.
+pub fn connect(args: &ClientArgs, url: &str) -> Result<Daemon, RemoteError> {
+    Ok(args.connect(url, TIMEOUT)?)
 }
 
 /// Fetches one snapshot on a small runtime of its own (the CLI has none).
 ///
 /// # Errors
 /// Unreachable, a non-200 answer, a timeout, or a body that is not a snapshot.
-pub fn fetch(base: &str) -> Result<Snapshot, RemoteError> {
-    let url = snapshot_url(base);
-    let err = |msg: String| RemoteError::Request {
-        url: base.to_string(),
-        msg,
-    };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| err(format!("cannot start a runtime: {e}")))?;
-    rt.block_on(async {
-        let client = reqwest::Client::builder()
-            .timeout(TIMEOUT)
-            .build()
-            .map_err(|e| err(e.to_string()))?;
-        let resp = client.get(&url).send().await.map_err(|e| err(e.to_string()))?;
-        let status = resp.status();
-        if !status.is_success() {
-            return Err(err(format!("HTTP {status}")));
-        }
-        let body = resp.bytes().await.map_err(|e| err(e.to_string()))?;
-        serde_json::from_slice(&body).map_err(|e| err(format!("not a gpumemd snapshot: {e}")))
+pub fn fetch(d: &Daemon) -> Result<Snapshot, RemoteError> {
+    const PATH: &str = "/api/v1/snapshot";
+    let body = crate::remote::block_on(d.get(PATH))?;
+    serde_json::from_str(&body).map_err(|source| RemoteError::NotASnapshot {
+        url: d.endpoint(PATH).to_string(),
+        source,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls() {
-        assert_eq!(snapshot_url("http://h:9947"), "http://h:9947/api/v1/snapshot");
-        assert_eq!(snapshot_url("http://h:9947/"), "http://h:9947/api/v1/snapshot");
-        assert_eq!(snapshot_url("http://h/api/v1/snapshot"), "http://h/api/v1/snapshot");
-    }
-
-    #[test]
-    fn an_unreachable_daemon_is_an_error_not_a_hang() {
-        // A port nothing listens on: bind, learn the port, close.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap_or(9);
-        let e = fetch(&format!("http://127.0.0.1:{port}")).err();
-        assert!(e.is_some_and(|e| e.to_string().starts_with("--url http://127.0.0.1:")));
-    }
 }

@@ -194,10 +194,10 @@ impl SimulatedSource {
             b += (to.0 as f64 - b) * frac;
         }
         b += p.leak.0 as f64 * local;
-        if let Some(period) = p.period.filter(|x| x.0 > 0.0) {
-            if local % period.0 < period.0 / 2.0 {
-                b += p.sawtooth.0 as f64;
-            }
+        if let Some(period) = p.period.filter(|x| x.0 > 0.0)
+            && local % period.0 < period.0 / 2.0
+        {
+            b += p.sawtooth.0 as f64;
         }
         if p.jitter.0 > 0 {
             b += (splitmix(self.scenario.seed ^ u64::from(p.pid) << 20 ^ self.poll) % p.jitter.0) as f64;

@@ -224,11 +224,11 @@ fn totals(devices: &[Device]) -> Totals {
         t.leaks += d.processes.iter().filter(|p| p.leak_suspected).count();
         // MIG instances are inside their GPU's memory: count GPUs only.
         // Sums saturate: the figures come from NVML, unchecked.
-        if d.parent_uuid.is_empty() {
-            if let Some(m) = d.memory {
-                t.used_bytes = t.used_bytes.saturating_add(m.used_bytes);
-                t.total_bytes = t.total_bytes.saturating_add(m.total_bytes);
-            }
+        if d.parent_uuid.is_empty()
+            && let Some(m) = d.memory
+        {
+            t.used_bytes = t.used_bytes.saturating_add(m.used_bytes);
+            t.total_bytes = t.total_bytes.saturating_add(m.total_bytes);
         }
         if let Some(h) = d.holders {
             t.holders.live = t.holders.live.saturating_add(h.live);

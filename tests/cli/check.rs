@@ -1,6 +1,7 @@
 //! `gpumemd check` as a Slurm epilog runs it: against a daemon (a fixture
 //! server answering `/api/v1/snapshot`), polling once (`--demo`), and with
-//! nobody to ask; exit codes 0/1/2 and the one line on stdout.
+//! nobody to ask; exit codes 0/1/2 and the one line on stdout. The fixture
+//! daemon is shared with the Slurm recipes' tests (slurm.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::io::{Read, Write};
@@ -28,7 +29,7 @@ fn check(args: &[&str]) -> (Option<i32>, String) {
 
 /// Serves `body` with `status` to every request on a thread; returns the
 /// base URL and a channel of the request heads it saw.
-fn fixture_daemon(status: u16, body: String) -> (String, std::sync::mpsc::Receiver<String>) {
+pub(super) fn fixture_daemon(status: u16, body: String) -> (String, std::sync::mpsc::Receiver<String>) {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");
     let url = format!("http://{}", l.local_addr().expect("addr"));
     let (tx, rx) = std::sync::mpsc::channel();
@@ -50,7 +51,7 @@ fn fixture_daemon(status: u16, body: String) -> (String, std::sync::mpsc::Receiv
     (url, rx)
 }
 
-fn fixture(name: &str) -> String {
+pub(super) fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!("{}/tests/fixtures/check/{name}", env!("CARGO_MANIFEST_DIR"))).expect("fixture")
 }
 
@@ -124,89 +125,4 @@ fn polls_once_without_a_daemon() {
     let (code, line) = check(&["--demo", "--job", "4242"]);
     assert_eq!(code, Some(1), "{line}");
     assert!(line.contains("job 4242) still holds it after its job"), "{line}");
-}
-
-/// A PATH directory with `gpumemd` (this build) and stand-ins for the Slurm
-/// and syslog tools the recipes call; each stand-in appends its arguments
-/// to `calls` so the test sees what the recipe did.
-fn slurm_stubs(running_jobs: &str) -> (tempfile::TempDir, std::path::PathBuf) {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let calls = dir.path().join("calls");
-    std::os::unix::fs::symlink(BIN, dir.path().join("gpumemd")).expect("symlink");
-    for (name, body) in [
-        ("scontrol", String::new()),
-        ("logger", String::new()),
-        ("squeue", format!("printf '{running_jobs}'\n")),
-    ] {
-        let p = dir.path().join(name);
-        let script = format!("#!/bin/sh\necho \"{name} $*\" >> '{}'\n{body}", calls.display());
-        std::fs::write(&p, script).expect("write stub");
-        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
-    (dir, calls)
-}
-
-/// Runs a recipe of deploy/slurm with the stubs first on PATH.
-fn recipe(name: &str, url: &str, stubs: &std::path::Path, job: &str) -> (Option<i32>, String) {
-    let script = format!("{}/deploy/slurm/{name}", env!("CARGO_MANIFEST_DIR"));
-    let path = format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default());
-    let o = Command::new("sh")
-        .arg(script)
-        .env("PATH", path)
-        .env("GPUMEMD_URL", url)
-        .env("SLURM_JOB_ID", job)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run the recipe");
-    (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
-}
-
-#[test]
-fn the_slurm_epilog_drains_on_a_leftover_and_only_logs_when_it_cannot_tell() {
-    let (url, _seen) = fixture_daemon(200, fixture("job-left.json"));
-    let (stubs, calls) = slurm_stubs("");
-    let (code, _) = recipe("epilog-gpumemd.sh", &url, stubs.path(), "4242");
-    assert_eq!(code, Some(0), "an epilog never fails itself");
-    let log = std::fs::read_to_string(&calls).unwrap_or_default();
-    assert!(
-        log.contains("logger -t gpumemd-epilog job 4242: LEFT: 6.0 GiB on GPU 0"),
-        "{log}"
-    );
-    assert!(
-        log.contains("scontrol update nodename=") && log.contains("state=drain reason=gpumemd: LEFT: 6.0 GiB"),
-        "{log}"
-    );
-    // A job that left nothing: logged, no drain.
-    std::fs::remove_file(&calls).expect("reset");
-    assert_eq!(recipe("epilog-gpumemd.sh", &url, stubs.path(), "9999").0, Some(0));
-    let log = std::fs::read_to_string(&calls).unwrap_or_default();
-    assert!(log.contains("job 9999: OK") && !log.contains("scontrol"), "{log}");
-    // No daemon (exit 2): logged, no drain.
-    std::fs::remove_file(&calls).expect("reset");
-    let gone = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let dead = format!("http://{}", gone.local_addr().expect("addr"));
-    drop(gone);
-    assert_eq!(recipe("epilog-gpumemd.sh", &dead, stubs.path(), "4242").0, Some(0));
-    let log = std::fs::read_to_string(&calls).unwrap_or_default();
-    assert!(log.contains("logger") && !log.contains("scontrol"), "{log}");
-}
-
-#[test]
-fn the_nhc_check_allows_only_the_jobs_slurm_still_runs() {
-    let (url, _seen) = fixture_daemon(200, fixture("job-left.json"));
-    // Only job 4300 still runs: job 4242's process is a leftover.
-    let (stubs, calls) = slurm_stubs("4300\\n");
-    let (code, out) = recipe("gpumemd-nhc", &url, stubs.path(), "");
-    assert_eq!(code, Some(1), "{out}");
-    assert!(out.contains("pid 4101") && out.contains("job 4242"), "{out}");
-    assert!(
-        std::fs::read_to_string(&calls)
-            .unwrap_or_default()
-            .contains("squeue -h -w")
-    );
-    // Both still run: healthy.
-    let (stubs, _) = slurm_stubs("4242\\n4300\\n");
-    let (code, out) = recipe("gpumemd-nhc", &url, stubs.path(), "");
-    assert_eq!(code, Some(0), "{out}");
 }

@@ -8,7 +8,7 @@ use gpumemd::attribution::{CgroupInfo, parse_cgroup};
 use proptest::prelude::*;
 
 use super::mutate;
-use super::{bounded, cases, corpus};
+use crate::{bounded, cases, corpus};
 
 const ID: &str = "3f1c9a7be20d44c8a5f6e1b2c3d4e5f60718293a4b5c6d7e8f9a0b1c2d3e4f50";
 

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use proptest::sample::select;
 
 use super::mutate;
-use super::{bounded, cases, corpus};
+use crate::{bounded, cases, corpus};
 
 const DICT: &[&str] = &[
     "\0",

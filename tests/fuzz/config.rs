@@ -6,7 +6,7 @@ use gpumemd::config::Config;
 use proptest::prelude::*;
 
 use super::mutate::{self, TreeEdit};
-use super::{Seed, assert_one_line, bounded, cases, corpus};
+use crate::{Seed, assert_one_line, bounded, cases, corpus};
 
 const SHIPPED: &[&str] = &["config/gpumemd.toml", "config/per-user-quotas.toml"];
 
@@ -122,7 +122,7 @@ fn run(text: String) -> Result<(), String> {
 /// `config/gpumemd.toml` with every commented-out setting and example
 /// turned on: the fullest real config there is.
 fn everything_on() -> String {
-    let text = std::fs::read_to_string(super::repo("config/gpumemd.toml")).expect("read config/gpumemd.toml");
+    let text = std::fs::read_to_string(crate::repo("config/gpumemd.toml")).expect("read config/gpumemd.toml");
     text.lines()
         .map(|l| match l.strip_prefix("# ") {
             // The file shows both Alertmanager credentials; only one may be set.
@@ -139,7 +139,7 @@ fn seeds() -> Vec<Seed> {
     let mut s = corpus("config", SHIPPED);
     s.push(Seed {
         name: "config/gpumemd.toml, all examples on".into(),
-        path: super::repo("config/gpumemd.toml"),
+        path: crate::repo("config/gpumemd.toml"),
         bytes: everything_on().into_bytes(),
     });
     s
@@ -147,7 +147,7 @@ fn seeds() -> Vec<Seed> {
 
 /// The seeds as trees, for structured mutation.
 fn trees() -> Vec<serde_json::Value> {
-    super::toml_trees(&seeds())
+    crate::toml_trees(&seeds())
 }
 
 #[test]

@@ -338,10 +338,10 @@ pub fn apply_tree(root: &mut Value, edits: &[TreeEdit], dict: &[&str]) {
             }
             TreeEdit::Duplicate(i) => {
                 let p = node(*i);
-                if let Some(Value::Array(a)) = get_mut(root, &p) {
-                    if let Some(first) = a.first().cloned() {
-                        a.push(first);
-                    }
+                if let Some(Value::Array(a)) = get_mut(root, &p)
+                    && let Some(first) = a.first().cloned()
+                {
+                    a.push(first);
                 }
             }
         }

@@ -17,7 +17,7 @@ use gpumemd::source::simulated::SimulatedSource;
 use proptest::prelude::*;
 
 use super::mutate;
-use super::{Seed, assert_one_line, bounded, cases, corpus, repo};
+use crate::{Seed, assert_one_line, bounded, cases, corpus, repo};
 
 const SHIPPED: &[&str] = &[
     "src/source/scenarios/default.toml",
@@ -162,7 +162,7 @@ fn seeds() -> Vec<Seed> {
 }
 
 fn trees() -> Vec<serde_json::Value> {
-    super::toml_trees(&seeds())
+    crate::toml_trees(&seeds())
 }
 
 #[test]

@@ -9,7 +9,7 @@ use gpumemd::attribution::{ProcState, StatError, StatFields, parse_btime, parse_
 use proptest::prelude::*;
 
 use super::mutate;
-use super::{assert_one_line, bounded, cases, corpus};
+use crate::{assert_one_line, bounded, cases, corpus};
 
 const DICT: &[&str] = &[
     "(",

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 
 use super::mutate;
-use super::{Seed, assert_one_line, bounded, cases, corpus};
+use crate::{Seed, assert_one_line, bounded, cases, corpus};
 
 const DICT: &[&str] = &[
     "tls_server_config:",

@@ -128,6 +128,7 @@ fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
         "GpuIdleHolder",
         "GpuOutOfMemory",
         "GpuMemoryFragmented",
+        "GpuMemoryFillingUp",
     ] {
         assert!(
             firing.contains(&want),
@@ -165,4 +166,17 @@ fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
     assert_eq!(gpu1.unreleased[0].pid, 5202);
     let h = gpu1.holders.expect("holders");
     assert!(h.exited > 0 && h.zombie > 0 && h.unattributed >= 12 << 30);
+    // Only the leaking worker is forecast to fill GPU 0; the snapshot's
+    // JSON (`/api/v1/snapshot`) names it.
+    let gpu0 = serde_json::to_value(&snap.devices[0]).expect("json");
+    let growers = gpu0["growers"].as_array().expect("growers on GPU 0");
+    assert_eq!(growers.len(), 1, "{growers:?}");
+    assert_eq!(growers[0]["pid"], 4202);
+    assert!(
+        growers[0]["bytes_per_second"]
+            .as_f64()
+            .is_some_and(|r| r > 40.0 * 1048576.0)
+    );
+    assert!(gpu0["full_in_seconds"].as_f64().is_some_and(|s| s > 0.0));
+    assert!(snap.devices[1].full_in_seconds.is_none(), "nothing grows on GPU 1");
 }

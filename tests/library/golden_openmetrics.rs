@@ -173,10 +173,10 @@ fn check_openmetrics(text: &str) -> Result<Vec<Sample>, String> {
         if f.kind.as_deref() == Some("counter") && name.ends_with("_total") {
             return Err(format!("counter family {name} ends in _total"));
         }
-        if let Some(u) = &f.unit {
-            if !name.ends_with(&format!("_{u}")) {
-                return Err(format!("{name} does not end in its unit {u}"));
-            }
+        if let Some(u) = &f.unit
+            && !name.ends_with(&format!("_{u}"))
+        {
+            return Err(format!("{name} does not end in its unit {u}"));
         }
     }
     Ok(out)

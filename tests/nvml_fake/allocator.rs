@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::harness::*;
 use crate::common::{wait_true, wait_until};
-use crate::harness::*;
 
 const UUID: &str = "GPU-3a8f2c41-7b9e-4d05-a6c3-1e2f3a4b5c6d";
 const GIB: u64 = 1 << 30;

@@ -8,8 +8,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use super::harness::*;
 use crate::common::wait_until;
-use crate::harness::*;
 
 /// The stand-in's re-read schedule as the daemon keeps it
 /// (`src/source/nvml/topology.rs`, `RECHECK_POLLS`).

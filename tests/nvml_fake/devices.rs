@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
+use super::harness::*;
 use crate::common::wait_until;
-use crate::harness::*;
 
 const FAST: &str = "interval = \"100ms\"";
 

@@ -7,8 +7,8 @@
 use std::cell::Cell;
 use std::time::{Duration, Instant};
 
+use super::harness::*;
 use crate::common::wait_until;
-use crate::harness::*;
 
 /// The body of `/-/ready` while NVML is down.
 const NOT_READY: &str = "Not ready: NVML is not available\n";

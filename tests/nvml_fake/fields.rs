@@ -2,8 +2,8 @@
 //! failure is an entry in the device's `errors`, and nothing read during the
 //! failure is remembered: not an empty name or PCI bus id, not "MIG off".
 
+use super::harness::*;
 use crate::common::wait_until;
-use crate::harness::*;
 
 const MIG_GPU: &str = "GPU-4d5e6f7a-8b9c-4dad-8e0f-1a2b3c4d5e6f";
 const MIG_INSTANCE: &str = "MIG-5e6f7a8b-9c0d-5e1f-8a2b-3c4d5e6f7a8b";

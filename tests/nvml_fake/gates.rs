@@ -7,9 +7,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use crate::calls::setup;
+use super::calls::setup;
+use super::harness::*;
 use crate::common::wait_until;
-use crate::harness::*;
 
 /// The stand-in's call log by poll once it reached `poll`: (function, device).
 async fn log_until(log: &Path, poll: u64) -> BTreeMap<u64, Vec<(String, String)>> {

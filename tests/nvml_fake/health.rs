@@ -5,8 +5,8 @@
 //! in the snapshot and `/api/v1/events`, and a poll that never waits on
 //! the event set.
 
+use super::harness::*;
 use crate::common::wait_until;
-use crate::harness::*;
 
 const HOPPER: &str = "GPU-11e0a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";
 const SILENT: &str = "GPU-22e0a1b2-c3d4-4e5f-8a6b-7c8d9e0f1a2b";

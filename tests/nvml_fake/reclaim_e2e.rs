@@ -6,8 +6,8 @@
 use std::path::Path;
 use std::process::Command;
 
+use super::harness::{Daemon, Opts, WAIT};
 use crate::common::{wait_true, wait_until};
-use crate::harness::{Daemon, Opts, WAIT};
 
 const RULE: &str =
     "[[rule]]\nname = \"IdleHog\"\nkind = \"process_used_bytes\"\nabove = \"30GiB\"\naction = \"terminate\"\n";

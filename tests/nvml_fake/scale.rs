@@ -6,7 +6,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::harness::*;
+use super::harness::*;
 
 /// Polls rarely: one poll of 64 000 processes is slow in a debug build.
 const SLOW: &str = "interval = \"10s\"\ntimeout = \"8s\"";

@@ -15,8 +15,8 @@ use std::process::{Child, Command};
 
 use serde_json::Value;
 
+use super::harness::{Daemon, MIB, Opts, WAIT, lib_path};
 use crate::common::{self, wait_until};
-use crate::harness::{Daemon, MIB, Opts, WAIT, lib_path};
 
 const UUID: &str = "GPU-11111111-2222-3333-4444-555555555555";
 
@@ -114,7 +114,7 @@ pub(crate) fn listed(snap: &Value, pid: u32) -> bool {
 }
 
 pub(crate) fn used(snap: &Value) -> u64 {
-    crate::harness::device(snap, UUID)
+    super::harness::device(snap, UUID)
         .and_then(|d| d["memory"]["used_bytes"].as_u64())
         .unwrap_or(0)
 }
@@ -139,7 +139,7 @@ async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
     })
     .await;
     assert_eq!(used(&snap), 0, "device used drops by the 256 MiB");
-    let dev = crate::harness::device(&snap, UUID).expect("device");
+    let dev = super::harness::device(&snap, UUID).expect("device");
     assert_eq!(dev["suspended"][0]["pid"], pid, "{dev}");
     assert_eq!(dev["suspended"][0]["state"], "suspended");
     assert_eq!(dev["suspended"][0]["suspended_bytes"], 256 * MIB);
@@ -153,14 +153,14 @@ async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
         },
     )
     .await;
-    let dev = crate::harness::device(&later, UUID).expect("device");
+    let dev = super::harness::device(&later, UUID).expect("device");
     assert_eq!(dev["unreleased"], serde_json::json!([]), "not a late release: {dev}");
     assert_eq!(dev["holders"]["exited"], 0, "not an exited holder: {dev}");
     assert_eq!(dev["suspended"][0]["pid"], pid, "still suspended: {dev}");
     // `gpumemd snapshot --url` shows it too, as JSON and in the table.
     let url = format!("http://{}", r.d.addr);
     let cli = |json: bool| {
-        let mut c = std::process::Command::new(crate::harness::BIN);
+        let mut c = std::process::Command::new(super::harness::BIN);
         c.args(["snapshot", "--url", &url, "--color", "never"]);
         if json {
             c.arg("--json");
@@ -170,7 +170,7 @@ async fn a_rule_suspends_the_holder_and_the_api_resumes_it() {
     let out = cli(true);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let json: Value = serde_json::from_slice(&out.stdout).expect("snapshot --json");
-    let cdev = crate::harness::device(&json, UUID).expect("device in snapshot --json");
+    let cdev = super::harness::device(&json, UUID).expect("device in snapshot --json");
     assert_eq!(cdev["suspended"][0]["pid"], pid, "{cdev}");
     assert_eq!(cdev["suspended"][0]["suspended_bytes"], 256 * MIB);
     let table = String::from_utf8_lossy(&cli(false).stdout).to_string();

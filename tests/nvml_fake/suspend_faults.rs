@@ -4,9 +4,9 @@
 //! ILLEGAL_STATE, 401 (the process stays checkpointed, reported; a later resume
 //! works). Shares the set-up of `suspend_e2e`.
 
+use super::harness::WAIT;
+use super::suspend_e2e::{audit, audited, config, listed, post, start};
 use crate::common::wait_until;
-use crate::harness::WAIT;
-use crate::suspend_e2e::{audit, audited, config, listed, post, start};
 
 #[tokio::test]
 async fn a_driver_that_will_not_initialise_refuses_suspend_and_monitoring_goes_on() {
@@ -54,7 +54,7 @@ async fn a_failed_restore_keeps_it_checkpointed_and_a_later_resume_works() {
     })
     .await;
     assert!(!listed(&snap, pid), "still checkpointed, off the GPU");
-    let dev = crate::harness::device(&snap, "GPU-11111111-2222-3333-4444-555555555555").expect("device");
+    let dev = super::harness::device(&snap, "GPU-11111111-2222-3333-4444-555555555555").expect("device");
     assert_eq!(dev["suspended"][0]["pid"], pid, "still reported suspended: {dev}");
     let again = post(&r.d, &pid.to_string(), "resume").await;
     assert_eq!(again.status, 200, "{}", again.body);

@@ -157,12 +157,12 @@ async fn the_resume_cli_reaches_a_tls_daemon_with_a_client_cert() {
     };
     let (ok, err) = run(true).await;
     assert!(
-        !ok && err.contains("403") && err.contains("Lifecycle API is not enabled"),
+        !ok && err.contains("lifecycle API is off") && err.contains("enable_lifecycle = true"),
         "{err}"
     );
     let (ok, err) = run(false).await;
     assert!(
-        !ok && !err.contains("403"),
+        !ok && err.contains("cannot ask ") && !err.contains("lifecycle API"),
         "no HTTP answer without a client cert: {err}"
     );
     app.stop().await.expect("clean stop");

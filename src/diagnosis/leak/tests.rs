@@ -264,7 +264,11 @@ fn bad_times_and_extreme_values_do_not_panic() {
     }
     // Alternating 0 / u64::MAX is a square wave, not a leak.
     let r = replay(cfg(), 1.0, 3.0 * W, |t| {
-        Some(if (t as u64) % 2 == 0 { 0.0 } else { u64::MAX as f64 })
+        Some(if (t as u64).is_multiple_of(2) {
+            0.0
+        } else {
+            u64::MAX as f64
+        })
     });
     assert_eq!(r.first_suspected, None);
     let r = replay(cfg(), 1.0, 3.0 * W, |_| Some(u64::MAX as f64));

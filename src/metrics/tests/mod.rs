@@ -343,3 +343,18 @@ fn build_info_revision_is_the_checkouts_git_head() {
         env!("GPUMEMD_BUILD_DATE")
     );
 }
+
+#[test]
+fn full_in_seconds_only_while_something_grows() {
+    let c = cfg();
+    let mut s = snap(vec![dev("GPU-a", vec![proc(7, Some(1 << 30), "u")])]);
+    let family = "gpumem_device_memory_full_in_seconds";
+    assert!(samples(&render(&s, &c), family).is_empty(), "nothing grows: no sample");
+    s.devices[0].full_in_seconds = Some(1799.6);
+    assert_eq!(value(&render(&s, &c), family, "GPU-a"), Some(1800));
+    s.devices[0].up = false;
+    assert!(
+        samples(&render(&s, &c), family).is_empty(),
+        "a lost GPU forecasts nothing"
+    );
+}

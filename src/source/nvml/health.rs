@@ -132,10 +132,10 @@ impl HealthReader {
     /// configured interval, else a new one.
     fn read_one(&mut self, device: &Device<'_>, uuid: &str, now: Instant, errors: &mut Vec<String>) -> Health {
         let per = self.devices.entry(uuid.to_string()).or_default();
-        if let (Some(every), Some((at, h))) = (self.cfg.interval, &per.last) {
-            if now.duration_since(*at) < every.get() {
-                return h.clone();
-            }
+        if let (Some(every), Some((at, h))) = (self.cfg.interval, &per.last)
+            && now.duration_since(*at) < every.get()
+        {
+            return h.clone();
         }
         let h = read_health(device, per, now, errors);
         per.last = Some((now, h.clone()));

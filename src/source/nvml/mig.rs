@@ -42,10 +42,10 @@ pub(super) fn read_instances(device: &Device<'_>, gpu: &mut RawDevice, ctx: &mut
 /// recorded, keeps the last known mode for this poll and is retried next
 /// poll, never remembered as "off".
 pub(super) fn mig_mode(device: &Device<'_>, memo: &mut Memo, poll: u64, errors: &mut Vec<String>) -> bool {
-    if let Some((on, at)) = memo.mig {
-        if poll.saturating_sub(at) < MIG_RECHECK_POLLS {
-            return on;
-        }
+    if let Some((on, at)) = memo.mig
+        && poll.saturating_sub(at) < MIG_RECHECK_POLLS
+    {
+        return on;
     }
     let on = match device.mig_mode() {
         Ok(m) => m.current == 1,

@@ -158,10 +158,10 @@ impl Cuda {
             e.1 = State::Locked;
             e.2.take()
         });
-        if let Some(p) = parked {
-            if let Some(h) = holder_mut(devices, p.dev, p.slot) {
-                h.upsert(p.process);
-            }
+        if let Some(p) = parked
+            && let Some(h) = holder_mut(devices, p.dev, p.slot)
+        {
+            h.upsert(p.process);
         }
         SUCCESS
     }

@@ -89,7 +89,7 @@ impl DevMem {
 
     /// A generic allocation handle (`cuMemCreate`): sizes are whole granules.
     pub fn create(&mut self, size: u64) -> Result<u64, u32> {
-        if size % GRANULE != 0 {
+        if !size.is_multiple_of(GRANULE) {
             return Err(INVALID_VALUE);
         }
         self.take(size)?;

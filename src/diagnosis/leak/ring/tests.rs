@@ -75,7 +75,7 @@ fn random_figures_read_back_exactly() {
                     2 => (base / MIB + next() % 9) * MIB,
                     _ => next() >> (next() % 64),
                 };
-                (i, (next() % 6 != 0).then_some(v))
+                (i, (!next().is_multiple_of(6)).then_some(v))
             })
             .collect();
         check(len, &feed);
