@@ -93,7 +93,11 @@ impl Probes {
     #[cfg(target_arch = "x86_64")]
     pub fn load(ring_bytes: u32) -> Result<(Probes, Ring), ProbeError> {
         let mut ebpf = EbpfLoader::new().set_max_entries("EVENTS", ring_bytes).load(OBJECT)?;
-        for name in ENTRIES.iter().map(|e| e.0).chain([RETURN]) {
+        let mut names: Vec<&'static str> = ENTRIES.iter().map(|e| e.0).chain([RETURN]).collect();
+        // A program probes several symbols but is loaded once.
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
             program(&mut ebpf, name)?
                 .load()
                 .map_err(|source| ProbeError::Program { name, source })?;

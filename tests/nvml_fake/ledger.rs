@@ -38,13 +38,12 @@ fn cuda_workload_child() {
 /// The harness may print its "test ... " prefix on the workload's first
 /// line, so lines are searched, not matched at their start.
 fn spawn(args: &str) -> (Child, ChildStdin, impl Iterator<Item = String> + use<>) {
+    // The test's name as the harness knows it: this module's path without
+    // the crate's name.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
     let mut child = Command::new(std::env::current_exe().expect("exe"))
-        .args([
-            "ledger::cuda_workload_child",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
+        .arg(format!("{module}::cuda_workload_child"))
+        .args(["--exact", "--nocapture", "--test-threads=1"])
         .env(CHILD, args)
         .env("FAKE_CUDA_MEMORY", "1GiB")
         .stdin(Stdio::piped())
@@ -71,8 +70,11 @@ fn ledger(log: Option<Arc<EventLog>>) -> Arc<Ledger> {
         libraries: vec!["libfake_nvml.so".into()],
         ..EbpfConfig::default()
     };
+    if let Err(e) = gpumemd::ledger::probe::Probes::load(1 << 20) {
+        panic!("the probes must load as root: {e}");
+    }
     let l = Ledger::start(&cfg, "/proc".into(), log);
-    assert!(l.up(), "the probes load as root (see the log line above)");
+    assert!(l.up(), "the probes load as root");
     l
 }
 
