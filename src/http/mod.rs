@@ -53,11 +53,13 @@ pub struct AppState {
     pub reclaimer: Option<Arc<crate::reclaim::Reclaimer>>,
     /// Where the exposition is served (`--web.telemetry-path`).
     pub telemetry_path: String,
+    /// Job-end memory reports for `GET /api/v1/reports`.
+    pub reports: Option<Arc<crate::report::Reports>>,
 }
 
 /// Every route but the telemetry one: the router serves this very table
 /// and `--web.telemetry-path` may take none of its paths.
-fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 12] {
+fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 13] {
     [
         ("/", get(handlers::index)),
         ("/-/healthy", get(handlers::healthy)),
@@ -67,6 +69,7 @@ fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 12] {
         ("/api/v1/history", get(handlers::history)),
         ("/api/v1/events", get(handlers::events)),
         ("/api/v1/summary", get(handlers::summary)),
+        ("/api/v1/reports", get(handlers::reports)),
         ("/runbook", get(handlers::runbook)),
         ("/-/reload", post(handlers::reload)),
         ("/api/v1/processes/{pid}/suspend", post(lifecycle::suspend)),

@@ -16,6 +16,7 @@ use crate::allocator::AllocatorState;
 use crate::notify::{NotifierStats, Notifiers};
 use crate::reclaim::{ReclaimStats, Reclaimer, Suspended};
 use crate::reload::ReloadStatus;
+use crate::report::Reports;
 
 /// Where the counters of the notifiers and the reclaimer live; read only
 /// when a scrape renders them. Cloning shares the producers.
@@ -27,6 +28,8 @@ pub struct Counters {
     state_dir_writable: Option<Arc<AtomicBool>>,
     /// The allocator receiver's counts, when `[allocator]` is enabled.
     allocator: Option<Arc<AllocatorState>>,
+    /// Job-end reports and the per-user idle byte-seconds they count.
+    reports: Option<Arc<Reports>>,
 }
 
 impl Counters {
@@ -43,12 +46,19 @@ impl Counters {
             notifiers,
             state_dir_writable,
             allocator: None,
+            reports: None,
         }
     }
 
     /// Also exports the allocator receiver's message counts.
     pub fn with_allocator(mut self, allocator: Option<Arc<AllocatorState>>) -> Self {
         self.allocator = allocator;
+        self
+    }
+
+    /// Also exports the per-user idle byte-seconds the reports count.
+    pub fn with_reports(mut self, reports: Option<Arc<Reports>>) -> Self {
+        self.reports = reports;
         self
     }
 }
@@ -60,6 +70,7 @@ impl std::fmt::Debug for Counters {
             .field("notifiers", &self.notifiers.is_some())
             .field("state_dir_writable", &self.state_dir_writable)
             .field("allocator", &self.allocator.is_some())
+            .field("reports", &self.reports.is_some())
             .finish()
     }
 }
@@ -103,6 +114,9 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     }
     if let Some(a) = &c.allocator {
         ALLOCATOR.write(w, [&a.counts()]);
+    }
+    if let Some(r) = &c.reports {
+        IDLE_HELD.write(w, [&r.idle_by_user()]);
     }
 }
 
@@ -179,6 +193,19 @@ pub(super) const ALLOCATOR: Family<Vec<(&'static str, u64)>> = Family::new(
     |counts, e| {
         for (result, v) in counts {
             e(&[("result", result)], (*v).into());
+        }
+    },
+);
+
+/// Bounded: the first `report::TOP_USERS` users, then `user="other"`.
+pub(super) const IDLE_HELD: Family<Vec<(String, f64)>> = Family::new(
+    "gpumem_user_idle_held_byte_seconds_total",
+    Kind::Counter,
+    "",
+    "Byte-seconds of GPU memory held by processes flagged idle (no SM activity for [processes] idle_after), by user; the first 20 users seen, then user=\"other\".",
+    |v, e| {
+        for (user, bs) in v {
+            e(&[("user", user)], (*bs).into());
         }
     },
 );

@@ -37,7 +37,7 @@ const CONCEPTS: &[(&str, &[&str])] = &[
             "history",
         ],
     ),
-    ("judge", &["rules"]),
+    ("judge", &["rules", "report"]),
     ("act", &["alerts", "notify", "reclaim", "suspend_follow"]),
     ("serve", &["metrics", "http", "statuspage"]),
     (

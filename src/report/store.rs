@@ -1,0 +1,135 @@
+//! The reports kept across restarts: `reports.jsonl` under `[state] dir`,
+//! one JSON report a line, appended as each is written.
+//!
+//! Owns: the file, its bounds (at most [`KEEP`] reports younger than
+//! [`RETENTION_SECONDS`] are loaded; the file is rewritten with those when
+//! it holds twice as many lines) and the reading back (a bad line is
+//! skipped with a log line naming it). Must not: decide what a report
+//! says, or stop the daemon when the disk refuses (reports then live in
+//! memory only, logged once).
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::Report;
+
+/// Reports kept, in memory and in the file.
+pub const KEEP: usize = 1000;
+/// Reports older than this (by when they were closed) are dropped: 30 days.
+pub const RETENTION_SECONDS: f64 = 30.0 * 86_400.0;
+/// The file's name under `[state] dir`.
+pub const FILE: &str = "reports.jsonl";
+/// A larger file is not read (it cannot be ours: [`KEEP`] reports of a
+/// few KiB each, twice over, is well under this).
+const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Where reports are appended; `None` path once writing failed.
+#[derive(Debug)]
+pub struct Store {
+    path: Option<PathBuf>,
+    lines: usize,
+}
+
+impl Store {
+    /// Opens `dir/reports.jsonl` and reads back the reports kept there
+    /// (oldest first), dropping those past retention at `now`.
+    pub fn open(dir: &Path, now: f64) -> (Store, VecDeque<Report>) {
+        // A missing dir is made here; one that cannot be is found (and
+        // logged) at the first append.
+        let _ = std::fs::create_dir_all(dir);
+        let path = dir.join(FILE);
+        let mut kept = VecDeque::new();
+        let mut lines = 0;
+        match crate::files::read_text(&path, MAX_FILE_BYTES) {
+            Ok(text) => {
+                for (n, line) in text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+                    lines += 1;
+                    match serde_json::from_str::<Report>(line) {
+                        Ok(r) if fresh(&r, now) => push_bounded(&mut kept, r),
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(file = %path.display(), line = n + 1, error = %e, "skipping a report that cannot be read")
+                        }
+                    }
+                }
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => tracing::warn!(file = %path.display(), error = %e, "cannot read the kept reports"),
+        }
+        let mut store = Store {
+            path: Some(path),
+            lines,
+        };
+        if lines > kept.len() {
+            store.rewrite(&kept);
+        }
+        (store, kept)
+    }
+
+    /// Appends `r`; rewrites the file from `kept` (which holds `r`) when it
+    /// has grown to twice its bound.
+    pub fn append(&mut self, r: &Report, kept: &VecDeque<Report>) {
+        let Some(path) = &self.path else { return };
+        if self.lines >= 2 * KEEP {
+            self.rewrite(kept);
+            return;
+        }
+        let line = match serde_json::to_string(r) {
+            Ok(l) => l,
+            Err(e) => return tracing::warn!(error = %e, "cannot encode a report"),
+        };
+        let written = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .and_then(|mut f| f.write_all(format!("{line}\n").as_bytes()));
+        match written {
+            Ok(()) => self.lines += 1,
+            Err(e) => self.give_up(&e),
+        }
+    }
+
+    /// Replaces the file with `kept`, through a temporary file and a rename
+    /// so a crash leaves the old file or the new one.
+    fn rewrite(&mut self, kept: &VecDeque<Report>) {
+        let Some(path) = self.path.clone() else { return };
+        let tmp = path.with_extension("jsonl.tmp");
+        let mut text = String::new();
+        for r in kept {
+            if let Ok(l) = serde_json::to_string(r) {
+                text.push_str(&l);
+                text.push('\n');
+            }
+        }
+        match std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
+            Ok(()) => self.lines = kept.len(),
+            Err(e) => self.give_up(&e),
+        }
+    }
+
+    fn give_up(&mut self, e: &std::io::Error) {
+        if let Some(p) = self.path.take() {
+            tracing::warn!(file = %p.display(), error = %e, "cannot write job memory reports; keeping them in memory only");
+        }
+    }
+}
+
+fn fresh(r: &Report, now: f64) -> bool {
+    now - r.closed.unwrap_or(r.started) <= RETENTION_SECONDS
+}
+
+/// Adds `r`, dropping the oldest beyond [`KEEP`].
+pub fn push_bounded(kept: &mut VecDeque<Report>, r: Report) {
+    while kept.len() >= KEEP {
+        kept.pop_front();
+    }
+    kept.push_back(r);
+}
+
+/// Drops the reports past retention at `now` (oldest first).
+pub fn expire(kept: &mut VecDeque<Report>, now: f64) {
+    while kept.front().is_some_and(|r| !fresh(r, now)) {
+        kept.pop_front();
+    }
+}
