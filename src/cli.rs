@@ -74,6 +74,10 @@ pub enum Command {
     Suspend(RemoteArgs),
     /// Ask the running daemon to resume a process it suspended.
     Resume(RemoteArgs),
+    /// Print a job's, pod's or process's GPU memory report (peak, p95,
+    /// idle, left behind, a suggested request) from the running daemon.
+    /// Exit 0 (found), 1 (none), 2 (bad usage or no answer).
+    Report(crate::report_cmd::ReportArgs),
 }
 
 /// A lifecycle request to a running daemon.

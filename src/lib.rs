@@ -28,6 +28,7 @@ pub mod reclaim;
 pub mod reload;
 pub mod remote;
 pub mod report;
+pub mod report_cmd;
 pub mod rules;
 pub mod shutdown;
 pub mod snapshot;

@@ -107,6 +107,7 @@ fn main() -> ExitCode {
         },
         Command::Suspend(r) => remote(&r, "suspend"),
         Command::Resume(r) => remote(&r, "resume"),
+        Command::Report(r) => return report(&r),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -370,6 +371,20 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
         .block_on(fetch_snapshot(url, timeout.get()))
         .map_err(CliError::CannotTell)?;
     Ok(gpumemd::check::judge_json(&body, c))
+}
+
+/// `gpumemd report`: exit 0 (found), 1 (none) or 2 (cannot tell).
+fn report(args: &gpumemd::report_cmd::ReportArgs) -> ExitCode {
+    match gpumemd::report_cmd::run(args) {
+        Ok((code, text)) => {
+            print_out(format_args!("{text}"));
+            ExitCode::from(code)
+        }
+        Err(e) => {
+            eprintln!("gpumemd: {e}");
+            ExitCode::from(gpumemd::report_cmd::CANNOT_TELL)
+        }
+    }
 }
 
 /// `gpumemd suspend|resume PID`: asks the running daemon; prints its answer.

@@ -120,6 +120,37 @@ pub async fn lifecycle(
     }
 }
 
+/// GETs `{url}{path}` within `timeout`; Ok(body) on 2xx. Read-only
+/// commands (`gpumemd report`) ask the daemon through this.
+///
+/// # Errors
+/// As [`lifecycle`].
+pub async fn get(
+    url: &str,
+    path: &str,
+    auth: Option<Credentials>,
+    tls: &TlsFiles,
+    timeout: Duration,
+) -> Result<String, LifecycleError> {
+    let client = client(tls)?;
+    let endpoint = format!("{}{path}", url.trim_end_matches('/'));
+    let mut req = client.get(&endpoint).timeout(timeout);
+    if let Some(c) = auth {
+        req = req.basic_auth(c.user, Some(c.password));
+    }
+    let resp = match req.send().await {
+        Ok(r) => r,
+        Err(source) => return Err(LifecycleError::Unreachable { endpoint, source }),
+    };
+    let status = resp.status();
+    let body = resp.text().await.unwrap_or_default();
+    if status.is_success() {
+        Ok(body)
+    } else {
+        Err(LifecycleError::Refused { endpoint, status, body })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

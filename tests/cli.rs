@@ -15,5 +15,6 @@ mod cli {
     mod check;
     mod commands;
     mod reclaim_demo;
+    mod report;
     mod suspend_demo;
 }

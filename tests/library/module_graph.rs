@@ -44,7 +44,10 @@ const CONCEPTS: &[(&str, &[&str])] = &[
         "app",
         &["config", "reload", "daemon", "logging", "shutdown", "hangup", "malloc"],
     ),
-    ("cli", &["cli", "check", "snapshot_cmd", "table", "remote"]),
+    (
+        "cli",
+        &["cli", "check", "snapshot_cmd", "table", "remote", "report_cmd"],
+    ),
 ];
 
 /// The edges that go up the concepts, each with its reason. `config` gathers
