@@ -9,7 +9,23 @@ out=$(gpumemd check --url "$url" --job "$SLURM_JOB_ID" --timeout 5s)
 rc=$?
 logger -t gpumemd-epilog "job $SLURM_JOB_ID: $out"
 case $rc in
-  0) exit 0 ;;
-  1) scontrol update nodename="$(hostname -s)" state=drain reason="gpumemd: $out" ; exit 0 ;;
-  *) exit 0 ;;  # cannot tell: do not drain on a monitoring outage
+  0) ;;
+  1) scontrol update nodename="$(hostname -s)" state=drain reason="gpumemd: $out" ;;
+  *) ;;  # cannot tell: do not drain on a monitoring outage
 esac
+
+# The job's GPU memory report (peak, p95, idle, left behind, a suggested
+# request), logged and appended to the job's output file where Slurm names
+# one. Written as the job's user (runuser), never as root: the path is the
+# user's to choose. Best effort: nothing here fails the epilog.
+gpumemd_report() {
+  rep=$(gpumemd report --url "$url" --job "$SLURM_JOB_ID" --wait 10s --timeout 5s 2>/dev/null) || return 0
+  logger -t gpumemd-epilog "job $SLURM_JOB_ID report: $(printf '%s\n' "$rep" | head -n 1)"
+  dest=$(scontrol show job -o "$SLURM_JOB_ID" 2>/dev/null | tr ' ' '\n' | sed -n 's/^StdOut=//p' | head -n 1)
+  [ -n "$dest" ] && [ -f "$dest" ] && [ -n "$SLURM_JOB_USER" ] || return 0
+  command -v runuser >/dev/null 2>&1 || return 0
+  printf '\n%s\n' "$rep" | runuser -u "$SLURM_JOB_USER" -- sh -c 'cat >> "$1"' sh "$dest" 2>/dev/null
+  return 0
+}
+gpumemd_report
+exit 0

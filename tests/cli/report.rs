@@ -1,8 +1,9 @@
 //! `gpumemd report` against a running demo daemon, as a user or a Slurm
 //! epilog runs it: a job that ends and leaves its memory behind a while
 //! gets a final report (human and JSON, kept in the state dir), a running
-//! one is shown as running, and the exit codes say found (0), none (1) or
-//! cannot tell (2). Waits on conditions with deadlines, never sleeps.
+//! one is shown as running, the shipped epilog appends it to the job's
+//! output, and the exit codes say found (0), none (1) or cannot tell (2).
+//! Waits on conditions with deadlines, never sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use crate::common;
@@ -135,6 +136,8 @@ fn check_reports(url: &str, state: &std::path::Path) {
     let kept = std::fs::read_to_string(state.join("reports.jsonl")).expect("reports.jsonl");
     assert!(kept.lines().any(|l| l.contains("\"id\":\"77\"")), "{kept}");
 
+    the_epilog_appends_the_report_to_the_jobs_output(url);
+
     // None: exit 1 and a line that says so.
     let (code, out) = report(&["--url", url, "--job", "nope"]);
     assert_eq!((code, out.trim()), (Some(1), "no GPU memory report for job nope"));
@@ -149,4 +152,60 @@ fn no_subject_or_no_daemon_is_exit_2() {
     drop(closed);
     let (code, out) = report(&["--url", &url, "--job", "1", "--timeout", "2s"]);
     assert_eq!((code, out.as_str()), (Some(2), ""));
+}
+
+/// The shipped Slurm epilog, with stand-ins for the Slurm and syslog tools
+/// (each logs its arguments) and for `runuser` (runs the command as is):
+/// the job's report is logged and appended to the output file `scontrol`
+/// names, as the job's user.
+fn the_epilog_appends_the_report_to_the_jobs_output(url: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let calls = dir.path().join("calls");
+    let output = dir.path().join("slurm-77.out");
+    std::fs::write(&output, "training done\n").expect("job output");
+    std::os::unix::fs::symlink(BIN, dir.path().join("gpumemd")).expect("symlink");
+    let log = |name: &str| format!("echo \"{name} $*\" >> '{}'\n", calls.display());
+    for (name, body) in [
+        ("logger", String::new()),
+        (
+            "scontrol",
+            format!(
+                "[ \"$1\" = show ] && echo \"JobId=77 JobName=train StdOut={}\"\n",
+                output.display()
+            ),
+        ),
+        ("runuser", "shift 3\nexec \"$@\"\n".to_string()),
+    ] {
+        let p = dir.path().join(name);
+        std::fs::write(&p, format!("#!/bin/sh\n{}{body}", log(name))).expect("stub");
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    let o = Command::new("sh")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/slurm/epilog-gpumemd.sh"))
+        .env("PATH", path)
+        .env("GPUMEMD_URL", url)
+        .env("SLURM_JOB_ID", "77")
+        .env("SLURM_JOB_USER", "alice")
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run the epilog");
+    assert_eq!(o.status.code(), Some(0), "an epilog never fails itself");
+    let calls = std::fs::read_to_string(&calls).unwrap_or_default();
+    assert!(calls.contains("logger -t gpumemd-epilog job 77: OK"), "{calls}");
+    assert!(
+        calls.contains("logger -t gpumemd-epilog job 77 report: GPU memory report for Slurm job 77"),
+        "{calls}"
+    );
+    assert!(
+        calls.contains("runuser -u alice --"),
+        "written as the job's user: {calls}"
+    );
+    let out = std::fs::read_to_string(&output).expect("job output");
+    assert!(out.starts_with("training done\n"), "appended, not replaced: {out}");
+    assert!(
+        out.contains("GPU memory report for Slurm job 77") && out.contains("--gres=gpumem:3G"),
+        "{out}"
+    );
 }
