@@ -36,7 +36,8 @@ pub struct ReportArgs {
     /// A process id (the newest report of that PID first).
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
-    /// The daemon's base URL; `user:password@` in it is sent as basic auth.
+    /// The daemon's base URL; `user:password@` in it is sent as basic auth
+    /// unless --user is given.
     #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9947")]
     pub url: String,
     /// Print the reports as the API serves them.
@@ -49,9 +50,22 @@ pub struct ReportArgs {
     /// How long to wait for each answer.
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub timeout: String,
+    /// A user of the web config's basic_auth_users; the password is read from
+    /// --password-file or the GPUMEMD_PASSWORD environment variable.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
+    /// File holding the password (first line).
+    #[arg(long = "password-file", value_name = "FILE")]
+    pub password_file: Option<PathBuf>,
     /// For an https:// daemon: a CA certificate (PEM) to trust.
     #[arg(long = "ca-file", value_name = "FILE")]
     pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM), for a web config that asks for one; needs --key-file.
+    #[arg(long = "cert-file", value_name = "FILE", requires = "key_file")]
+    pub cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long = "key-file", value_name = "FILE", requires = "cert_file")]
+    pub key_file: Option<PathBuf>,
 }
 
 /// Why no answer could be had.
@@ -70,6 +84,10 @@ pub enum ReportCmdError {
     Remote(#[from] LifecycleError),
     #[error("the daemon's answer is not a list of reports: {0}")]
     Answer(serde_json::Error),
+    #[error("--password-file {}: {source}", path.display())]
+    PasswordFile { path: PathBuf, source: std::io::Error },
+    #[error("--user needs --password-file or GPUMEMD_PASSWORD")]
+    NoPassword,
 }
 
 #[derive(serde::Deserialize)]
@@ -84,10 +102,18 @@ struct Answer {
 pub fn run(args: &ReportArgs) -> Result<(u8, String), ReportCmdError> {
     let timeout = duration("timeout", &args.timeout)?;
     let wait = args.wait.as_deref().map(|w| duration("wait", w)).transpose()?;
-    let (url, auth) = request_url(args)?;
+    let (url, in_url) = request_url(args)?;
+    let auth = match &args.user {
+        Some(user) => Some(Credentials {
+            user: user.clone(),
+            password: password(args.password_file.as_ref())?,
+        }),
+        None => in_url,
+    };
     let tls = TlsFiles {
         ca_file: args.ca_file.clone(),
-        ..TlsFiles::default()
+        cert_file: args.cert_file.clone(),
+        key_file: args.key_file.clone(),
     };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -117,6 +143,19 @@ pub fn run(args: &ReportArgs) -> Result<(u8, String), ReportCmdError> {
         reports.iter().map(render).collect::<Vec<_>>().join("\n")
     };
     Ok((code, text))
+}
+
+/// The first line of `file`, else `GPUMEMD_PASSWORD`.
+fn password(file: Option<&PathBuf>) -> Result<String, ReportCmdError> {
+    match file {
+        Some(f) => std::fs::read_to_string(f)
+            .map(|t| t.lines().next().unwrap_or_default().to_string())
+            .map_err(|source| ReportCmdError::PasswordFile {
+                path: f.clone(),
+                source,
+            }),
+        None => std::env::var("GPUMEMD_PASSWORD").map_err(|_| ReportCmdError::NoPassword),
+    }
 }
 
 fn duration(flag: &'static str, text: &str) -> Result<Duration, ReportCmdError> {
@@ -239,5 +278,71 @@ fn gpu_lines(s: &mut String, g: &GpuReport) {
             human(g.left_behind_bytes),
             g.left_behind_seconds
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        args: ReportArgs,
+    }
+
+    fn parse(argv: &[&str]) -> Result<ReportArgs, clap::Error> {
+        Cmd::try_parse_from(std::iter::once("report").chain(argv.iter().copied())).map(|c| c.args)
+    }
+
+    #[test]
+    fn the_filter_is_escaped_and_credentials_leave_the_url() {
+        let a = parse(&["--job", "4 2&x", "--url", "http://me:pw@127.0.0.1:9947/"]).expect("args");
+        let (url, auth) = request_url(&a).expect("url");
+        assert_eq!(url, "http://127.0.0.1:9947/api/v1/reports?job=4+2%26x");
+        let auth = auth.expect("credentials");
+        assert_eq!((auth.user.as_str(), auth.password.as_str()), ("me", "pw"));
+        assert!(parse(&["--url", "http://x"]).is_err(), "a subject is required");
+        assert!(parse(&["--job", "1", "--pid", "2"]).is_err(), "one subject");
+        assert!(matches!(
+            run(&parse(&["--pid", "1", "--url", "not a url"]).expect("args")),
+            Err(ReportCmdError::BadUrl(_))
+        ));
+    }
+
+    #[test]
+    fn the_text_names_the_subject_its_gpus_and_the_request() {
+        let g = 1u64 << 30;
+        let r = Report {
+            subject: Subject::Job,
+            id: "4243".into(),
+            user: "alice".into(),
+            comm: "python".into(),
+            pids: vec![5202],
+            started: 100.0,
+            ended: Some(120.0),
+            gpus: vec![GpuReport {
+                uuid: "GPU-a".into(),
+                index: Some(1),
+                total_bytes: 80 * g,
+                peak_bytes: 12 * g,
+                p95_bytes: Some(12 * g),
+                left_behind_bytes: 12 * g,
+                left_behind_seconds: 40.0,
+                ..GpuReport::default()
+            }],
+            suggested: crate::report::suggest(12 * g, 80 * g),
+            ..Report::default()
+        };
+        let text = render(&r);
+        for want in [
+            "GPU memory report for Slurm job 4243 (alice, python; PIDs 5202): ended, held GPU memory 20 s",
+            "GPU 1 GPU-a: peak 12.0 GiB of 80.0 GiB (15%), p95 12.0 GiB, 0 s at 90% or more",
+            "left behind after exit: 12.0 GiB for 40 s",
+            "suggested request: 13.2 GiB (--gres=gpumem:14G), GPU fraction 0.20, vLLM --gpu-memory-utilization 0.17",
+        ] {
+            assert!(text.contains(want), "{want:?} in\n{text}");
+        }
     }
 }
