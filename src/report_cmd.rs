@@ -215,7 +215,7 @@ pub fn render(r: &Report) -> String {
         ReportState::Ending => "ended, memory still left behind",
         ReportState::Ended => "ended",
     };
-    let until = r.ended.or(r.closed).unwrap_or(r.started);
+    let until = r.ended.unwrap_or(r.last_live);
     let pids: Vec<String> = r.pids.iter().map(u32::to_string).collect();
     let mut s = format!(
         "GPU memory report for {what} {} ({}, {}; PIDs {}): {state}, held GPU memory {:.0} s\n",

@@ -64,9 +64,10 @@ pub struct Report {
     /// Its PIDs seen holding memory (at most 32).
     pub pids: Vec<u32>,
     pub state: ReportState,
-    /// Unix seconds: first seen holding memory; first seen with no live
-    /// process; when the report was closed.
+    /// Unix seconds: first seen holding memory; last seen live; first seen
+    /// with no live process; when the report was closed.
     pub started: f64,
+    pub last_live: f64,
     pub ended: Option<f64>,
     pub closed: Option<f64>,
     /// The largest peak of any of its GPUs.
@@ -90,6 +91,7 @@ impl Default for Report {
             pids: Vec::new(),
             state: ReportState::Ended,
             started: 0.0,
+            last_live: 0.0,
             ended: None,
             closed: None,
             peak_bytes: 0,

@@ -41,6 +41,8 @@ struct Open {
     comm: ArcStr,
     pids: Vec<u32>,
     started: f64,
+    /// The latest poll that found it live.
+    last_live: f64,
     /// The first poll that found none of its processes live.
     ended: Option<f64>,
     gpus: Vec<GpuAcc>,
@@ -117,10 +119,12 @@ impl Tracker {
                 comm,
                 pids: Vec::new(),
                 started: now,
+                last_live: now,
                 ended: None,
                 gpus: Vec::new(),
             });
             o.ended = None;
+            o.last_live = now;
             for (i, mut f, busy) in per_dev {
                 f.idle = !busy;
                 let d = &snap.devices[i];
@@ -308,6 +312,7 @@ impl Open {
             pids: self.pids.clone(),
             state,
             started: self.started,
+            last_live: self.last_live,
             ended,
             closed: (state == ReportState::Ended).then_some(now),
             peak_bytes: gpus.iter().map(|g| g.peak_bytes).max().unwrap_or(0),
