@@ -108,6 +108,14 @@ fn main() -> ExitCode {
         Command::Suspend(r) => remote(&r, "suspend"),
         Command::Resume(r) => remote(&r, "resume"),
         Command::Report(r) => return report(&r),
+        Command::Record(r) => remote(
+            &r.remote,
+            match (r.dump, r.stop) {
+                (true, _) => "record?dump=true",
+                (_, true) => "record?stop=true",
+                _ => "record",
+            },
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

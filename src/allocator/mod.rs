@@ -11,6 +11,7 @@ pub mod events;
 mod listed;
 pub mod message;
 pub mod receiver;
+pub mod recorder;
 pub mod state;
 
 pub use config::AllocatorConfig;

@@ -114,6 +114,8 @@ pub struct AllocatorState {
     stale_after: f64,
     inner: Mutex<Inner>,
     counts: [AtomicU64; 8],
+    /// Where reporting processes can be asked to record their memory history.
+    pub recorder: super::recorder::Recorder,
 }
 
 impl AllocatorState {
@@ -128,6 +130,7 @@ impl AllocatorState {
             stale_after: cfg.stale_after.get().as_secs_f64(),
             inner: Mutex::new(inner),
             counts: Default::default(),
+            recorder: super::recorder::Recorder::default(),
         }
     }
 

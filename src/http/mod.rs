@@ -9,6 +9,7 @@ mod bodies;
 mod deadline;
 mod handlers;
 mod lifecycle;
+mod record;
 mod serve;
 mod tls;
 mod waiting;
@@ -59,7 +60,7 @@ pub struct AppState {
 
 /// Every route but the telemetry one: the router serves this very table
 /// and `--web.telemetry-path` may take none of its paths.
-fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 13] {
+fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 14] {
     [
         ("/", get(handlers::index)),
         ("/-/healthy", get(handlers::healthy)),
@@ -74,6 +75,7 @@ fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 13] {
         ("/-/reload", post(handlers::reload)),
         ("/api/v1/processes/{pid}/suspend", post(lifecycle::suspend)),
         ("/api/v1/processes/{pid}/resume", post(lifecycle::resume)),
+        ("/api/v1/processes/{pid}/record", post(record::record)),
     ]
 }
 
