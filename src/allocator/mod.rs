@@ -22,3 +22,5 @@ pub use state::{AllocatorState, Outcome};
 mod tests;
 #[cfg(test)]
 mod tests_oom_socket;
+#[cfg(test)]
+mod tests_recorder;

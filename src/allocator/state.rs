@@ -169,7 +169,11 @@ impl AllocatorState {
             Err(MessageError::Version(_)) => return self.count(Outcome::Version),
             Err(MessageError::Malformed(_)) => return self.count(Outcome::Malformed),
         };
-        self.count(self.record(pid, devices, now))
+        let outcome = self.record(pid, devices, now);
+        if let (Outcome::Accepted, Some(path)) = (outcome, message::snapshot(bytes)) {
+            self.lock().events.link_snapshot(pid, now, path);
+        }
+        self.count(outcome)
     }
 
     /// Whether `pid` is listed and within its rate (taking a token), before
