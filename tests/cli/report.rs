@@ -2,7 +2,8 @@
 //! epilog runs it: a job that ends and leaves its memory behind a while
 //! gets a final report (human and JSON, kept in the state dir), a running
 //! one is shown as running, the shipped epilog appends it to the job's
-//! output, and the exit codes say found (0), none (1) or cannot tell (2).
+//! output, the exit codes say found (0), none (1) or cannot tell (2), and
+//! `gpumemd record` names why a process cannot be asked to record.
 //! Waits on conditions with deadlines, never sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
@@ -61,7 +62,11 @@ fn a_finished_job_gets_its_report_and_the_exit_codes_tell_scripts_what_happened(
     std::fs::write(&scenario, SCENARIO).expect("scenario");
     let state = dir.path().join("state");
     let cfg = dir.path().join("gpumemd.toml");
-    std::fs::write(&cfg, format!("[state]\ndir = \"{}\"\n", state.display())).expect("config");
+    let text = format!(
+        "[state]\ndir = \"{}\"\n[server]\nenable_lifecycle = true\n",
+        state.display()
+    );
+    std::fs::write(&cfg, text).expect("config");
     let mut child = Command::new(BIN)
         .arg("--demo")
         .arg(&scenario)
@@ -137,6 +142,7 @@ fn check_reports(url: &str, state: &std::path::Path) {
     assert!(kept.lines().any(|l| l.contains("\"id\":\"77\"")), "{kept}");
 
     the_epilog_appends_the_report_to_the_jobs_output(url);
+    the_recorder_needs_a_reporting_process(url);
 
     // None: exit 1 and a line that says so.
     let (code, out) = report(&["--url", url, "--job", "nope"]);
@@ -207,5 +213,30 @@ fn the_epilog_appends_the_report_to_the_jobs_output(url: &str) {
     assert!(
         out.contains("GPU memory report for Slurm job 77") && out.contains("--gres=gpumem:3G"),
         "{out}"
+    );
+}
+
+/// `gpumemd record`: the demo's processes do not report over the allocator
+/// socket, so the daemon says so (404: exit 1 with its reason), and a PID
+/// that holds no GPU memory is named as such.
+fn the_recorder_needs_a_reporting_process(url: &str) {
+    let record = |pid: &str| {
+        let o = Command::new(BIN)
+            .args(["record", pid, "--url", url])
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run gpumemd record");
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = record("7002");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("404") && err.contains("has not reported over the allocator socket"),
+        "{err}"
+    );
+    let (code, err) = record("999999");
+    assert!(
+        code == Some(1) && err.contains("PID 999999 holds no GPU memory"),
+        "{err}"
     );
 }
