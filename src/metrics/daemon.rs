@@ -202,7 +202,7 @@ pub(super) const IDLE_HELD: Family<Vec<(String, f64)>> = Family::new(
     "gpumem_user_idle_held_byte_seconds_total",
     Kind::Counter,
     "",
-    "Byte-seconds of GPU memory held by processes flagged idle (no SM activity for [processes] idle_after), by user; the first 20 users seen, then user=\"other\".",
+    "Byte-seconds of GPU memory held by processes flagged idle (no SM activity for [processes] idle_after), by user: the first 20 users seen, the rest summed as user other.",
     |v, e| {
         for (user, bs) in v {
             e(&[("user", user)], (*bs).into());
