@@ -134,7 +134,7 @@ impl Query {
 struct Inner {
     tracker: Tracker,
     kept: VecDeque<Report>,
-    store: Option<store::Store>,
+    store: Option<store::Writer>,
     idle: idle::UserIdle,
     /// Unix time of the latest snapshot followed.
     now: f64,
@@ -161,10 +161,10 @@ impl Reports {
     /// Reports kept in `dir` too: those written before are read back.
     pub fn persisted(dir: &Path, now: f64) -> Self {
         let (store, kept) = store::Store::open(dir, now);
-        Self::with(Some(store), kept)
+        Self::with(store::Writer::spawn(store, kept.clone()), kept)
     }
 
-    fn with(store: Option<store::Store>, kept: VecDeque<Report>) -> Self {
+    fn with(store: Option<store::Writer>, kept: VecDeque<Report>) -> Self {
         Reports {
             inner: Mutex::new(Inner {
                 tracker: Tracker::default(),
@@ -193,11 +193,10 @@ impl Reports {
         let now = g.now;
         store::expire(&mut g.kept, now);
         for r in closed {
-            let Inner { kept, store, .. } = &mut *g;
-            store::push_bounded(kept, r);
-            if let (Some(s), Some(r)) = (store.as_mut(), kept.back()) {
-                s.append(r, kept);
+            if let Some(w) = &g.store {
+                w.send(r.clone());
             }
+            store::push_bounded(&mut g.kept, r);
         }
     }
 
@@ -223,6 +222,14 @@ impl Reports {
     /// [`OTHER_USER`]), in the order users were first seen.
     pub fn idle_by_user(&self) -> Vec<(String, f64)> {
         self.lock().idle.list()
+    }
+
+    /// Reports the writer has written to the file (or tried to).
+    pub fn written(&self) -> u64 {
+        let g = self.lock();
+        g.store
+            .as_ref()
+            .map_or(0, |w| w.written.load(std::sync::atomic::Ordering::Acquire))
     }
 
     /// (open subjects, kept reports), for checks that both stay bounded.

@@ -1,5 +1,6 @@
 //! The reports kept across restarts: `reports.jsonl` under `[state] dir`,
-//! one JSON report a line, appended as each is written.
+//! one JSON report a line, appended as each is written, on a thread of
+//! its own (a hung disk must not hold the alert loop that follows polls).
 //!
 //! Owns: the file, its bounds (at most [`KEEP`] reports younger than
 //! [`RETENTION_SECONDS`] are loaded; the file is rewritten with those when
@@ -125,6 +126,52 @@ pub fn push_bounded(kept: &mut VecDeque<Report>, r: Report) {
         kept.pop_front();
     }
     kept.push_back(r);
+}
+
+/// The writer thread's end: reports to append, and how many it wrote.
+#[derive(Debug)]
+pub struct Writer {
+    tx: std::sync::mpsc::SyncSender<Report>,
+    pub written: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// Reports waiting for the writer at most; more are kept in memory only.
+const QUEUE: usize = 256;
+
+impl Writer {
+    /// Appends from a thread of its own, so a slow or hung disk never holds
+    /// the snapshot followers (the alert loop); `kept` is its own copy of
+    /// the kept reports, for rewrites.
+    pub fn spawn(mut store: Store, mut kept: VecDeque<Report>) -> Option<Writer> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Report>(QUEUE);
+        let written = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let count = written.clone();
+        let spawned = std::thread::Builder::new()
+            .name("gpumemd-reports".into())
+            .spawn(move || {
+                for r in rx {
+                    push_bounded(&mut kept, r);
+                    if let Some(r) = kept.back() {
+                        store.append(r, &kept);
+                    }
+                    count.fetch_add(1, std::sync::atomic::Ordering::Release);
+                }
+            });
+        match spawned {
+            Ok(_) => Some(Writer { tx, written }),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot start the report writer; keeping reports in memory only");
+                None
+            }
+        }
+    }
+
+    /// Hands `r` to the writer; a full queue keeps it in memory only.
+    pub fn send(&self, r: Report) {
+        if self.tx.try_send(r).is_err() {
+            tracing::debug!("report writer busy; a report is kept in memory only");
+        }
+    }
 }
 
 /// Drops the reports past retention at `now` (oldest first).
