@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 
 pub use gpu::{GpuReport, Suggestion, suggest};
 pub use idle::{OTHER_USER, TOP_USERS};
-pub use store::{FILE, KEEP, RETENTION_SECONDS};
+pub use store::{FILE, KEEP, KEEP_PER_SUBJECT, RETENTION_SECONDS};
 pub use tracker::{LEFT_BEHIND_LIMIT, MAX_OPEN, Tracker};
 
 use crate::snapshot::Snapshot;

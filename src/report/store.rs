@@ -2,8 +2,9 @@
 //! one JSON report a line, appended as each is written, on a thread of
 //! its own (a hung disk must not hold the alert loop that follows polls).
 //!
-//! Owns: the file, its bounds (at most [`KEEP`] reports younger than
-//! [`RETENTION_SECONDS`] are loaded; the file is rewritten with those when
+//! Owns: the file, its bounds (at most [`KEEP_PER_SUBJECT`] reports of each
+//! subject kind younger than [`RETENTION_SECONDS`] are loaded; the file is
+//! rewritten with those when
 //! it holds twice as many lines) and the reading back (a bad line is
 //! skipped with a log line naming it). Must not: decide what a report
 //! says, or stop the daemon when the disk refuses (reports then live in
@@ -15,8 +16,12 @@ use std::path::{Path, PathBuf};
 
 use super::Report;
 
-/// Reports kept, in memory and in the file.
-pub const KEEP: usize = 1000;
+/// Reports kept of each subject kind (process, job, pod, unit, container),
+/// in memory and in the file: short-lived processes never push a job's
+/// report out.
+pub const KEEP_PER_SUBJECT: usize = 500;
+/// Reports kept in all.
+pub const KEEP: usize = 5 * KEEP_PER_SUBJECT;
 /// Reports older than this (by when they were closed) are dropped: 30 days.
 pub const RETENTION_SECONDS: f64 = 30.0 * 86_400.0;
 /// The file's name under `[state] dir`.
@@ -120,10 +125,13 @@ fn fresh(r: &Report, now: f64) -> bool {
     now - r.closed.unwrap_or(r.started) <= RETENTION_SECONDS
 }
 
-/// Adds `r`, dropping the oldest beyond [`KEEP`].
+/// Adds `r`, dropping the oldest of its subject kind beyond
+/// [`KEEP_PER_SUBJECT`].
 pub fn push_bounded(kept: &mut VecDeque<Report>, r: Report) {
-    while kept.len() >= KEEP {
-        kept.pop_front();
+    if kept.iter().filter(|k| k.subject == r.subject).count() >= KEEP_PER_SUBJECT {
+        if let Some(i) = kept.iter().position(|k| k.subject == r.subject) {
+            kept.remove(i);
+        }
     }
     kept.push_back(r);
 }

@@ -302,20 +302,27 @@ fn reports_survive_a_restart_and_a_bad_line_is_skipped() {
 }
 
 #[test]
-fn kept_reports_and_open_subjects_stay_bounded() {
+fn kept_reports_stay_bounded_per_subject_and_processes_never_push_a_job_out() {
     let reports = Reports::in_memory();
-    for i in 0..(KEEP as u64 + 50) {
-        let t = (2 * i) as f64;
+    reports.observe(&snapshot(1, 0.0, vec![gpu(vec![held(9, "42", GIB, Holder::Live)])]));
+    reports.observe(&snapshot(2, 1.0, vec![gpu(Vec::new())]));
+    for i in 0..(KEEP_PER_SUBJECT as u64 + 50) {
+        let t = (2 * i + 2) as f64;
         let pid = 1000 + i as u32;
         reports.observe(&snapshot(
-            2 * i + 1,
+            2 * i + 3,
             t,
             vec![gpu(vec![held(pid, "", GIB, Holder::Live)])],
         ));
-        reports.observe(&snapshot(2 * i + 2, t + 1.0, vec![gpu(Vec::new())]));
+        reports.observe(&snapshot(2 * i + 4, t + 1.0, vec![gpu(Vec::new())]));
     }
-    assert_eq!(reports.sizes(), (0, KEEP));
+    assert_eq!(reports.sizes(), (0, KEEP_PER_SUBJECT + 1), "500 processes and the job");
+    assert_eq!(one(&reports, job("42")).state, ReportState::Ended);
     let all = reports.query(&Query::default());
-    assert_eq!(all.len(), KEEP);
-    assert_eq!(all[0].id, (1000 + KEEP as u64 + 49).to_string(), "newest first");
+    assert_eq!(all.len(), KEEP_PER_SUBJECT + 1);
+    assert_eq!(
+        all[0].id,
+        (1000 + KEEP_PER_SUBJECT as u64 + 49).to_string(),
+        "newest first"
+    );
 }
