@@ -15,6 +15,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 mkdir -p "$out"; out=$(cd "$out" && pwd)
 work=$(mktemp -d); port=19949; url="http://127.0.0.1:$port"
+mkdir -p "$work/state"
 cat >"$work/gpumemd.toml" <<TOML
 [poll]
 interval = "1s"

@@ -123,7 +123,12 @@ fn user_spool(root: &Path, uid: u32) -> Result<PathBuf, RecordError> {
         path: dir.clone(),
         source,
     };
-    std::fs::create_dir_all(root).map_err(err)?;
+    // The spool itself, under the existing state dir (never made here).
+    match std::fs::create_dir(root) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(err(e)),
+    }
     match std::fs::create_dir(&dir) {
         Ok(()) => {
             std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700)).map_err(err)?;

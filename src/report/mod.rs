@@ -158,8 +158,14 @@ impl Reports {
         Self::with(None, VecDeque::new())
     }
 
-    /// Reports kept in `dir` too: those written before are read back.
+    /// Reports kept in `dir` too: those written before are read back. A
+    /// missing `dir` is not made (packaging makes it: systemd's
+    /// StateDirectory, the chart's volume); reports then stay in memory.
     pub fn persisted(dir: &Path, now: f64) -> Self {
+        if !dir.is_dir() {
+            tracing::info!(dir = %dir.display(), "no state dir: job memory reports are kept in memory only");
+            return Self::in_memory();
+        }
         let (store, kept) = store::Store::open(dir, now);
         Self::with(store::Writer::spawn(store, kept.clone()), kept)
     }

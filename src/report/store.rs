@@ -41,9 +41,6 @@ impl Store {
     /// Opens `dir/reports.jsonl` and reads back the reports kept there
     /// (oldest first), dropping those past retention at `now`.
     pub fn open(dir: &Path, now: f64) -> (Store, VecDeque<Report>) {
-        // A missing dir is made here; one that cannot be is found (and
-        // logged) at the first append.
-        let _ = std::fs::create_dir_all(dir);
         let path = dir.join(FILE);
         let mut kept = VecDeque::new();
         let mut lines = 0;

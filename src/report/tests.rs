@@ -296,7 +296,10 @@ fn reports_survive_a_restart_and_a_bad_line_is_skipped() {
     assert_eq!(one(&again, job("9")).gpus[0].peak_bytes, GIB);
     let rewritten = std::fs::read_to_string(&file).expect("rewritten");
     assert_eq!(rewritten.lines().count(), 2, "the bad line is gone");
-    // Past retention, nothing is read back.
+    // Past retention, nothing is read back; a missing dir is not made.
+    let missing = dir.path().join("missing");
+    assert_eq!(Reports::persisted(&missing, 3.0).sizes(), (0, 0));
+    assert!(!missing.exists());
     let later = Reports::persisted(dir.path(), 3.0 + RETENTION_SECONDS + 10.0);
     assert_eq!(later.sizes(), (0, 0));
 }

@@ -61,6 +61,7 @@ fn a_finished_job_gets_its_report_and_the_exit_codes_tell_scripts_what_happened(
     let scenario = dir.path().join("report.toml");
     std::fs::write(&scenario, SCENARIO).expect("scenario");
     let state = dir.path().join("state");
+    std::fs::create_dir(&state).expect("state dir");
     let cfg = dir.path().join("gpumemd.toml");
     let text = format!(
         "[state]\ndir = \"{}\"\n[server]\nenable_lifecycle = true\n",
