@@ -70,6 +70,7 @@ fn state(
         events: gpumemd::events::EventLog::shared(),
         reclaimer: None,
         telemetry_path: "/metrics".into(),
+        reports: None,
     };
     (st, (s_tx, a_tx, c_tx, r_tx))
 }

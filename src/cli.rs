@@ -79,6 +79,27 @@ pub enum Command {
     Suspend(RemoteArgs),
     /// Ask the running daemon to resume a process it suspended.
     Resume(RemoteArgs),
+    /// Print a job's, pod's or process's GPU memory report (peak, p95,
+    /// idle, left behind, a suggested request) from the running daemon.
+    /// Exit 0 (found), 1 (none), 2 (bad usage or no answer).
+    Report(crate::report_cmd::ReportArgs),
+    /// Ask a reporting PyTorch process (gpumemd-torch) to record its memory
+    /// history and dump it on its next OOM (or now, with --dump) to the
+    /// daemon's spool (needs `enable_lifecycle`).
+    Record(RecordArgs),
+}
+
+/// `gpumemd record PID [--dump | --stop]`.
+#[derive(Debug, Clone, Args)]
+pub struct RecordArgs {
+    #[command(flatten)]
+    pub remote: RemoteArgs,
+    /// Dump the snapshot now (recording first if it was not).
+    #[arg(long, conflicts_with = "stop")]
+    pub dump: bool,
+    /// Stop recording.
+    #[arg(long)]
+    pub stop: bool,
 }
 
 /// A lifecycle request to a running daemon. Exit 0 when done (or dry-run),

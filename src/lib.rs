@@ -28,6 +28,8 @@ pub mod poller;
 pub mod reclaim;
 pub mod reload;
 pub mod remote;
+pub mod report;
+pub mod report_cmd;
 pub mod rules;
 pub mod shutdown;
 pub mod snapshot;
@@ -111,6 +113,8 @@ struct Core {
     /// `GET /api/v1/events`: Xids from the pipeline, suspends and resumes
     /// from the reclaimer.
     events: Arc<events::EventLog>,
+    /// Job-end memory reports, followed from each snapshot.
+    reports: Arc<report::Reports>,
 }
 
 /// Starts the [`Core`] tasks from `cfg` and `source`.
@@ -151,7 +155,11 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
         points,
         cfg.processes.top_n,
     )));
-    let mut followers: Vec<daemon::OnSnapshot> = vec![Box::new(history::recorder(history.clone()))];
+    let reports = Arc::new(report::Reports::persisted(&cfg.state.dir, clock::unix_now()));
+    let mut followers: Vec<daemon::OnSnapshot> = vec![
+        Box::new(history::recorder(history.clone())),
+        Box::new(report::recorder(reports.clone())),
+    ];
     if let (true, Some(a)) = (demo, &allocator) {
         followers.push(Box::new(allocator::demo::feeder(a.clone())));
     }
@@ -168,6 +176,7 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
         history,
         events,
         followers,
+        reports,
     })
 }
 
@@ -203,7 +212,8 @@ pub async fn run(
         core.state_dir_writable,
     )
     .with_allocator(core.allocator.clone())
-    .with_ledger(core.ledger.clone());
+    .with_ledger(core.ledger.clone())
+    .with_reports(Some(core.reports.clone()));
     let state = http::AppState {
         snapshots: core.snapshots.clone(),
         alerts: alerts_rx,
@@ -217,6 +227,7 @@ pub async fn run(
         history: core.history,
         telemetry_path: telemetry_path.unwrap_or_else(|| cli::DEFAULT_TELEMETRY_PATH.to_string()),
         reclaimer: Some(core.reclaimer.clone()),
+        reports: Some(core.reports),
     };
     let hook = daemon::alert_hooks(core.reclaimer.clone(), core.notifiers, cfg_rx.clone());
     let snapshots = core.snapshots;

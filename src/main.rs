@@ -108,6 +108,8 @@ fn main() -> ExitCode {
         },
         Command::Suspend(r) => remote(&r, "suspend"),
         Command::Resume(r) => remote(&r, "resume"),
+        Command::Report(r) => return report(&r),
+        Command::Record(r) => record(&r),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -374,6 +376,65 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
     let daemon = a.client.connect(url, timeout.get()).map_err(CliError::CannotTell)?;
     let body = gpumemd::remote::block_on(fetch_snapshot(&daemon)).map_err(CliError::CannotTell)?;
     Ok(gpumemd::check::judge_json(&body, c))
+}
+
+/// `gpumemd report`: exit 0 (found), 1 (none) or 2 (cannot tell).
+fn report(args: &gpumemd::report_cmd::ReportArgs) -> ExitCode {
+    match gpumemd::report_cmd::run(args) {
+        Ok((code, text)) => {
+            print_out(format_args!("{text}"));
+            ExitCode::from(code)
+        }
+        Err(e) => {
+            eprintln!("gpumemd: {e}");
+            ExitCode::from(gpumemd::report_cmd::CANNOT_TELL)
+        }
+    }
+}
+
+/// `gpumemd record PID [--dump | --stop]`: asks the daemon to have a
+/// reporting process record (or dump, or stop) its memory history; one
+/// line, exit 0 when asked, 1 when not (with the daemon's reason).
+fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
+    use gpumemd::remote::{DEFAULT_URL, block_on};
+    const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+    let (pid, client) = (r.remote.pid, r.remote.client());
+    let daemon = client.connect(client.url.as_deref().unwrap_or(DEFAULT_URL), TIMEOUT)?;
+    let (query, what): (&[(&str, &str)], &str) = match (r.dump, r.stop) {
+        (true, _) => (&[("dump", "true")], "dump its memory snapshot now"),
+        (_, true) => (&[("stop", "true")], "stop recording its memory history"),
+        _ => (
+            &[],
+            "record its memory history (dumped on its next out-of-memory error)",
+        ),
+    };
+    let (status, body, _) = block_on(daemon.post(&format!("/api/v1/processes/{pid}/record"), query))?;
+    if r.remote.json && (200..300).contains(&status) {
+        print_out(format_args!("{}\n", body.trim_end()));
+        return Ok(());
+    }
+    let said = gpumemd::units::printable(body.lines().next().unwrap_or("").trim());
+    match status {
+        200..=299 => {
+            let spool = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v.get("spool").and_then(|s| s.as_str()).map(str::to_string));
+            let to = spool.map(|s| format!("; snapshots go to {}", gpumemd::units::printable(&s)));
+            print_out(format_args!("asked PID {pid} to {what}{}\n", to.unwrap_or_default()));
+            Ok(())
+        }
+        403 => Err(CliError::Lifecycle(format!(
+            "cannot ask PID {pid} to record: the daemon's lifecycle API is off; set `[server] enable_lifecycle = \
+             true` in its config and reload it"
+        ))),
+        401 => Err(CliError::Lifecycle(format!(
+            "cannot ask PID {pid} to record: the daemon asks for credentials; give --auth-user NAME with \
+             --password-file FILE (or GPUMEMD_PASSWORD)"
+        ))),
+        _ => Err(CliError::Lifecycle(format!(
+            "cannot ask PID {pid} to record: {said} (HTTP {status})"
+        ))),
+    }
 }
 
 /// `gpumemd suspend|resume PID`: asks the running daemon and says, in one

@@ -214,7 +214,15 @@ impl Daemon {
     /// # Errors
     /// Unreachable (with the cause), or any other status.
     pub async fn get(&self, path: &str) -> Result<String, ClientError> {
-        let (status, body, url) = self.send(reqwest::Method::GET, path).await?;
+        self.get_query(path, &[]).await
+    }
+
+    /// The body of `GET path?query` on a 2xx answer (the pairs encoded).
+    ///
+    /// # Errors
+    /// As [`Daemon::get`].
+    pub async fn get_query(&self, path: &str, query: &[(&str, &str)]) -> Result<String, ClientError> {
+        let (status, body, url) = self.send(reqwest::Method::GET, self.with_query(path, query)).await?;
         if (200..300).contains(&status) {
             Ok(body)
         } else {
@@ -226,12 +234,19 @@ impl Daemon {
     ///
     /// # Errors
     /// Only when no answer came.
-    pub async fn post(&self, path: &str) -> Result<(u16, String, String), ClientError> {
-        self.send(reqwest::Method::POST, path).await
+    pub async fn post(&self, path: &str, query: &[(&str, &str)]) -> Result<(u16, String, String), ClientError> {
+        self.send(reqwest::Method::POST, self.with_query(path, query)).await
     }
 
-    async fn send(&self, method: reqwest::Method, path: &str) -> Result<(u16, String, String), ClientError> {
-        let url = self.endpoint(path);
+    fn with_query(&self, path: &str, query: &[(&str, &str)]) -> reqwest::Url {
+        let mut url = self.endpoint(path);
+        if !query.is_empty() {
+            url.query_pairs_mut().clear().extend_pairs(query);
+        }
+        url
+    }
+
+    async fn send(&self, method: reqwest::Method, url: reqwest::Url) -> Result<(u16, String, String), ClientError> {
         let shown = url.to_string();
         let unreachable = |e: reqwest::Error| ClientError::Unreachable {
             url: shown.clone(),
@@ -270,6 +285,20 @@ mod tests {
     use super::*;
 
     const T: Duration = Duration::from_secs(5);
+
+    #[test]
+    fn a_query_is_encoded_and_credentials_leave_the_url() {
+        let d = ClientArgs::default()
+            .connect("http://me:pw@127.0.0.1:9947/", T)
+            .expect("client");
+        let u = d.with_query("/api/v1/reports", &[("job", "4 2&x")]);
+        assert_eq!(u.as_str(), "http://127.0.0.1:9947/api/v1/reports?job=4+2%26x");
+        assert!(d.has_credentials());
+        assert_eq!(
+            d.with_query("/api/v1/snapshot", &[]).as_str(),
+            "http://127.0.0.1:9947/api/v1/snapshot"
+        );
+    }
 
     #[test]
     fn bad_files_and_urls_name_their_flag() {

@@ -16,6 +16,7 @@ mod cli {
     mod client;
     mod commands;
     mod reclaim_demo;
+    mod report;
     mod slurm;
     mod snapshot;
     mod snapshot_scale;

@@ -8,6 +8,11 @@ OOM's own report, sent from the allocating thread and again at exit, so a
 job that dies of its OOM still reports it (a daemon thread is killed at
 interpreter exit, often before it ran).
 
+Also the flight recorder's back channel (``recorder.py``): the socket is
+bound to an abstract address the kernel picks, so the daemon can ask this
+process to record its memory history and dump it on an OOM; the path of a
+snapshot dumped goes with the next report (``snapshot``).
+
 Must not: raise into the training code, import torch or initialise CUDA
 itself (it reads the torch the job imported, only once CUDA is
 initialised), block (the socket is non-blocking; a full queue or an absent
@@ -18,9 +23,13 @@ sent it).
 import atexit
 import json
 import os
+import select
 import socket
 import sys
 import threading
+import time
+
+from .recorder import Recorder
 
 __all__ = ["start", "stop", "collect", "DEFAULT_SOCKET"]
 __version__ = "0.1.0"
@@ -80,8 +89,11 @@ def collect(torch, uuids=None):
     return out
 
 
-def encode(devices):
-    return json.dumps({"v": VERSION, "devices": devices}, separators=(",", ":")).encode()
+def encode(devices, snapshot=None):
+    msg = {"v": VERSION, "devices": devices}
+    if snapshot:
+        msg["snapshot"] = snapshot
+    return json.dumps(msg, separators=(",", ":")).encode()
 
 
 class _Reporter(threading.Thread):
@@ -100,6 +112,9 @@ class _Reporter(threading.Thread):
         # An OOM seen (observer) or counted (num_ooms) but not yet sent.
         self.oom_pending = False
         self.ooms_sent = 0
+        self.recorder = Recorder(path)
+        # A snapshot dumped (on an OOM) and not yet named in a report.
+        self.snapshot_pending = None
 
     def _torch(self):
         # The job's torch, never an import of our own: a process that does
@@ -125,6 +140,12 @@ class _Reporter(threading.Thread):
 
     def _on_oom(self, *_):
         self.oom_pending = True
+        try:
+            dumped = self.recorder.dump(self._torch(), "oom")
+            if dumped:
+                self.snapshot_pending = dumped
+        except Exception:
+            pass
         try:
             self.report_once()
         except Exception:
@@ -165,13 +186,13 @@ class _Reporter(threading.Thread):
         if not devices:
             return False
         if self._sock is None:
-            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self._sock.setblocking(False)
+            self._sock = _back_channel()
         try:
-            self._sock.sendto(encode(devices), self.path)
+            self._sock.sendto(encode(devices, self.snapshot_pending), self.path)
             self.sent += 1
             self.ooms_sent = sum(d["ooms"] for d in devices)
             self.oom_pending = False
+            self.snapshot_pending = None
             return True
         except OSError:
             # No daemon, no socket, or its queue is full: stay silent.
@@ -185,8 +206,42 @@ class _Reporter(threading.Thread):
             except Exception:
                 # Never into the training code; try again next time.
                 self.dropped += 1
-            self.wake.wait(self.interval)
+            self._wait(self.interval)
             self.wake.clear()
+
+    def _wait(self, seconds):
+        """Until ``seconds`` pass or ``wake`` is set, handling the daemon's
+        commands as they come."""
+        deadline = time.monotonic() + seconds
+        while not self.stopping and not self.wake.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            sock = self._sock
+            if sock is None:
+                self.wake.wait(min(left, 0.25))
+                continue
+            try:
+                ready, _, _ = select.select([sock], [], [], min(left, 0.25))
+                if ready:
+                    self.recorder.read(sock, self._torch())
+            except Exception:
+                self.dropped += 1
+                self.wake.wait(min(left, 0.25))
+
+
+def _back_channel():
+    """The reporter's socket: non-blocking, bound to an abstract address the
+    kernel picks (so the daemon can answer), passing credentials (so a
+    command is taken only from the daemon)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    s.setblocking(False)
+    try:
+        s.bind("")
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+    except OSError:
+        pass  # reports still go; only the recorder is unreachable
+    return s
 
 
 def start(socket_path=None, interval=2.0):

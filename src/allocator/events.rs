@@ -80,6 +80,10 @@ pub struct OomEvent {
     /// no poll had a table for it (the first report of the GPU's first
     /// reporter), at the first poll after it (`polled_at` says which).
     pub gpu: Table,
+    /// The memory history the process dumped on this OOM, when the flight
+    /// recorder was on (open it with PyTorch's memory_viz).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot: Option<String>,
     /// Waiting for the next poll's table.
     #[serde(skip)]
     pending: bool,
@@ -98,6 +102,7 @@ impl OomEvent {
             user,
             allocator: d.clone(),
             gpu,
+            snapshot: None,
             pending: false,
         }
     }
@@ -168,6 +173,20 @@ impl Events {
             if let Some(t) = table_of(&e.uuid) {
                 e.gpu = t;
             }
+        }
+    }
+
+    /// Links `path` to `pid`'s newest event of the last minute before
+    /// `now` that has no snapshot yet (the report that names a snapshot is
+    /// the one that brings its OOM).
+    pub fn link_snapshot(&mut self, pid: u32, now: f64, path: String) {
+        let event = self
+            .list
+            .iter_mut()
+            .rev()
+            .find(|e| e.pid == pid && e.snapshot.is_none() && now - e.time <= 60.0);
+        if let Some(e) = event {
+            e.snapshot = Some(path);
         }
     }
 

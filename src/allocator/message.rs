@@ -85,6 +85,20 @@ pub fn parse(bytes: &[u8]) -> Result<Vec<DeviceReport>, MessageError> {
     Ok(w.devices)
 }
 
+/// The flight recorder's snapshot a report names (`"snapshot"`: where the
+/// process dumped its memory history on its OOM), when it is an absolute
+/// path of plain characters and at most 1024 bytes; anything else is
+/// ignored (the report itself stands).
+pub fn snapshot(bytes: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct S {
+        snapshot: Option<String>,
+    }
+    let s: S = serde_json::from_slice(bytes).ok()?;
+    s.snapshot
+        .filter(|p| p.starts_with('/') && p.len() <= 1024 && !p.chars().any(char::is_control) && !p.contains("/../"))
+}
+
 /// A UUID without its `GPU-` or `MIG-` prefix.
 pub(super) fn bare(u: &str) -> &str {
     u.strip_prefix("GPU-").or_else(|| u.strip_prefix("MIG-")).unwrap_or(u)

@@ -11,6 +11,7 @@ pub mod events;
 mod listed;
 pub mod message;
 pub mod receiver;
+pub mod recorder;
 pub mod state;
 
 pub use config::AllocatorConfig;
@@ -21,3 +22,5 @@ pub use state::{AllocatorState, Outcome};
 mod tests;
 #[cfg(test)]
 mod tests_oom_socket;
+#[cfg(test)]
+mod tests_recorder;

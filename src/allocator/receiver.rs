@@ -194,6 +194,14 @@ impl Receiver {
             }
             let kept = msg.bytes.min(buf.len());
             let outcome = state.receive(pid, &buf[..kept], msg.bytes, unix_now());
+            // A report the kernel vouched for, from an abstract address: the
+            // flight recorder's requests go back there.
+            if let (super::Outcome::Accepted, Some(p)) = (outcome, pid) {
+                let from = msg.address.and_then(|a| rustix::net::SocketAddrUnix::try_from(a).ok());
+                if let Some(name) = from.as_ref().and_then(|u| u.abstract_name()) {
+                    state.recorder.note(p, name);
+                }
+            }
             tracing::trace!(?pid, bytes = msg.bytes, result = outcome.as_str(), "allocator report");
         }
     }

@@ -114,6 +114,8 @@ pub struct AllocatorState {
     stale_after: f64,
     inner: Mutex<Inner>,
     counts: [AtomicU64; 8],
+    /// Where reporting processes can be asked to record their memory history.
+    pub recorder: super::recorder::Recorder,
 }
 
 impl AllocatorState {
@@ -128,6 +130,7 @@ impl AllocatorState {
             stale_after: cfg.stale_after.get().as_secs_f64(),
             inner: Mutex::new(inner),
             counts: Default::default(),
+            recorder: super::recorder::Recorder::default(),
         }
     }
 
@@ -166,7 +169,11 @@ impl AllocatorState {
             Err(MessageError::Version(_)) => return self.count(Outcome::Version),
             Err(MessageError::Malformed(_)) => return self.count(Outcome::Malformed),
         };
-        self.count(self.record(pid, devices, now))
+        let outcome = self.record(pid, devices, now);
+        if let (Outcome::Accepted, Some(path)) = (outcome, message::snapshot(bytes)) {
+            self.lock().events.link_snapshot(pid, now, path);
+        }
+        self.count(outcome)
     }
 
     /// Whether `pid` is listed and within its rate (taking a token), before

@@ -190,6 +190,18 @@ pub async fn events(State(st): State<AppState>) -> Response {
     json(&serde_json::json!({ "events": events }))
 }
 
+/// `GET /api/v1/reports`: job-end memory reports, newest first, subjects
+/// still open first (`state` "running" or "ending"); `?job=ID`, `?pod=UID`,
+/// `?pid=PID`, `?user=NAME`, `?limit=N` narrow them.
+pub async fn reports(State(st): State<AppState>, q: Result<Query<crate::report::Query>, QueryRejection>) -> Response {
+    let q = match query(q, "?job=ID&pod=UID&pid=PID&user=NAME&limit=N") {
+        Ok(q) => q,
+        Err(bad) => return bad.into_response(),
+    };
+    let list = st.reports.as_ref().map(|r| r.query(&q)).unwrap_or_default();
+    json(&serde_json::json!({ "reports": list }))
+}
+
 fn json<T: serde::Serialize>(v: &T) -> Response {
     match serde_json::to_vec(v) {
         // Whole snapshots run to tens of MB: bounded, so stuck readers

@@ -9,6 +9,7 @@ mod bodies;
 mod deadline;
 mod handlers;
 mod lifecycle;
+mod record;
 mod serve;
 mod tls;
 mod waiting;
@@ -53,11 +54,13 @@ pub struct AppState {
     pub reclaimer: Option<Arc<crate::reclaim::Reclaimer>>,
     /// Where the exposition is served (`--web.telemetry-path`).
     pub telemetry_path: String,
+    /// Job-end memory reports for `GET /api/v1/reports`.
+    pub reports: Option<Arc<crate::report::Reports>>,
 }
 
 /// Every route but the telemetry one: the router serves this very table
 /// and `--web.telemetry-path` may take none of its paths.
-fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 12] {
+fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 14] {
     [
         ("/", get(handlers::index)),
         ("/-/healthy", get(handlers::healthy)),
@@ -67,10 +70,12 @@ fn fixed_routes() -> [(&'static str, MethodRouter<AppState>); 12] {
         ("/api/v1/history", get(handlers::history)),
         ("/api/v1/events", get(handlers::events)),
         ("/api/v1/summary", get(handlers::summary)),
+        ("/api/v1/reports", get(handlers::reports)),
         ("/runbook", get(handlers::runbook)),
         ("/-/reload", post(handlers::reload)),
         ("/api/v1/processes/{pid}/suspend", post(lifecycle::suspend)),
         ("/api/v1/processes/{pid}/resume", post(lifecycle::resume)),
+        ("/api/v1/processes/{pid}/record", post(record::record)),
     ]
 }
 

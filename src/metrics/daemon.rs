@@ -17,6 +17,7 @@ use crate::ledger::Ledger;
 use crate::notify::{NotifierStats, Notifiers};
 use crate::reclaim::{ReclaimStats, Reclaimer, Suspended};
 use crate::reload::ReloadStatus;
+use crate::report::Reports;
 
 /// Where the counters of the notifiers and the reclaimer live; read only
 /// when a scrape renders them. Cloning shares the producers.
@@ -30,6 +31,8 @@ pub struct Counters {
     allocator: Option<Arc<AllocatorState>>,
     /// The driver-call ledger, when `[ebpf]` is enabled.
     ledger: Option<Arc<Ledger>>,
+    /// Job-end reports and the per-user idle byte-seconds they count.
+    reports: Option<Arc<Reports>>,
 }
 
 impl Counters {
@@ -47,6 +50,7 @@ impl Counters {
             state_dir_writable,
             allocator: None,
             ledger: None,
+            reports: None,
         }
     }
 
@@ -61,6 +65,12 @@ impl Counters {
         self.allocator = allocator;
         self
     }
+
+    /// Also exports the per-user idle byte-seconds the reports count.
+    pub fn with_reports(mut self, reports: Option<Arc<Reports>>) -> Self {
+        self.reports = reports;
+        self
+    }
 }
 
 impl std::fmt::Debug for Counters {
@@ -71,6 +81,7 @@ impl std::fmt::Debug for Counters {
             .field("state_dir_writable", &self.state_dir_writable)
             .field("allocator", &self.allocator.is_some())
             .field("ledger", &self.ledger.is_some())
+            .field("reports", &self.reports.is_some())
             .finish()
     }
 }
@@ -117,6 +128,9 @@ pub(super) fn render(w: &mut Writer, d: &DaemonState<'_>) {
     }
     if let Some(l) = &c.ledger {
         write_table(w, super::ledger::LEDGER, &[super::ledger::LedgerStats::of(l)]);
+    }
+    if let Some(r) = &c.reports {
+        IDLE_HELD.write(w, [&r.idle_by_user()]);
     }
 }
 
@@ -193,6 +207,19 @@ pub(super) const ALLOCATOR: Family<Vec<(&'static str, u64)>> = Family::new(
     |counts, e| {
         for (result, v) in counts {
             e(&[("result", result)], (*v).into());
+        }
+    },
+);
+
+/// Bounded: the first `report::TOP_USERS` users, then `user="other"`.
+pub(super) const IDLE_HELD: Family<Vec<(String, f64)>> = Family::new(
+    "gpumem_user_idle_held_byte_seconds_total",
+    Kind::Counter,
+    "",
+    "Byte-seconds of GPU memory held by processes flagged idle (no SM activity for [processes] idle_after), by user: the first 20 users seen, the rest summed as user other.",
+    |v, e| {
+        for (user, bs) in v {
+            e(&[("user", user)], (*bs).into());
         }
     },
 );

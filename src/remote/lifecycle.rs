@@ -40,7 +40,7 @@ pub async fn request(d: &Daemon, pid: u32, action: &str) -> Result<Answer, Clien
             .and_then(|s| about(&s, pid, action)),
         Err(_) => None,
     };
-    let (status, body, _) = d.post(&format!("/api/v1/processes/{pid}/{action}")).await?;
+    let (status, body, _) = d.post(&format!("/api/v1/processes/{pid}/{action}"), &[]).await?;
     Ok(answer(action, pid, status, body, about.as_ref(), d.has_credentials()))
 }
 

@@ -13,6 +13,7 @@ use gpumemd::config::Config;
 use gpumemd::metrics::{self, Format};
 use gpumemd::pipeline::Pipeline;
 use gpumemd::reload::ReloadStatus;
+use gpumemd::report::Reports;
 use gpumemd::snapshot::{PollStats, Snapshot};
 use gpumemd::source::GpuSource;
 use gpumemd::source::scenario::Scenario;
@@ -22,14 +23,16 @@ const EPOCH: f64 = 1_767_225_600.0; // 2026-01-01T00:00:00Z
 const POLLS: u64 = 40;
 
 /// The demo after `POLLS` one-second polls, with fixed poll statistics,
-/// and the demo rules evaluated on every poll.
-fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine) {
+/// the demo rules evaluated on every poll and every poll followed by the
+/// job-end reports (for their per-user idle counter).
+fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine, Reports) {
     let sc = Scenario::resolve("default").expect("built-in");
     let mut src = SimulatedSource::new(sc, Duration::from_secs(1), EPOCH);
     // The demo's allocator view, fed as the daemon feeds it (after each poll).
     let alloc = std::sync::Arc::new(AllocatorState::new(&cfg.allocator));
     let mut pipe = Pipeline::for_source(&cfg.processes, &src).with_allocator(alloc.clone());
     let mut engine = AlertEngine::new(cfg.effective_rules(), "demo-host".into(), 100);
+    let reports = Reports::in_memory();
     let mut last = None;
     for i in 0..POLLS {
         let raw = src.poll(i % 2 == 0).expect("simulated poll");
@@ -55,9 +58,10 @@ fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine) {
             ..Snapshot::default()
         };
         engine.evaluate(&snap);
+        reports.observe(&snap);
         last = Some(snap);
     }
-    (last.expect("polled"), engine)
+    (last.expect("polled"), engine, reports)
 }
 
 fn check(name: &str, got: &str) {
@@ -82,7 +86,8 @@ fn check(name: &str, got: &str) {
 #[test]
 fn demo_exposition_matches_golden() {
     let cfg = Config::defaults(true);
-    let (snap, engine) = demo_snapshot(&cfg);
+    let (snap, engine, reports) = demo_snapshot(&cfg);
+    let counters = metrics::Counters::default().with_reports(Some(std::sync::Arc::new(reports)));
     let build = metrics::BuildInfo {
         version: "0.0.0-test",
         revision: "golden",
@@ -104,7 +109,7 @@ fn demo_exposition_matches_golden() {
             max_fds: Some(1024),
             start_time_seconds: Some(EPOCH - 2.0),
         }),
-        ..metrics::DaemonState::default()
+        counters: Some(&counters),
     };
     check(
         "demo.prom",
@@ -119,7 +124,7 @@ fn demo_exposition_matches_golden() {
 #[test]
 fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
     let cfg = Config::defaults(true);
-    let (snap, engine) = demo_snapshot(&cfg);
+    let (snap, engine, _) = demo_snapshot(&cfg);
     let firing: Vec<&str> = engine.firing().map(|a| &*a.rule).collect();
     for want in [
         "GpuMemoryLeakSuspected",

@@ -38,14 +38,17 @@ const CONCEPTS: &[(&str, &[&str])] = &[
             "history",
         ],
     ),
-    ("judge", &["rules"]),
+    ("judge", &["rules", "report"]),
     ("act", &["alerts", "notify", "reclaim", "suspend_follow"]),
     ("serve", &["metrics", "http", "statuspage"]),
     (
         "app",
         &["config", "reload", "daemon", "logging", "shutdown", "hangup", "malloc"],
     ),
-    ("cli", &["cli", "check", "snapshot_cmd", "table", "remote"]),
+    (
+        "cli",
+        &["cli", "check", "snapshot_cmd", "table", "remote", "report_cmd"],
+    ),
 ];
 
 /// The edges that go up the concepts, each with its reason. `config` gathers
