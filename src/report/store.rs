@@ -126,9 +126,10 @@ fn fresh(r: &Report, now: f64) -> bool {
 /// [`KEEP_PER_SUBJECT`].
 pub fn push_bounded(kept: &mut VecDeque<Report>, r: Report) {
     if kept.iter().filter(|k| k.subject == r.subject).count() >= KEEP_PER_SUBJECT
-        && let Some(i) = kept.iter().position(|k| k.subject == r.subject) {
-            kept.remove(i);
-        }
+        && let Some(i) = kept.iter().position(|k| k.subject == r.subject)
+    {
+        kept.remove(i);
+    }
     kept.push_back(r);
 }
 

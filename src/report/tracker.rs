@@ -170,9 +170,11 @@ impl Tracker {
             }
             for k in keys(p).filter(|k| live.contains(k)) {
                 if let Some(o) = self.open.get_mut(&k)
-                    && o.pids.len() < MAX_PIDS && !o.pids.contains(&p.pid) {
-                        o.pids.push(p.pid);
-                    }
+                    && o.pids.len() < MAX_PIDS
+                    && !o.pids.contains(&p.pid)
+                {
+                    o.pids.push(p.pid);
+                }
             }
         }
     }

@@ -188,11 +188,17 @@ fn the_epilog_appends_the_report_to_the_jobs_output(url: &str) {
         std::fs::write(&p, format!("#!/bin/sh\n{}{body}", log(name))).expect("stub");
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     }
-    let path = format!("{}:{}", dir.path().display(), std::env::var("PATH").unwrap_or_default());
+    // The epilog sets its own PATH (slurmd gives none); its settings file
+    // puts the stand-ins first, as an operator's would a Slurm under /opt.
+    let settings = dir.path().join("settings");
+    std::fs::write(
+        &settings,
+        format!("PATH='{}':\"$PATH\"\nGPUMEMD_URL='{url}'\n", dir.path().display()),
+    )
+    .expect("settings");
     let o = Command::new("sh")
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/slurm/epilog-gpumemd.sh"))
-        .env("PATH", path)
-        .env("GPUMEMD_URL", url)
+        .env("GPUMEMD_SLURM_SETTINGS", &settings)
         .env("SLURM_JOB_ID", "77")
         .env("SLURM_JOB_USER", "alice")
         .env_remove("RUST_LOG")
