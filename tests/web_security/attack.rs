@@ -1,4 +1,4 @@
-//! Attacks from issue 22 that used to hold the server: clients that
+//! Attacks that once held the server: clients that
 //! pipeline requests and never read, a flood of wrong passwords that queued
 //! a legitimate login out, and a header past the documented size limit.
 
@@ -226,10 +226,10 @@ fn rss() -> usize {
     kb * 1024
 }
 
-/// Issue 22: each client stuck on a whole-fleet snapshot pinned its own
-/// copy (80 took the `large` demo from 0.4 to 2.4 GB). Now at most a few
-/// large bodies are held at once, the rest get a 503, and memory stays
-/// within a few bodies whatever the number of stuck clients.
+/// A client stuck on a whole-fleet snapshot must not pin a copy of its own
+/// (80 such clients would take the `large` demo from 0.4 to 2.4 GB): at
+/// most a few large bodies are held at once, the rest get a 503, and memory
+/// stays within a few bodies whatever the number of stuck clients.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stuck_readers_of_a_large_body_keep_memory_bounded() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -290,9 +290,9 @@ async fn stuck_readers_of_a_large_body_keep_memory_bounded() {
     app.stop().await.expect("clean stop");
 }
 
-/// Issue 22 (B3): silent sockets and sockets that stop mid-header filled
-/// both pools and a scraper got nothing. Now they wait apart from clients
-/// with a whole request, and a full waiting pool closes its oldest.
+/// Silent sockets and sockets that stop mid-header must not fill the
+/// serving places: they wait apart from clients with a whole request, and a
+/// full waiting pool closes its oldest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_and_half_sent_clients_cannot_lock_a_scraper_out() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -56,7 +56,7 @@ async fn five_hundred_idle_connections_do_not_delay_a_scrape() {
 }
 
 /// Over the limit of connections without a request, the oldest is closed
-/// (issue 22: closing the new one let silent sockets keep everyone out).
+/// (closing the new one instead would let silent sockets keep everyone out).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_over_the_limit_close_the_oldest_silent_one() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -198,8 +198,8 @@ async fn a_web_config_that_blocks_on_read_does_not_stop_http() {
 }
 
 /// An idle keep-alive connection is closed by the header read timeout, which
-/// starts again after each response (issue 22: every connection ends within
-/// a bound whatever the client does).
+/// starts again after each response: every connection ends within a bound
+/// whatever the client does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_keep_alive_connection_is_closed_after_the_header_read_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
