@@ -165,10 +165,11 @@ const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 /// # Errors
 /// The first problem found, as one line naming the file.
 pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-    // With a deadline, on a thread of its own: a FIFO or a hung mount as the
-    // web config must fail the start (or the re-check), not hold it forever
-    // where not even SIGTERM is heard yet.
-    let text = crate::files::read_text_within(path, crate::files::MAX_CONFIG_BYTES, READ_DEADLINE)
+    // A regular file only (a FIFO is refused before it is opened), and with
+    // a deadline, on a thread of its own: a hung mount as the web config
+    // must fail the start (or the re-check), not hold it forever where not
+    // even SIGTERM is heard yet.
+    let text = crate::files::read_regular_within(path, crate::files::MAX_CONFIG_BYTES, READ_DEADLINE)
         .map_err(|e| error(path, format!("cannot read: {e}")))?;
     parse(&text, path)
 }
