@@ -9,6 +9,7 @@ mod bodies;
 mod deadline;
 mod handlers;
 mod lifecycle;
+mod places;
 mod serve;
 mod tls;
 mod waiting;

@@ -1,6 +1,8 @@
 //! The accept loop: plain HTTP or TLS per the web config, one hyper HTTP/1.1
-//! connection task per client, bounded in number (clients that have not
-//! sent a whole request header yet apart from those being served) and in time (first byte,
+//! connection task per client, bounded in number (`places.rs`: a waiting
+//! pool for clients without a whole request header yet, TLS handshake
+//! included, serving places for the others, idle keep-alive ones giving way
+//! to newcomers, and a cap per source address) and in time (first byte,
 //! handshake, header, request, and writing the response), basic auth and
 //! extra headers around the router, and a graceful stop. It must not know
 //! the routes: it serves whatever `Router` it is given.
@@ -24,12 +26,13 @@ use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::{Notify, watch};
 use tower::ServiceExt;
 
 use super::auth;
 use super::deadline::WriteDeadline;
-use super::waiting::{self, Bounds, Prefixed, Ticket, Waiting};
+use super::places::{Place, Places};
+use super::waiting::{self, Bounds, Prefixed};
 use super::webconfig::WebConfig;
 use super::webwatch::WebConfigWatch;
 
@@ -55,77 +58,105 @@ pub async fn serve(
 ) -> io::Result<()> {
     let web = WebConfigWatch::new(web_config.as_deref()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let first = web.current();
-    let max = first.limits.max_connections;
+    let limits = first.limits;
     tracing::info!(
         tls = first.tls.is_some(),
         basic_auth = first.auth.is_some(),
-        max_connections = max,
+        max_connections = limits.max_connections,
+        max_connections_per_source = limits.max_connections_per_source,
         "HTTP server started"
     );
     let web = Arc::new(web);
     tokio::spawn(web.clone().follow(shutdown.clone()));
     let app = Arc::new(App { router, web });
-    let permits = Arc::new(Semaphore::new(max));
-    // Clients without a whole request header yet wait in a pool of their
-    // own, so they cannot take the places of clients with requests; when
-    // it is full the oldest goes, so they cannot keep new clients out.
-    let waiting = Waiting::new(max);
-    let mut refusals = Throttle::default();
+    let places = Places::new(limits.max_connections, limits.max_connections_per_source);
+    let mut accept_log = Throttle::default();
     loop {
         let (stream, peer) = tokio::select! {
             _ = stopped(&mut shutdown) => break,
             r = listener.accept() => match r {
                 Ok(v) => v,
                 Err(e) => {
-                    accept_failed(&e, &mut refusals).await;
+                    accept_failed(&e, &mut accept_log).await;
                     continue;
                 }
             },
         };
-        let (wait, evicted) = waiting.enter();
-        if evicted && refusals.ready() {
-            tracing::warn!(peer = %peer, max_connections = max, "too many connections without a request; closing the oldest");
-        }
-        let (app, permits, stop) = (app.clone(), permits.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let mut stream = stream;
-            let Some((permit, prefix)) = first_bytes(&app, &mut stream, wait, &permits, stop.clone()).await else {
-                return;
-            };
-            connection(app, stream, prefix, peer, permit, stop).await;
-        });
+        // Refused (and logged, rate-limited) by `places`: closed at once.
+        let Ok(place) = places.enter(peer.ip()) else { continue };
+        let (app, stop) = (app.clone(), shutdown.clone());
+        tokio::spawn(accepted(app, stream, peer, place, stop));
     }
     drop(listener);
-    // Every connection task holds a permit: having them all back means every
-    // connection has finished.
-    let _ = permits.acquire_many(u32::try_from(max).unwrap_or(u32::MAX)).await;
+    places.all_gone().await;
     Ok(())
 }
 
-/// Waits in the waiting pool (up to the header read timeout) for the
-/// client's whole request header (plain HTTP; with TLS its first byte),
-/// then trades its waiting place for a serving permit; `None` when it sent
-/// too little in time, was pushed out, shutdown came, or every permit is
-/// taken (then it is closed at once). The bytes read come with the permit.
-async fn first_bytes(
-    app: &App,
-    stream: &mut TcpStream,
-    mut wait: Ticket,
-    permits: &Arc<Semaphore>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Option<(OwnedSemaphorePermit, Vec<u8>)> {
+/// One connection from accept to close: in the waiting pool until its first
+/// request header is whole (with TLS: first byte, handshake, then header),
+/// then in a serving place. Returns early when the client sends too little
+/// in time, is pushed out, shutdown comes, or every serving place is busy.
+async fn accepted(
+    app: Arc<App>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    place: Place,
+    mut stop: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
     let cfg = app.web.current();
+    let cap = cfg.limits.max_header_bytes.saturating_mul(2);
+    let timeout = cfg.limits.header_read_timeout;
+    let Some(tls) = cfg.tls.clone() else {
+        let bounds = Bounds {
+            place: &place,
+            timeout,
+            shutdown: &mut stop,
+        };
+        let Some(prefix) = waiting::header(&mut stream, cap, bounds).await else {
+            return;
+        };
+        return served(app, Prefixed::new(prefix, stream), peer.ip(), &cfg, place, stop).await;
+    };
     let bounds = Bounds {
-        ticket: &mut wait,
-        timeout: cfg.limits.header_read_timeout,
-        shutdown: &mut shutdown,
+        place: &place,
+        timeout,
+        shutdown: &mut stop,
     };
-    let prefix = if cfg.tls.is_some() {
-        waiting::first_byte(stream, bounds).await.then(Vec::new)?
-    } else {
-        waiting::header(stream, cfg.limits.max_header_bytes.saturating_mul(2), bounds).await?
+    if !waiting::first_byte(&stream, bounds).await {
+        return;
+    }
+    let handshake = tokio::time::timeout(cfg.limits.tls_handshake_timeout, tls_accept(tls, stream));
+    let mut stream = tokio::select! {
+        _ = stopped(&mut stop) => return,
+        () = place.pushed_out() => return,
+        r = handshake => match r {
+            Ok(Ok(Some(s))) => s,
+            Ok(Ok(None)) => return,
+            Ok(Err(e)) => return tracing::debug!(peer = %peer, error = %e, "TLS handshake failed"),
+            Err(_) => return tracing::debug!(peer = %peer, "TLS handshake timed out"),
+        },
     };
-    Some((permits.clone().try_acquire_owned().ok()?, prefix))
+    let bounds = Bounds {
+        place: &place,
+        timeout,
+        shutdown: &mut stop,
+    };
+    let Some(prefix) = waiting::header(&mut stream, cap, bounds).await else {
+        return;
+    };
+    served(app, Prefixed::new(prefix, stream), peer.ip(), &cfg, place, stop).await;
+}
+
+/// Takes a serving place (refused: the connection closes) and serves.
+async fn served<I>(app: Arc<App>, io: I, peer: IpAddr, cfg: &WebConfig, place: Place, stop: watch::Receiver<bool>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    if place.serve().is_err() {
+        return;
+    }
+    http(app, io, peer, cfg, Arc::new(place), stop).await;
 }
 
 /// Resolves once shutdown is asked for (or its sender is gone). Holds no
@@ -163,33 +194,6 @@ async fn accept_failed(e: &io::Error, log: &mut Throttle) {
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 
-async fn connection(
-    app: Arc<App>,
-    stream: TcpStream,
-    prefix: Vec<u8>,
-    peer: SocketAddr,
-    _permit: OwnedSemaphorePermit,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let _ = stream.set_nodelay(true);
-    let cfg = app.web.current();
-    let ip = peer.ip();
-    let Some(tls) = cfg.tls.clone() else {
-        return http(app, Prefixed::new(prefix, stream), ip, &cfg, shutdown).await;
-    };
-    let handshake = tokio::time::timeout(cfg.limits.tls_handshake_timeout, tls_accept(tls, stream));
-    let stream = tokio::select! {
-        _ = stopped(&mut shutdown) => return,
-        r = handshake => match r {
-            Ok(Ok(Some(s))) => s,
-            Ok(Ok(None)) => return,
-            Ok(Err(e)) => return tracing::debug!(peer = %peer, error = %e, "TLS handshake failed"),
-            Err(_) => return tracing::debug!(peer = %peer, "TLS handshake timed out"),
-        },
-    };
-    http(app, stream, ip, &cfg, shutdown).await;
-}
-
 /// The handshake, after a look at the first byte: a plain HTTP request on
 /// the TLS port gets a readable 400 instead of a failed handshake.
 async fn tls_accept(
@@ -216,14 +220,25 @@ Client sent an HTTP request to an HTTPS server.\n";
 }
 
 /// Serves HTTP/1.1 on one connection until the client leaves, a limit cuts
-/// it off, or shutdown (after the request in flight, if any). A response
-/// the client does not take within the request timeout ends the connection:
-/// producing and delivering a response get the same bound.
-async fn http<I>(app: Arc<App>, io: I, peer: IpAddr, cfg: &WebConfig, mut shutdown: watch::Receiver<bool>)
-where
+/// it off, it is pushed out while idle, or shutdown (after the request in
+/// flight, if any). A response the client does not take within the request
+/// timeout ends the connection: producing and delivering a response get the
+/// same bound.
+async fn http<I>(
+    app: Arc<App>,
+    io: I,
+    peer: IpAddr,
+    cfg: &WebConfig,
+    place: Arc<Place>,
+    mut shutdown: watch::Receiver<bool>,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let inflight = Arc::new(Inflight::default());
+    let inflight = Arc::new(Inflight {
+        count: AtomicUsize::new(0),
+        idle: Notify::new(),
+        place: place.clone(),
+    });
     let counter = inflight.clone();
     let svc = hyper::service::service_fn(move |req| {
         // Counted from here (hyper calls this as soon as a header is
@@ -255,6 +270,12 @@ where
     let result = tokio::select! {
         r = conn.as_mut() => r,
         _ = stopped(&mut shutdown) => {
+            conn.as_mut().graceful_shutdown();
+            drain(conn.as_mut(), &inflight).await
+        }
+        // Chosen only while idle; a request that came in meanwhile is
+        // answered first, as at shutdown.
+        () = place.pushed_out() => {
             conn.as_mut().graceful_shutdown();
             drain(conn.as_mut(), &inflight).await
         }
@@ -293,18 +314,21 @@ where
     }
 }
 
-/// Requests of one connection between header and the end of the response.
-#[derive(Default)]
+/// Requests of one connection between header and the end of the response,
+/// and the connection's place, busy while there are any.
 struct Inflight {
     count: AtomicUsize,
     idle: Notify,
+    place: Arc<Place>,
 }
 
 struct InflightGuard(Arc<Inflight>);
 
 impl InflightGuard {
     fn new(i: Arc<Inflight>) -> Self {
-        i.count.fetch_add(1, Ordering::SeqCst);
+        if i.count.fetch_add(1, Ordering::SeqCst) == 0 {
+            i.place.busy();
+        }
         Self(i)
     }
 }
@@ -312,6 +336,7 @@ impl InflightGuard {
 impl Drop for InflightGuard {
     fn drop(&mut self) {
         if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.place.idle();
             self.0.idle.notify_waiters();
         }
     }

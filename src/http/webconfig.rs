@@ -59,6 +59,11 @@ pub enum WebConfigProblem {
     TimeoutTooLong { key: &'static str, text: String },
     #[error("limits.max_connections: {0} is not between 1 and 2^31")]
     MaxConnections(usize),
+    #[error(
+        "limits.max_connections_per_source: {0} is not between 1 and 2^31; it bounds the connections of one \
+         source address (default 64)"
+    )]
+    MaxConnectionsPerSource(usize),
     #[error("limits.max_header_bytes must be at least {MIN_HEADER_BYTES} and at most {MAX_HEADER_BYTES}, not {0}")]
     MaxHeaderBytes(usize),
     #[error("limits.max_headers: {0} is not between 1 and {MAX_HEADERS}")]
@@ -96,6 +101,7 @@ struct RateLimitFile {
 #[serde(deny_unknown_fields, default)]
 struct LimitsFile {
     max_connections: Option<usize>,
+    max_connections_per_source: Option<usize>,
     max_header_bytes: Option<usize>,
     max_headers: Option<usize>,
     header_read_timeout: Option<String>,
@@ -107,8 +113,11 @@ struct LimitsFile {
 /// config file. Defaults are documented in docs/web-security.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections served at once; further ones are closed on accept.
+    /// Connections served at once (and as many waiting for their first
+    /// request); idle keep-alive ones give way to newcomers.
     pub max_connections: usize,
+    /// Connections of one source address, waiting and served together.
+    pub max_connections_per_source: usize,
     /// Bytes of request line plus headers (hyper's read buffer); over it: 431.
     pub max_header_bytes: usize,
     /// Header lines per request; over it: 431.
@@ -136,6 +145,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_connections: 512,
+            max_connections_per_source: 64,
             max_header_bytes: 32 * 1024,
             max_headers: 64,
             header_read_timeout: Duration::from_secs(10),
@@ -306,6 +316,7 @@ fn limits(l: &LimitsFile) -> Result<Limits, WebConfigProblem> {
     };
     let out = Limits {
         max_connections: l.max_connections.unwrap_or(d.max_connections),
+        max_connections_per_source: l.max_connections_per_source.unwrap_or(d.max_connections_per_source),
         max_header_bytes: l.max_header_bytes.unwrap_or(d.max_header_bytes),
         max_headers: l.max_headers.unwrap_or(d.max_headers),
         header_read_timeout: dur(
@@ -322,6 +333,11 @@ fn limits(l: &LimitsFile) -> Result<Limits, WebConfigProblem> {
     };
     if out.max_connections == 0 || out.max_connections > u32::MAX as usize / 2 {
         return Err(WebConfigProblem::MaxConnections(out.max_connections));
+    }
+    if out.max_connections_per_source == 0 || out.max_connections_per_source > u32::MAX as usize / 2 {
+        return Err(WebConfigProblem::MaxConnectionsPerSource(
+            out.max_connections_per_source,
+        ));
     }
     if !(MIN_HEADER_BYTES..=MAX_HEADER_BYTES).contains(&out.max_header_bytes) {
         return Err(WebConfigProblem::MaxHeaderBytes(out.max_header_bytes));
