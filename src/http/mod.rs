@@ -16,7 +16,6 @@ mod waiting;
 pub mod webconfig;
 mod webwatch;
 
-pub use bodies::{MAX_LARGE_BODIES, large_bytes_in_flight};
 pub use serve::serve;
 
 use std::sync::Arc;

@@ -18,9 +18,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::Router;
 use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{Request, Response, StatusCode};
+use axum::{Extension, Router};
 use hyper::body::{Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -30,6 +30,7 @@ use tokio::sync::{Notify, watch};
 use tower::ServiceExt;
 
 use super::auth;
+use super::bodies::Budget;
 use super::deadline::WriteDeadline;
 use super::places::{Place, Places};
 use super::waiting::{self, Bounds, Prefixed};
@@ -68,6 +69,8 @@ pub async fn serve(
     );
     let web = Arc::new(web);
     tokio::spawn(web.clone().follow(shutdown.clone()));
+    // This server's own: another server in the process has its own budget.
+    let router = router.layer(Extension(Budget::new(limits.max_held_response_bytes)));
     let app = Arc::new(App { router, web });
     let places = Places::new(limits.max_connections, limits.max_connections_per_source);
     let mut accept_log = Throttle::default();

@@ -64,6 +64,8 @@ pub enum WebConfigProblem {
          source address (default 64)"
     )]
     MaxConnectionsPerSource(usize),
+    #[error("limits.max_held_response_bytes must be above 0; it bounds the response bytes waiting for clients")]
+    MaxHeldResponseBytes,
     #[error("limits.max_header_bytes must be at least {MIN_HEADER_BYTES} and at most {MAX_HEADER_BYTES}, not {0}")]
     MaxHeaderBytes(usize),
     #[error("limits.max_headers: {0} is not between 1 and {MAX_HEADERS}")]
@@ -102,6 +104,7 @@ struct RateLimitFile {
 struct LimitsFile {
     max_connections: Option<usize>,
     max_connections_per_source: Option<usize>,
+    max_held_response_bytes: Option<usize>,
     max_header_bytes: Option<usize>,
     max_headers: Option<usize>,
     header_read_timeout: Option<String>,
@@ -118,6 +121,9 @@ pub struct Limits {
     pub max_connections: usize,
     /// Connections of one source address, waiting and served together.
     pub max_connections_per_source: usize,
+    /// Bytes of response bodies held for clients at once, all connections
+    /// together; a body past it gets 503. Fixed at start.
+    pub max_held_response_bytes: usize,
     /// Bytes of request line plus headers (hyper's read buffer); over it: 431.
     pub max_header_bytes: usize,
     /// Header lines per request; over it: 431.
@@ -146,6 +152,7 @@ impl Default for Limits {
         Self {
             max_connections: 512,
             max_connections_per_source: 64,
+            max_held_response_bytes: 128 << 20,
             max_header_bytes: 32 * 1024,
             max_headers: 64,
             header_read_timeout: Duration::from_secs(10),
@@ -317,6 +324,7 @@ fn limits(l: &LimitsFile) -> Result<Limits, WebConfigProblem> {
     let out = Limits {
         max_connections: l.max_connections.unwrap_or(d.max_connections),
         max_connections_per_source: l.max_connections_per_source.unwrap_or(d.max_connections_per_source),
+        max_held_response_bytes: l.max_held_response_bytes.unwrap_or(d.max_held_response_bytes),
         max_header_bytes: l.max_header_bytes.unwrap_or(d.max_header_bytes),
         max_headers: l.max_headers.unwrap_or(d.max_headers),
         header_read_timeout: dur(
@@ -338,6 +346,9 @@ fn limits(l: &LimitsFile) -> Result<Limits, WebConfigProblem> {
         return Err(WebConfigProblem::MaxConnectionsPerSource(
             out.max_connections_per_source,
         ));
+    }
+    if out.max_held_response_bytes == 0 {
+        return Err(WebConfigProblem::MaxHeldResponseBytes);
     }
     if !(MIN_HEADER_BYTES..=MAX_HEADER_BYTES).contains(&out.max_header_bytes) {
         return Err(WebConfigProblem::MaxHeaderBytes(out.max_header_bytes));

@@ -58,6 +58,7 @@ const DICT: &[&str] = &[
     "burst",
     "max_connections",
     "max_connections_per_source",
+    "max_held_response_bytes",
     "max_header_bytes",
     "max_headers",
     "header_read_timeout",

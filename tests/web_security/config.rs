@@ -84,6 +84,10 @@ fn bad_cases() -> Vec<(String, &'static str)> {
             "limits:\n  max_connections_per_source: 0\n".into(),
             "limits.max_connections_per_source: 0 is not between 1 and 2^31",
         ),
+        (
+            "limits:\n  max_held_response_bytes: 0\n".into(),
+            "limits.max_held_response_bytes must be above 0",
+        ),
     ]
 }
 
