@@ -4,8 +4,10 @@
 //! Handlers only read the latest snapshot from the watch channel; they never
 //! call NVML, block, or take locks the poller needs.
 
+mod arrive;
 pub mod auth;
 mod bodies;
+mod conn;
 mod deadline;
 mod handlers;
 mod lifecycle;
