@@ -1,7 +1,8 @@
 //! Bounded reads of the files an operator names (config, web config,
 //! scenario, trace): a size cap so `/dev/zero` or a runaway file cannot eat
-//! memory, a refusal of devices, directories and sockets, and a variant with
-//! a deadline for callers that must not block (reload); and `one_line`, how
+//! memory, a refusal of devices, directories and sockets (and of FIFOs where
+//! only a regular file makes sense), and variants with a deadline for
+//! callers that must not block (reload); and `one_line`, how
 //! their text is quoted in an error. A leaf: it owns how such a file is read
 //! and must not parse it, know what the text means, or use the rest of the
 //! crate.
@@ -70,25 +71,61 @@ impl From<ReadError> for std::io::Error {
 /// not UTF-8.
 pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
     let kind = std::fs::metadata(path)?.file_type();
-    let refused = if kind.is_dir() {
-        Some("directory")
-    } else if kind.is_char_device() {
-        Some("character device")
-    } else if kind.is_block_device() {
-        Some("block device")
-    } else if kind.is_socket() {
-        Some("socket")
-    } else {
-        None
-    };
-    if let Some(what) = refused {
-        return Err(ReadError::NotRegular(what));
+    if !kind.is_file() && !kind.is_fifo() {
+        return Err(ReadError::NotRegular(kind_name(kind)));
     }
+    read_capped(File::open(path)?, limit)
+}
+
+/// Reads `path` as UTF-8 text of at most `limit` bytes, refusing anything
+/// but a regular file, FIFOs included, before a byte is read: the file is
+/// opened without blocking (a FIFO's open waits for a writer otherwise) and
+/// its type taken from the open descriptor, so a file swapped for a FIFO
+/// between a look and the open is refused too. For files read again while
+/// the daemon runs (reload, the web config) and for `check-config`, where a
+/// FIFO could only hang.
+///
+/// # Errors
+/// As [`read_text`], and `NotRegular` for a FIFO.
+pub fn read_regular(path: &Path, limit: u64) -> Result<String, ReadError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // A look first, for a clear word on a socket (whose open fails
+    // with "no such device"); the descriptor's type is the one that counts.
+    let kind = std::fs::metadata(path)?.file_type();
+    if !kind.is_file() {
+        return Err(ReadError::NotRegular(kind_name(kind)));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let kind = file.metadata()?.file_type();
+    if !kind.is_file() {
+        return Err(ReadError::NotRegular(kind_name(kind)));
+    }
+    read_capped(file, limit)
+}
+
+fn kind_name(kind: std::fs::FileType) -> &'static str {
+    if kind.is_dir() {
+        "directory"
+    } else if kind.is_char_device() {
+        "character device"
+    } else if kind.is_block_device() {
+        "block device"
+    } else if kind.is_socket() {
+        "socket"
+    } else if kind.is_fifo() {
+        "FIFO"
+    } else {
+        "special file"
+    }
+}
+
+fn read_capped(file: File, limit: u64) -> Result<String, ReadError> {
     let mut bytes = Vec::new();
     // One byte over the cap tells "exactly at the limit" from "over it".
-    File::open(path)?
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)?;
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(ReadError::TooLarge { limit });
     }
@@ -103,13 +140,31 @@ pub fn read_text(path: &Path, limit: u64) -> Result<String, ReadError> {
 /// # Errors
 /// As [`read_text`], plus `TimedOut` and `Thread`.
 pub fn read_text_within(path: &Path, limit: u64, deadline: Duration) -> Result<String, ReadError> {
+    within(path, limit, deadline, read_text)
+}
+
+/// [`read_regular`] with a deadline, as [`read_text_within`]: a hung
+/// network mount can still block the open or the read.
+///
+/// # Errors
+/// As [`read_regular`], plus `TimedOut` and `Thread`.
+pub fn read_regular_within(path: &Path, limit: u64, deadline: Duration) -> Result<String, ReadError> {
+    within(path, limit, deadline, read_regular)
+}
+
+fn within(
+    path: &Path,
+    limit: u64,
+    deadline: Duration,
+    read: fn(&Path, u64) -> Result<String, ReadError>,
+) -> Result<String, ReadError> {
     let (tx, rx) = mpsc::sync_channel(1);
     let owned: PathBuf = path.to_path_buf();
     std::thread::Builder::new()
         .name("gpumemd-read".into())
         .spawn(move || {
             // The receiver is gone when the deadline passed; nothing to do then.
-            let _ = tx.send(read_text(&owned, limit));
+            let _ = tx.send(read(&owned, limit));
         })
         .map_err(ReadError::Thread)?;
     match rx.recv_timeout(deadline) {
@@ -194,5 +249,29 @@ mod tests {
         );
         // Unblock the stuck reader so the test leaves no thread behind.
         let _ = std::fs::OpenOptions::new().write(true).open(&p);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_where_a_regular_file_is_required() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let p = dir.path().join("fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&p)
+            .status()
+            .expect("mkfifo runs");
+        assert!(made.success(), "mkfifo failed");
+        let started = std::time::Instant::now();
+        let e = read_regular_within(&p, 10, Duration::from_secs(30)).expect_err("a FIFO");
+        assert!(matches!(e, ReadError::NotRegular("FIFO")), "{e}");
+        assert!(e.to_string().contains("is a FIFO, not a regular file"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        let e = read_regular(Path::new("/dev/zero"), 10).expect_err("a device");
+        assert!(matches!(e, ReadError::NotRegular("character device")), "{e}");
+        let e = read_regular(dir.path(), 10).expect_err("a directory");
+        assert!(matches!(e, ReadError::NotRegular("directory")), "{e}");
+        let f = dir.path().join("ok.toml");
+        std::fs::write(&f, "a = 1\n").expect("write");
+        assert_eq!(read_regular(&f, 10).expect("a regular file"), "a = 1\n");
+        assert!(matches!(read_regular(&f, 3), Err(ReadError::TooLarge { limit: 3 })));
     }
 }

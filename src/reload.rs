@@ -201,7 +201,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_fifo_config_fails_the_reload_within_the_deadline_and_blocks_no_later_one() {
+    async fn a_fifo_config_is_refused_at_once_and_a_later_reload_succeeds() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("gpumemd.toml");
         let made = std::process::Command::new("mkfifo")
@@ -214,17 +214,18 @@ mod tests {
             ..Config::defaults(false)
         };
         let reader = Reader::default();
-        let deadline = Duration::from_millis(200);
+        let deadline = Duration::from_secs(30);
         let started = std::time::Instant::now();
         let e = reader
             .load(Arc::new(cfg.clone()), deadline)
             .await
             .expect_err("a FIFO nobody writes");
-        assert!(matches!(e, ReloadError::TimedOut(_)), "{e}");
+        assert!(e.to_string().contains("is a FIFO, not a regular file"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
-        let e = reader.load(Arc::new(cfg), deadline).await.expect_err("still stuck");
-        assert!(matches!(e, ReloadError::Busy), "{e}");
-        // Unblock the stuck reader (it then sees an empty file).
-        let _ = std::fs::OpenOptions::new().write(true).open(&path);
+        // Nothing was left stuck: the next reload of a regular file goes through.
+        std::fs::remove_file(&path).expect("rm FIFO");
+        std::fs::write(&path, "[processes]\ntop_n = 3\n").expect("write config");
+        let next = reader.load(Arc::new(cfg), deadline).await.expect("a regular file");
+        assert_eq!(next.processes.top_n, 3);
     }
 }

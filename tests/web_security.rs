@@ -14,6 +14,8 @@ mod attack;
 mod auth;
 #[path = "web_security/config.rs"]
 mod config;
+#[path = "web_security/hold.rs"]
+mod hold;
 #[path = "web_security/limits.rs"]
 mod limits;
 #[path = "web_security/tls.rs"]

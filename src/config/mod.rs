@@ -274,16 +274,21 @@ impl Config {
         Config::from_toml("", "defaults", demo).unwrap_or_default()
     }
 
-    /// Loads `path`; see [`Config::from_toml`].
+    /// Loads `path`, a regular file (reload and `check-config`: a FIFO could
+    /// only hang them, so it is refused before it is opened); see
+    /// [`Config::from_toml`].
     ///
     /// # Errors
-    /// `NotFound`/`Read` when the file cannot be read, else as `from_toml`.
+    /// `NotFound`/`Read` when the file cannot be read or is not a regular
+    /// file, else as `from_toml`.
     pub fn load(path: &Path, demo: bool) -> Result<Config, ConfigError> {
-        Config::load_within(path, demo, None)
+        let text = files::read_regular(path, files::MAX_CONFIG_BYTES).map_err(|e| read_error(path, e))?;
+        Config::from_file_text(&text, path, demo)
     }
 
-    /// [`Config::load`] with the read given up after `deadline` (reload: a
-    /// FIFO or a hung mount must not hold the daemon).
+    /// The config at start: a FIFO is read too (`--config <(...)`), with
+    /// the read given up after `deadline` (a FIFO nobody writes or a hung
+    /// mount must not hold the start).
     ///
     /// # Errors
     /// As `load`, plus `Read` when the deadline passed.
@@ -292,19 +297,12 @@ impl Config {
             Some(d) => files::read_text_within(path, files::MAX_CONFIG_BYTES, d),
             None => files::read_text(path, files::MAX_CONFIG_BYTES),
         }
-        .map_err(|source| {
-            if source.is_not_found() {
-                ConfigError::NotFound {
-                    path: path.to_path_buf(),
-                }
-            } else {
-                ConfigError::Read {
-                    path: path.to_path_buf(),
-                    source,
-                }
-            }
-        })?;
-        let mut cfg = Config::from_toml(&text, &path.display().to_string(), demo)?;
+        .map_err(|e| read_error(path, e))?;
+        Config::from_file_text(&text, path, demo)
+    }
+
+    fn from_file_text(text: &str, path: &Path, demo: bool) -> Result<Config, ConfigError> {
+        let mut cfg = Config::from_toml(text, &path.display().to_string(), demo)?;
         cfg.source_path = Some(path.to_path_buf());
         Ok(cfg)
     }
@@ -349,6 +347,19 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
             (_, v) => {
                 base.insert(k, v);
             }
+        }
+    }
+}
+
+fn read_error(path: &Path, source: files::ReadError) -> ConfigError {
+    if source.is_not_found() {
+        ConfigError::NotFound {
+            path: path.to_path_buf(),
+        }
+    } else {
+        ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
         }
     }
 }

@@ -1,11 +1,15 @@
-//! Large response bodies under a bound: at most `MAX_LARGE_BODIES` bodies of
-//! `LARGE_BODY` bytes or more are held at once, across all connections, from
-//! the handler until hyper drops them (sent, or the connection cut); past
-//! that a clear 503. A client that never reads can then pin at most one of
-//! a few places for the write timeout, not its own copy of a 25 MB snapshot.
-//! It owns the counting, not the serialising or the routes.
+//! Response bodies under one byte budget per server: every JSON body is
+//! counted from the handler until hyper drops its bytes (written to the
+//! kernel, or the connection cut), across all connections, and a body that
+//! would take the bytes held past the budget gets a 503 with Retry-After
+//! instead. Clients that never read can then pin at most the budget
+//! together, whatever their number and whatever the size of each body. The
+//! budget belongs to one `serve` (it puts it on the router as an
+//! extension), so two servers in one process do not share it. It owns the
+//! counting, not the serialising or the routes.
 
 use std::pin::Pin;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
@@ -13,83 +17,140 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use hyper::body::{Frame, SizeHint};
-use tokio::sync::{Semaphore, SemaphorePermit};
 
-/// From this size on a body counts against the pool: every small answer
-/// (the status page's summary, alerts, health) stays outside it.
-pub const LARGE_BODY: usize = 1 << 20;
-
-/// Large bodies in flight at once. Four snapshots of the `large` demo are
-/// about 100 MB; nobody needs more than a few whole-fleet dumps at a time.
-pub const MAX_LARGE_BODIES: usize = 4;
-
-static LARGE_BODIES: Semaphore = Semaphore::const_new(MAX_LARGE_BODIES);
-
-/// The bytes of the large bodies now held: what stuck readers can pin.
-static HELD_BYTES: AtomicUsize = AtomicUsize::new(0);
-
-/// The bytes of large response bodies now held, all connections together
-/// (at most `MAX_LARGE_BODIES` bodies).
-pub fn large_bytes_in_flight() -> usize {
-    HELD_BYTES.load(Ordering::SeqCst)
+/// The bytes of response bodies one server holds at most, and what it
+/// holds now.
+#[derive(Debug)]
+pub struct Budget {
+    limit: usize,
+    held: AtomicUsize,
+    /// The most held since memory was last handed back.
+    peak: AtomicUsize,
+    /// The size of the last large body: what the next one likely needs.
+    last_large: AtomicUsize,
 }
 
-/// `bytes` as the body of a response with `content_type`, or a 503 when it
-/// is large and the pool is full.
-pub fn bounded(bytes: Vec<u8>, content_type: &'static str) -> Response {
-    let ct = [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))];
-    if bytes.len() < LARGE_BODY {
-        return (ct, bytes).into_response();
+impl Budget {
+    pub fn new(limit: usize) -> Arc<Self> {
+        Arc::new(Self {
+            limit,
+            held: AtomicUsize::new(0),
+            peak: AtomicUsize::new(0),
+            last_large: AtomicUsize::new(0),
+        })
     }
-    let Ok(permit) = LARGE_BODIES.try_acquire() else {
+
+    /// Bytes of response bodies held now.
+    pub fn held(&self) -> usize {
+        self.held.load(Ordering::SeqCst)
+    }
+
+    /// Takes `n` bytes when they fit; a body alone is always let through,
+    /// however large, so a budget below one snapshot still serves one.
+    fn take(&self, n: usize) -> bool {
+        let taken = self.held.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |held| {
+            (held == 0 || held.saturating_add(n) <= self.limit).then(|| held.saturating_add(n))
+        });
+        if let Ok(before) = taken {
+            self.peak.fetch_max(before.saturating_add(n), Ordering::SeqCst);
+        }
+        taken.is_ok()
+    }
+
+    /// `n` bytes written or dropped. When nothing is held any more after
+    /// many bytes were, the C allocator is asked to hand its free pages
+    /// back: bodies under its mmap threshold come from the heap, and the
+    /// pages freed between live blocks stay with the process otherwise
+    /// (hundreds of MB after a crowd of stuck readers left).
+    fn give_back(&self, n: usize) {
+        let worth = TRIM_AFTER.min(self.limit / 2).max(1);
+        if self.held.fetch_sub(n, Ordering::SeqCst) == n && self.peak.load(Ordering::SeqCst) >= worth {
+            self.peak.store(0, Ordering::SeqCst);
+            trim();
+        }
+    }
+
+    /// Whether a body as large as the last large one would not fit: a
+    /// handler whose body is usually large answers [`busy`] before
+    /// serialising it, so a client that pipelines refused requests costs no
+    /// serialisation each.
+    pub fn full(&self) -> bool {
+        let held = self.held();
+        let need = self.last_large.load(Ordering::SeqCst);
+        held > 0 && held.saturating_add(need) > self.limit
+    }
+}
+
+/// `bytes` as the body of a response with `content_type`, counted against
+/// `budget` (none: a router used without `serve`, uncounted), or a 503
+/// when they do not fit.
+pub fn bounded(budget: Option<&Arc<Budget>>, bytes: Vec<u8>, content_type: &'static str) -> Response {
+    let ct = [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))];
+    let Some(budget) = budget else {
+        return (ct, bytes).into_response();
+    };
+    if bytes.len() >= LARGE_BODY {
+        budget.last_large.store(bytes.len(), Ordering::SeqCst);
+    }
+    if !budget.take(bytes.len()) {
         // The serialised copy is freed here, before the answer goes out.
         drop(bytes);
         return busy();
-    };
+    }
     (
         ct,
         Body::new(Pinned {
-            // The place goes with the bytes, not the body: hyper drops the
+            // The count goes with the bytes, not the body: hyper drops the
             // body once it has the frame and queues the bytes until written.
-            data: Some(Bytes::from_owner(Held::new(bytes, permit))),
+            data: Some(Bytes::from_owner(Held {
+                bytes,
+                budget: budget.clone(),
+            })),
         }),
     )
         .into_response()
 }
 
-/// Whether every place is taken: a handler whose body is usually large
-/// answers [`busy`] before serialising it, so a client that pipelines
-/// refused requests costs no serialisation each.
-pub fn full() -> bool {
-    LARGE_BODIES.available_permits() == 0
-}
+/// From this size on a body's size is remembered for [`Budget::full`]
+/// (snapshots, history, summaries; not alerts or health).
+const LARGE_BODY: usize = 64 << 10;
 
-/// The answer when the pool is full.
+/// The answer when the budget is spent.
 pub fn busy() -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(header::RETRY_AFTER, HeaderValue::from_static("5"))],
-        "too many large responses in flight; retry later\n",
+        "too many response bytes waiting for their clients; retry later\n",
     )
         .into_response()
 }
 
-/// A large body's bytes with its place in the pool, freed together.
+/// A body's bytes with their share of the budget, freed together.
 struct Held {
     bytes: Vec<u8>,
-    _permit: SemaphorePermit<'static>,
-}
-
-impl Held {
-    fn new(bytes: Vec<u8>, permit: SemaphorePermit<'static>) -> Self {
-        HELD_BYTES.fetch_add(bytes.len(), Ordering::SeqCst);
-        Self { bytes, _permit: permit }
-    }
+    budget: Arc<Budget>,
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        HELD_BYTES.fetch_sub(self.bytes.len(), Ordering::SeqCst);
+        let n = self.bytes.len();
+        // The bytes themselves go first, then the pages they were on.
+        drop(std::mem::take(&mut self.bytes));
+        self.budget.give_back(n);
+    }
+}
+
+/// A drained budget hands memory back only after a peak this high (or half
+/// the budget, when that is less): below it, what the allocator keeps is
+/// noise.
+const TRIM_AFTER: usize = 8 << 20;
+
+fn trim() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages to the kernel; it takes
+    // the allocator's own locks and touches no live block.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 
@@ -134,37 +195,47 @@ mod tests {
         }
     }
 
-    fn large_in_flight() -> usize {
-        MAX_LARGE_BODIES - LARGE_BODIES.available_permits()
-    }
-
     #[test]
-    fn large_bodies_past_the_pool_get_503_and_their_places_come_back() {
-        // Held by the bytes: taking the frame out of the body keeps the place.
-        let mut frame = bounded(vec![b'x'; LARGE_BODY], "application/json").into_body();
+    fn bodies_past_the_budget_get_503_and_their_bytes_come_back() {
+        let budget = Budget::new(10_000);
+        let b = Some(&budget);
+        // Held by the bytes: taking the frame out of the body keeps the count.
+        let mut frame = bounded(b, vec![b'x'; 4000], "application/json").into_body();
         let data = futures_data(&mut frame);
         drop(frame);
-        assert_eq!(large_in_flight(), 1);
-        assert_eq!(large_bytes_in_flight(), LARGE_BODY);
+        assert_eq!(budget.held(), 4000);
         drop(data);
-        assert_eq!(large_in_flight(), 0);
-        assert_eq!(large_bytes_in_flight(), 0);
-        let held: Vec<Response> = (0..MAX_LARGE_BODIES)
-            .map(|_| bounded(vec![b'x'; LARGE_BODY], "application/json"))
-            .collect();
+        assert_eq!(budget.held(), 0);
+        // Many small bodies add up against the same budget.
+        let held: Vec<Response> = (0..10).map(|_| bounded(b, vec![b'x'; 1000], "text/plain")).collect();
         assert!(held.iter().all(|r| r.status() == StatusCode::OK));
-        assert_eq!(large_in_flight(), MAX_LARGE_BODIES);
-        assert!(full());
-        let refused = bounded(vec![b'x'; LARGE_BODY], "application/json");
+        assert_eq!(budget.held(), 10_000);
+        let refused = bounded(b, vec![b'x'; 10], "application/json");
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(refused.headers().contains_key(header::RETRY_AFTER));
-        // Small bodies never wait for the pool.
-        assert_eq!(bounded(b"{}".to_vec(), "application/json").status(), StatusCode::OK);
+        assert_eq!(budget.held(), 10_000, "a refusal holds nothing");
         drop(held);
-        assert_eq!(large_in_flight(), 0);
+        assert_eq!(budget.held(), 0);
+        // A body larger than the whole budget still goes out alone.
+        let big = bounded(b, vec![b'x'; 50_000], "application/json");
+        assert_eq!(big.status(), StatusCode::OK);
         assert_eq!(
-            bounded(vec![b'x'; LARGE_BODY], "application/json").status(),
-            StatusCode::OK
+            bounded(b, vec![b'x'; 1], "text/plain").status(),
+            StatusCode::SERVICE_UNAVAILABLE
         );
+        drop(big);
+        // After a large body, a handler can tell before serialising that
+        // another would not fit.
+        let budget = Budget::new(3 << 20);
+        let b = Some(&budget);
+        let first = bounded(b, vec![b'x'; 2 << 20], "application/json");
+        assert_eq!(first.status(), StatusCode::OK);
+        assert!(budget.full(), "2 MiB held, 2 MiB more would not fit in 3");
+        drop(first);
+        assert!(!budget.full(), "nothing held");
+        // Another server's budget is its own.
+        let other = Budget::new(10);
+        let _kept = bounded(Some(&other), vec![b'x'; 10], "text/plain");
+        assert_eq!((budget.held(), other.held()), (0, 10));
     }
 }

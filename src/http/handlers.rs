@@ -1,12 +1,16 @@
 //! Request handlers: each borrows the latest snapshot and answers from it.
 //! Errors are short texts for the client; internals stay in the logs.
 
+use std::sync::Arc;
+
+use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{Html, IntoResponse, Response};
 
 use super::AppState;
+use super::bodies::{self, Budget};
 use crate::metrics::{self, Format};
 use crate::statuspage;
 
@@ -16,7 +20,14 @@ pub async fn index() -> Html<&'static str> {
 
 /// `/metrics`: rendered per scrape from the latest snapshot; the router's
 /// compression layer gzips it when the client asks.
-pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response {
+/// The server's response budget (`bodies.rs`), put on the router by `serve`.
+type ServerBudget = Option<Extension<Arc<Budget>>>;
+
+fn budget(b: &ServerBudget) -> Option<&Arc<Budget>> {
+    b.as_ref().map(|Extension(b)| b)
+}
+
+pub async fn metrics(State(st): State<AppState>, b: ServerBudget, headers: HeaderMap) -> Response {
     let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     // Clone the Arc and release the watch lock before rendering, so a slow
     // scrape never holds up the poller's next publish.
@@ -32,11 +43,7 @@ pub async fn metrics(State(st): State<AppState>, headers: HeaderMap) -> Response
         process: Some(metrics::SelfStats::read()),
     };
     let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
-    (
-        [(header::CONTENT_TYPE, HeaderValue::from_static(format.content_type()))],
-        body,
-    )
-        .into_response()
+    bodies::bounded(budget(&b), body.into_bytes(), format.content_type())
 }
 
 pub async fn healthy() -> &'static str {
@@ -58,12 +65,12 @@ pub async fn ready(State(st): State<AppState>) -> Response {
     (StatusCode::OK, "Ready\n").into_response()
 }
 
-pub async fn snapshot(State(st): State<AppState>) -> Response {
-    if super::bodies::full() {
-        return super::bodies::busy();
+pub async fn snapshot(State(st): State<AppState>, b: ServerBudget) -> Response {
+    if budget(&b).is_some_and(|b| b.full()) {
+        return bodies::busy();
     }
     let snap = st.snapshots.borrow().clone();
-    with_suspended(&st, &*snap)
+    with_suspended(&st, &b, &*snap)
 }
 
 /// `?gpu=UUID` (one device and its processes), `?since=UNIX_SECONDS`,
@@ -78,13 +85,17 @@ pub struct HistoryQuery {
     processes: Option<bool>,
 }
 
-pub async fn history(State(st): State<AppState>, q: Result<Query<HistoryQuery>, QueryRejection>) -> Response {
+pub async fn history(
+    State(st): State<AppState>,
+    b: ServerBudget,
+    q: Result<Query<HistoryQuery>, QueryRejection>,
+) -> Response {
     let q = match query(q, "?gpu=UUID&since=UNIX_SECONDS&points=N&processes=false") {
         Ok(q) => q,
         Err(bad) => return bad.into_response(),
     };
-    if super::bodies::full() {
-        return super::bodies::busy();
+    if budget(&b).is_some_and(|b| b.full()) {
+        return bodies::busy();
     }
     let opts = crate::history::ViewOptions {
         gpu: q.gpu.as_deref(),
@@ -97,7 +108,7 @@ pub async fn history(State(st): State<AppState>, q: Result<Query<HistoryQuery>, 
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .view_with(&opts);
-    json(&view)
+    json(&b, &view)
 }
 
 /// `?top=N` processes per GPU (at most 200; by default 10, or 3 from 9
@@ -110,11 +121,18 @@ pub struct SummaryQuery {
 }
 
 /// `GET /api/v1/summary`: what the status page draws, sized for a screen.
-pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, QueryRejection>) -> Response {
+pub async fn summary(
+    State(st): State<AppState>,
+    b: ServerBudget,
+    q: Result<Query<SummaryQuery>, QueryRejection>,
+) -> Response {
     let q = match query(q, "?top=N&gpu=UUID") {
         Ok(q) => q,
         Err(bad) => return bad.into_response(),
     };
+    if budget(&b).is_some_and(|b| b.full()) {
+        return bodies::busy();
+    }
     let snap = st.snapshots.borrow().clone();
     let alerts = st.alerts.borrow().clone();
     let cfg = st.config.borrow().clone();
@@ -124,7 +142,7 @@ pub async fn summary(State(st): State<AppState>, q: Result<Query<SummaryQuery>, 
         .min(statuspage::MAX_TOP);
     let links = statuspage::config::PageLinks::new(&cfg.status_page, &cfg.links, &st.telemetry_path);
     let summary = statuspage::summarize(&snap, &alerts, &links, top, q.gpu.as_deref());
-    with_suspended(&st, &summary)
+    with_suspended(&st, &b, &summary)
 }
 
 /// The parsed query, or a 400 that shows the accepted `form`.
@@ -139,17 +157,17 @@ fn query<T>(q: Result<Query<T>, QueryRejection>, form: &str) -> Result<T, (Statu
 
 /// `body` as JSON, with the processes gpumemd suspended listed under their
 /// devices (`lifecycle::add_suspended`); `body` as it is when none are.
-fn with_suspended<T: serde::Serialize>(st: &AppState, body: &T) -> Response {
+fn with_suspended<T: serde::Serialize>(st: &AppState, b: &ServerBudget, body: &T) -> Response {
     let suspended = st.reclaimer.as_ref().map(|r| r.suspended()).unwrap_or_default();
     if suspended.is_empty() {
-        return json(body);
+        return json(b, body);
     }
     match serde_json::to_value(body) {
         Ok(mut v) => {
             super::lifecycle::add_suspended(&mut v, &suspended);
-            json(&v)
+            json(b, &v)
         }
-        Err(_) => json(body),
+        Err(_) => json(b, body),
     }
 }
 
@@ -158,9 +176,9 @@ pub async fn runbook() -> Html<String> {
     Html(statuspage::runbook::html())
 }
 
-pub async fn alerts(State(st): State<AppState>) -> Response {
+pub async fn alerts(State(st): State<AppState>, b: ServerBudget) -> Response {
     let view = st.alerts.borrow().clone();
-    json(&*view)
+    json(&b, &*view)
 }
 
 /// `POST /-/reload`, Prometheus style: 403 unless `enable_lifecycle`.
@@ -184,29 +202,33 @@ pub async fn reload(State(st): State<AppState>) -> Response {
 /// `GET /api/v1/events`: the shared event list (Xid, ...) and the
 /// allocator view's out-of-memory events (when it is on), as one list by
 /// time, oldest first; each event has a `kind`.
-pub async fn events(State(st): State<AppState>) -> Response {
+pub async fn events(State(st): State<AppState>, b: ServerBudget) -> Response {
     let ooms = st.allocator.as_ref().map(|a| a.events()).unwrap_or_default();
     let events = crate::events::merge(st.events.list(), &ooms);
-    json(&serde_json::json!({ "events": events }))
+    json(&b, &serde_json::json!({ "events": events }))
 }
 
 /// `GET /api/v1/reports`: job-end memory reports, newest first, subjects
 /// still open first (`state` "running" or "ending"); `?job=ID`, `?pod=UID`,
 /// `?pid=PID`, `?user=NAME`, `?limit=N` narrow them.
-pub async fn reports(State(st): State<AppState>, q: Result<Query<crate::report::Query>, QueryRejection>) -> Response {
+pub async fn reports(
+    State(st): State<AppState>,
+    b: ServerBudget,
+    q: Result<Query<crate::report::Query>, QueryRejection>,
+) -> Response {
     let q = match query(q, "?job=ID&pod=UID&pid=PID&user=NAME&limit=N") {
         Ok(q) => q,
         Err(bad) => return bad.into_response(),
     };
     let list = st.reports.as_ref().map(|r| r.query(&q)).unwrap_or_default();
-    json(&serde_json::json!({ "reports": list }))
+    json(&b, &serde_json::json!({ "reports": list }))
 }
 
-fn json<T: serde::Serialize>(v: &T) -> Response {
+fn json<T: serde::Serialize>(b: &ServerBudget, v: &T) -> Response {
     match serde_json::to_vec(v) {
-        // Whole snapshots run to tens of MB: bounded, so stuck readers
-        // cannot pin one copy each.
-        Ok(body) => super::bodies::bounded(body, "application/json"),
+        // Whole snapshots run to tens of MB, summaries to hundreds of KB:
+        // counted, so stuck readers cannot pin one copy each.
+        Ok(body) => bodies::bounded(budget(b), body, "application/json"),
         Err(e) => {
             tracing::error!(error = %e, "cannot serialise snapshot");
             (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response()

@@ -4,11 +4,14 @@
 //! Handlers only read the latest snapshot from the watch channel; they never
 //! call NVML, block, or take locks the poller needs.
 
+mod arrive;
 pub mod auth;
 mod bodies;
+mod conn;
 mod deadline;
 mod handlers;
 mod lifecycle;
+mod places;
 mod record;
 mod serve;
 mod tls;
@@ -16,7 +19,6 @@ mod waiting;
 pub mod webconfig;
 mod webwatch;
 
-pub use bodies::{MAX_LARGE_BODIES, large_bytes_in_flight};
 pub use serve::serve;
 
 use std::sync::Arc;

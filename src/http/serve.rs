@@ -1,43 +1,23 @@
-//! The accept loop: plain HTTP or TLS per the web config, one hyper HTTP/1.1
-//! connection task per client, bounded in number (clients that have not
-//! sent a whole request header yet apart from those being served) and in time (first byte,
-//! handshake, header, request, and writing the response), basic auth and
-//! extra headers around the router, and a graceful stop. It must not know
-//! the routes: it serves whatever `Router` it is given.
+//! The accept loop: the web config in force, one task per accepted
+//! connection with its place (`places.rs`), taken to its first request by
+//! `arrive.rs` and served by `conn.rs`, the server's response budget on the
+//! router, and a graceful stop that waits for every connection. It must not
+//! know the routes: it serves whatever `Router` it is given.
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::Router;
-use axum::body::{Body, Bytes, HttpBody};
-use axum::http::{Request, Response, StatusCode};
-use hyper::body::{Frame, Incoming, SizeHint};
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
-use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, watch};
-use tower::ServiceExt;
+use axum::{Extension, Router};
+use tokio::net::TcpListener;
+use tokio::sync::watch;
 
-use super::auth;
-use super::deadline::WriteDeadline;
-use super::waiting::{self, Bounds, Prefixed, Ticket, Waiting};
-use super::webconfig::WebConfig;
+use super::arrive;
+use super::bodies::Budget;
+use super::conn::{App, stopped};
+use super::places::Places;
 use super::webwatch::WebConfigWatch;
-
-/// What every connection task shares.
-struct App {
-    router: Router,
-    web: Arc<WebConfigWatch>,
-}
 
 /// Serves `router` on `listener` until `shutdown` turns true, then stops
 /// accepting and lets in-flight requests finish (the caller bounds that).
@@ -55,83 +35,40 @@ pub async fn serve(
 ) -> io::Result<()> {
     let web = WebConfigWatch::new(web_config.as_deref()).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     let first = web.current();
-    let max = first.limits.max_connections;
+    let limits = first.limits;
     tracing::info!(
         tls = first.tls.is_some(),
         basic_auth = first.auth.is_some(),
-        max_connections = max,
+        max_connections = limits.max_connections,
+        max_connections_per_source = limits.max_connections_per_source,
         "HTTP server started"
     );
     let web = Arc::new(web);
     tokio::spawn(web.clone().follow(shutdown.clone()));
+    // This server's own: another server in the process has its own budget.
+    let router = router.layer(Extension(Budget::new(limits.max_held_response_bytes)));
     let app = Arc::new(App { router, web });
-    let permits = Arc::new(Semaphore::new(max));
-    // Clients without a whole request header yet wait in a pool of their
-    // own, so they cannot take the places of clients with requests; when
-    // it is full the oldest goes, so they cannot keep new clients out.
-    let waiting = Waiting::new(max);
-    let mut refusals = Throttle::default();
+    let places = Places::new(limits.max_connections, limits.max_connections_per_source);
+    let mut accept_log = Throttle::default();
     loop {
         let (stream, peer) = tokio::select! {
             _ = stopped(&mut shutdown) => break,
             r = listener.accept() => match r {
                 Ok(v) => v,
                 Err(e) => {
-                    accept_failed(&e, &mut refusals).await;
+                    accept_failed(&e, &mut accept_log).await;
                     continue;
                 }
             },
         };
-        let (wait, evicted) = waiting.enter();
-        if evicted && refusals.ready() {
-            tracing::warn!(peer = %peer, max_connections = max, "too many connections without a request; closing the oldest");
-        }
-        let (app, permits, stop) = (app.clone(), permits.clone(), shutdown.clone());
-        tokio::spawn(async move {
-            let mut stream = stream;
-            let Some((permit, prefix)) = first_bytes(&app, &mut stream, wait, &permits, stop.clone()).await else {
-                return;
-            };
-            connection(app, stream, prefix, peer, permit, stop).await;
-        });
+        // Refused (and logged, rate-limited) by `places`: closed at once.
+        let Ok(place) = places.enter(peer.ip()) else { continue };
+        let (app, stop) = (app.clone(), shutdown.clone());
+        tokio::spawn(arrive::accepted(app, stream, peer, place, stop));
     }
     drop(listener);
-    // Every connection task holds a permit: having them all back means every
-    // connection has finished.
-    let _ = permits.acquire_many(u32::try_from(max).unwrap_or(u32::MAX)).await;
+    places.all_gone().await;
     Ok(())
-}
-
-/// Waits in the waiting pool (up to the header read timeout) for the
-/// client's whole request header (plain HTTP; with TLS its first byte),
-/// then trades its waiting place for a serving permit; `None` when it sent
-/// too little in time, was pushed out, shutdown came, or every permit is
-/// taken (then it is closed at once). The bytes read come with the permit.
-async fn first_bytes(
-    app: &App,
-    stream: &mut TcpStream,
-    mut wait: Ticket,
-    permits: &Arc<Semaphore>,
-    mut shutdown: watch::Receiver<bool>,
-) -> Option<(OwnedSemaphorePermit, Vec<u8>)> {
-    let cfg = app.web.current();
-    let bounds = Bounds {
-        ticket: &mut wait,
-        timeout: cfg.limits.header_read_timeout,
-        shutdown: &mut shutdown,
-    };
-    let prefix = if cfg.tls.is_some() {
-        waiting::first_byte(stream, bounds).await.then(Vec::new)?
-    } else {
-        waiting::header(stream, cfg.limits.max_header_bytes.saturating_mul(2), bounds).await?
-    };
-    Some((permits.clone().try_acquire_owned().ok()?, prefix))
-}
-
-/// Resolves once shutdown is asked for (or its sender is gone). Holds no
-/// watch guard across awaits, so the futures that use it stay `Send`.
-async fn stopped(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|s| *s).await;
 }
 
 /// Logs at most one line per interval for conditions an attacker can repeat.
@@ -161,245 +98,4 @@ async fn accept_failed(e: &io::Error, log: &mut Throttle) {
         tracing::error!(error = %e, "cannot accept connections");
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
-}
-
-async fn connection(
-    app: Arc<App>,
-    stream: TcpStream,
-    prefix: Vec<u8>,
-    peer: SocketAddr,
-    _permit: OwnedSemaphorePermit,
-    mut shutdown: watch::Receiver<bool>,
-) {
-    let _ = stream.set_nodelay(true);
-    let cfg = app.web.current();
-    let ip = peer.ip();
-    let Some(tls) = cfg.tls.clone() else {
-        return http(app, Prefixed::new(prefix, stream), ip, &cfg, shutdown).await;
-    };
-    let handshake = tokio::time::timeout(cfg.limits.tls_handshake_timeout, tls_accept(tls, stream));
-    let stream = tokio::select! {
-        _ = stopped(&mut shutdown) => return,
-        r = handshake => match r {
-            Ok(Ok(Some(s))) => s,
-            Ok(Ok(None)) => return,
-            Ok(Err(e)) => return tracing::debug!(peer = %peer, error = %e, "TLS handshake failed"),
-            Err(_) => return tracing::debug!(peer = %peer, "TLS handshake timed out"),
-        },
-    };
-    http(app, stream, ip, &cfg, shutdown).await;
-}
-
-/// The handshake, after a look at the first byte: a plain HTTP request on
-/// the TLS port gets a readable 400 instead of a failed handshake.
-async fn tls_accept(
-    tls: Arc<rustls::ServerConfig>,
-    stream: TcpStream,
-) -> io::Result<Option<tokio_rustls::server::TlsStream<TcpStream>>> {
-    let mut first = [0u8; 1];
-    if stream.peek(&mut first).await? == 0 {
-        return Ok(None);
-    }
-    // 0x16 starts every TLS handshake record; a letter starts "GET ".
-    if first[0].is_ascii_uppercase() {
-        const MSG: &[u8] = b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\nConnection: close\r\n\r\n\
-Client sent an HTTP request to an HTTPS server.\n";
-        // Read what the client sent first: closing with unread bytes would
-        // reset the connection and could destroy the answer in flight.
-        let mut sink = [0u8; 4096];
-        while matches!(stream.try_read(&mut sink), Ok(n) if n > 0) {}
-        stream.writable().await?;
-        let _ = stream.try_write(MSG);
-        return Ok(None);
-    }
-    tokio_rustls::TlsAcceptor::from(tls).accept(stream).await.map(Some)
-}
-
-/// Serves HTTP/1.1 on one connection until the client leaves, a limit cuts
-/// it off, or shutdown (after the request in flight, if any). A response
-/// the client does not take within the request timeout ends the connection:
-/// producing and delivering a response get the same bound.
-async fn http<I>(app: Arc<App>, io: I, peer: IpAddr, cfg: &WebConfig, mut shutdown: watch::Receiver<bool>)
-where
-    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-{
-    let inflight = Arc::new(Inflight::default());
-    let counter = inflight.clone();
-    let svc = hyper::service::service_fn(move |req| {
-        // Counted from here (hyper calls this as soon as a header is
-        // complete) until hyper drops the response body.
-        let guard = InflightGuard::new(counter.clone());
-        let app = app.clone();
-        async move {
-            Ok::<_, Infallible>(app.handle(req, peer).await.map(|b| {
-                Body::new(Tracked {
-                    inner: b,
-                    _guard: guard,
-                })
-            }))
-        }
-    });
-    let conn = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(cfg.limits.header_read_timeout)
-        // Twice the limit: hyper's own check is loose (it only looks after a
-        // read), ours in `guarded` is exact and answers with the configured
-        // headers; hyper's stays as the backstop for far larger headers.
-        .max_buf_size(cfg.limits.max_header_bytes.saturating_mul(2))
-        .max_headers(cfg.limits.max_headers)
-        .serve_connection(
-            TokioIo::new(WriteDeadline::new(io, cfg.limits.request_timeout, header_lines(cfg))),
-            svc,
-        );
-    tokio::pin!(conn);
-    let result = tokio::select! {
-        r = conn.as_mut() => r,
-        _ = stopped(&mut shutdown) => {
-            conn.as_mut().graceful_shutdown();
-            drain(conn.as_mut(), &inflight).await
-        }
-    };
-    if let Err(e) = result {
-        // Timeouts, resets, oversize headers: the client's problem, and
-        // repeatable by anyone, so not worth more than a debug line.
-        tracing::debug!(error = %e, "HTTP connection ended with an error");
-    }
-}
-
-/// How long a connection with no request in flight may take to close
-/// after shutdown: enough to flush a response already produced, too short
-/// for a half-sent header to hold the drain until its timeout.
-const FLUSH_GRACE: Duration = Duration::from_secs(1);
-
-/// Waits for the requests in flight on a connection hyper was told to
-/// close, then gives it `FLUSH_GRACE` to finish.
-async fn drain<F>(mut conn: Pin<&mut F>, inflight: &Inflight) -> hyper::Result<()>
-where
-    F: Future<Output = hyper::Result<()>>,
-{
-    loop {
-        let idle = inflight.idle.notified();
-        tokio::pin!(idle);
-        // Registered before the count is read, so a drop to zero in
-        // between still wakes us.
-        idle.as_mut().enable();
-        if inflight.count.load(Ordering::SeqCst) == 0 {
-            return tokio::time::timeout(FLUSH_GRACE, conn).await.unwrap_or(Ok(()));
-        }
-        tokio::select! {
-            r = conn.as_mut() => return r,
-            _ = idle => {}
-        }
-    }
-}
-
-/// Requests of one connection between header and the end of the response.
-#[derive(Default)]
-struct Inflight {
-    count: AtomicUsize,
-    idle: Notify,
-}
-
-struct InflightGuard(Arc<Inflight>);
-
-impl InflightGuard {
-    fn new(i: Arc<Inflight>) -> Self {
-        i.count.fetch_add(1, Ordering::SeqCst);
-        Self(i)
-    }
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.0.idle.notify_waiters();
-        }
-    }
-}
-
-/// A response body that keeps its request counted until hyper is done
-/// with it.
-struct Tracked {
-    inner: Body,
-    _guard: InflightGuard,
-}
-
-impl HttpBody for Tracked {
-    type Data = Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-impl App {
-    /// The guards in order (rate limit, auth, router), under the request
-    /// timeout, then the configured extra headers on whatever came out.
-    async fn handle(&self, req: Request<Incoming>, peer: IpAddr) -> Response<Body> {
-        let cfg = self.web.current();
-        let mut resp = match tokio::time::timeout(cfg.limits.request_timeout, self.guarded(&cfg, req, peer)).await {
-            Ok(r) => r,
-            Err(_) => auth::plain(StatusCode::SERVICE_UNAVAILABLE, "request timed out\n"),
-        };
-        for (k, v) in &cfg.headers {
-            resp.headers_mut().insert(k.clone(), v.clone());
-        }
-        resp
-    }
-
-    async fn guarded(&self, cfg: &WebConfig, req: Request<Incoming>, peer: IpAddr) -> Response<Body> {
-        // hyper's read buffer lets a header somewhat past the limit through
-        // when it arrives in one read; counted here, the limit is exact (and
-        // the refusal carries the configured headers).
-        if header_bytes(&req) > cfg.limits.max_header_bytes {
-            return auth::plain(
-                StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-                "Request Header Fields Too Large\n",
-            );
-        }
-        if cfg.rate_limit.as_ref().is_some_and(|r| !r.allow()) {
-            return auth::plain(StatusCode::TOO_MANY_REQUESTS, "Too Many Requests\n");
-        }
-        if let Some(a) = &cfg.auth {
-            match a.check(req.headers(), peer).await {
-                auth::Verdict::Allow => {}
-                auth::Verdict::Deny => return auth::unauthorized(),
-                auth::Verdict::Busy => return auth::busy(),
-            }
-        }
-        match self.router.clone().oneshot(req.map(Body::new)).await {
-            Ok(r) => r,
-            Err(never) => match never {},
-        }
-    }
-}
-
-/// The request line and header as sent, less optional whitespace:
-/// `METHOD SP target SP HTTP/1.1 CRLF`, `name: value CRLF` each, `CRLF`.
-fn header_bytes<B>(req: &Request<B>) -> usize {
-    let line = req.method().as_str().len() + req.uri().to_string().len() + 12;
-    let fields: usize = req.headers().iter().map(|(k, v)| k.as_str().len() + v.len() + 4).sum();
-    line + fields + 2
-}
-
-/// The configured extra headers as `name: value CRLF` lines, for the
-/// responses hyper writes without the service.
-fn header_lines(cfg: &WebConfig) -> Vec<u8> {
-    let mut out = Vec::new();
-    for (k, v) in &cfg.headers {
-        out.extend_from_slice(k.as_str().as_bytes());
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(v.as_bytes());
-        out.extend_from_slice(b"\r\n");
-    }
-    out
 }

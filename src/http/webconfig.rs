@@ -59,6 +59,13 @@ pub enum WebConfigProblem {
     TimeoutTooLong { key: &'static str, text: String },
     #[error("limits.max_connections: {0} is not between 1 and 2^31")]
     MaxConnections(usize),
+    #[error(
+        "limits.max_connections_per_source: {0} is not between 1 and 2^31; it bounds the connections of one \
+         source address (default 64)"
+    )]
+    MaxConnectionsPerSource(usize),
+    #[error("limits.max_held_response_bytes must be above 0; it bounds the response bytes waiting for clients")]
+    MaxHeldResponseBytes,
     #[error("limits.max_header_bytes must be at least {MIN_HEADER_BYTES} and at most {MAX_HEADER_BYTES}, not {0}")]
     MaxHeaderBytes(usize),
     #[error("limits.max_headers: {0} is not between 1 and {MAX_HEADERS}")]
@@ -96,6 +103,8 @@ struct RateLimitFile {
 #[serde(deny_unknown_fields, default)]
 struct LimitsFile {
     max_connections: Option<usize>,
+    max_connections_per_source: Option<usize>,
+    max_held_response_bytes: Option<usize>,
     max_header_bytes: Option<usize>,
     max_headers: Option<usize>,
     header_read_timeout: Option<String>,
@@ -107,8 +116,14 @@ struct LimitsFile {
 /// config file. Defaults are documented in docs/web-security.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
-    /// Connections served at once; further ones are closed on accept.
+    /// Connections served at once (and as many waiting for their first
+    /// request); idle keep-alive ones give way to newcomers.
     pub max_connections: usize,
+    /// Connections of one source address, waiting and served together.
+    pub max_connections_per_source: usize,
+    /// Bytes of response bodies held for clients at once, all connections
+    /// together; a body past it gets 503. Fixed at start.
+    pub max_held_response_bytes: usize,
     /// Bytes of request line plus headers (hyper's read buffer); over it: 431.
     pub max_header_bytes: usize,
     /// Header lines per request; over it: 431.
@@ -136,6 +151,8 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_connections: 512,
+            max_connections_per_source: 64,
+            max_held_response_bytes: 128 << 20,
             max_header_bytes: 32 * 1024,
             max_headers: 64,
             header_read_timeout: Duration::from_secs(10),
@@ -165,10 +182,11 @@ const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 /// # Errors
 /// The first problem found, as one line naming the file.
 pub fn load(path: &Path) -> Result<WebConfig, WebConfigError> {
-    // With a deadline, on a thread of its own: a FIFO or a hung mount as the
-    // web config must fail the start (or the re-check), not hold it forever
-    // where not even SIGTERM is heard yet.
-    let text = crate::files::read_text_within(path, crate::files::MAX_CONFIG_BYTES, READ_DEADLINE)
+    // A regular file only (a FIFO is refused before it is opened), and with
+    // a deadline, on a thread of its own: a hung mount as the web config
+    // must fail the start (or the re-check), not hold it forever where not
+    // even SIGTERM is heard yet.
+    let text = crate::files::read_regular_within(path, crate::files::MAX_CONFIG_BYTES, READ_DEADLINE)
         .map_err(|e| error(path, format!("cannot read: {e}")))?;
     parse(&text, path)
 }
@@ -305,6 +323,8 @@ fn limits(l: &LimitsFile) -> Result<Limits, WebConfigProblem> {
     };
     let out = Limits {
         max_connections: l.max_connections.unwrap_or(d.max_connections),
+        max_connections_per_source: l.max_connections_per_source.unwrap_or(d.max_connections_per_source),
+        max_held_response_bytes: l.max_held_response_bytes.unwrap_or(d.max_held_response_bytes),
         max_header_bytes: l.max_header_bytes.unwrap_or(d.max_header_bytes),
         max_headers: l.max_headers.unwrap_or(d.max_headers),
         header_read_timeout: dur(
@@ -321,6 +341,14 @@ fn limits(l: &LimitsFile) -> Result<Limits, WebConfigProblem> {
     };
     if out.max_connections == 0 || out.max_connections > u32::MAX as usize / 2 {
         return Err(WebConfigProblem::MaxConnections(out.max_connections));
+    }
+    if out.max_connections_per_source == 0 || out.max_connections_per_source > u32::MAX as usize / 2 {
+        return Err(WebConfigProblem::MaxConnectionsPerSource(
+            out.max_connections_per_source,
+        ));
+    }
+    if out.max_held_response_bytes == 0 {
+        return Err(WebConfigProblem::MaxHeldResponseBytes);
     }
     if !(MIN_HEADER_BYTES..=MAX_HEADER_BYTES).contains(&out.max_header_bytes) {
         return Err(WebConfigProblem::MaxHeaderBytes(out.max_header_bytes));

@@ -34,7 +34,7 @@ use std::time::Instant;
 
 use thiserror::Error;
 
-pub use audit::{AUDIT_FILE, ReclaimStats, SERIES};
+pub use audit::{AUDIT_BURST, AUDIT_FILE, AUDIT_REFILL, ReclaimStats, SERIES};
 pub use config::{InvalidSetting, PROTECTED_COMMANDS, ReclaimConfig};
 pub use host::Host;
 pub use hostmem::{FixedHostMemory, HostMemory, Meminfo};

@@ -146,7 +146,7 @@ impl Scenario {
     /// See [`Scenario::resolve`].
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
         let text =
-            crate::files::read_text(path, crate::files::MAX_SCENARIO_BYTES).map_err(|e| ScenarioError::Read {
+            crate::files::read_regular(path, crate::files::MAX_SCENARIO_BYTES).map_err(|e| ScenarioError::Read {
                 path: path.to_path_buf(),
                 source: e.into(),
             })?;
@@ -220,11 +220,12 @@ impl Scenario {
 /// Reads `t_seconds,pid,used_bytes` rows, keeping one PID (the given one, or
 /// the first seen) and making time relative to its first row.
 fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, ScenarioProblem> {
-    let text =
-        crate::files::read_text(path, crate::files::MAX_TRACE_BYTES).map_err(|source| ScenarioProblem::TraceRead {
+    let text = crate::files::read_regular(path, crate::files::MAX_TRACE_BYTES).map_err(|source| {
+        ScenarioProblem::TraceRead {
             path: path.to_path_buf(),
             source,
-        })?;
+        }
+    })?;
     let mut rows = Vec::new();
     let mut pid = want_pid;
     for (i, line) in text.lines().enumerate().skip(1) {

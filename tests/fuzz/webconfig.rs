@@ -57,6 +57,8 @@ const DICT: &[&str] = &[
     "interval",
     "burst",
     "max_connections",
+    "max_connections_per_source",
+    "max_held_response_bytes",
     "max_header_bytes",
     "max_headers",
     "header_read_timeout",

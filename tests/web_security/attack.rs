@@ -1,4 +1,4 @@
-//! Attacks from issue 22 that used to hold the server: clients that
+//! Attacks that once held the server: clients that
 //! pipeline requests and never read, a flood of wrong passwords that queued
 //! a legitimate login out, and a header past the documented size limit.
 
@@ -226,24 +226,46 @@ fn rss() -> usize {
     kb * 1024
 }
 
-/// Issue 22: each client stuck on a whole-fleet snapshot pinned its own
-/// copy (80 took the `large` demo from 0.4 to 2.4 GB). Now at most a few
-/// large bodies are held at once, the rest get a 503, and memory stays
-/// within a few bodies whatever the number of stuck clients.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stuck_readers_of_a_large_body_keep_memory_bounded() {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// Pipelines requests for `path` and never reads a byte; returns when the
+/// server has dropped the connection (a write fails).
+async fn never_reads_path(source: IpAddr, addr: SocketAddr, path: &str) {
+    let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+    sock.bind(SocketAddr::new(source, 0)).expect("bind");
+    // A small window, so the server's writes stall soon.
+    sock.set_recv_buffer_size(4096).expect("rcvbuf");
+    let mut s = sock.connect(addr).await.expect("connect");
+    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").repeat(64);
+    while s.write_all(req.as_bytes()).await.is_ok() {}
+}
+
+/// The `large` demo of 8 GPUs x 2000 processes under a web config of `yaml`.
+async fn large_daemon(dir: &std::path::Path, yaml: &str) -> App {
     let mut cfg = test_config("1s");
-    cfg.server.web_config_file = Some(write(dir.path(), "web.yml", "limits:\n  request_timeout: 8s\n"));
-    // 16,000 processes: a snapshot of several MB, more than the kernel's
-    // send buffer of a connection (4 MB) takes off the daemon's hands.
+    cfg.server.web_config_file = Some(write(dir, "web.yml", yaml));
     let src = SimulatedSource::new(
         gpumemd::source::scenario::large(8, 2000),
         Duration::from_secs(1),
         1_700_000_000.0,
     );
-    let app = spawn_app(cfg, Box::new(src)).await;
+    spawn_app(cfg, Box::new(src)).await
+}
+
+/// A client stuck on a whole-fleet snapshot must not pin a copy of its own
+/// (80 such clients would take the `large` demo from 0.4 to 2.4 GB): the
+/// bytes held for clients stay within the server's budget (8 MiB here, a
+/// couple of snapshots), the rest get a 503, and memory stays within a few
+/// bodies whatever the number of stuck clients.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_readers_of_a_large_body_keep_memory_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let app = large_daemon(
+        dir.path(),
+        "limits:\n  request_timeout: 8s\n  max_held_response_bytes: 8388608\n",
+    )
+    .await;
     let addr = app.addr;
+    // 16,000 processes: a snapshot of several MB, more than the kernel's
+    // send buffer of a connection (4 MB) takes off the daemon's hands.
     let body = wait_until(WAIT, "a large snapshot", || async {
         let r = app.get("/api/v1/snapshot").await;
         (r.status == 200 && r.body.len() > 1 << 20).then_some(r.body.len())
@@ -259,30 +281,23 @@ async fn stuck_readers_of_a_large_body_keep_memory_bounded() {
             .ok()
             .flatten()
     };
-    wait_until(SLOW, "the large-body places taken", || async {
+    wait_until(SLOW, "the response budget spent", || async {
         (probe().await == Some(503)).then_some(())
     })
     .await;
-    let (mut peak, mut held) = (rss(), 0);
+    let mut peak = rss();
     while !stuck.iter().all(tokio::task::JoinHandle::is_finished) {
         peak = peak.max(rss());
-        held = held.max(gpumemd::http::large_bytes_in_flight());
         tokio::task::yield_now().await;
     }
-    // What the daemon holds for them, counted exactly: a few bodies.
-    let bound = gpumemd::http::MAX_LARGE_BODIES * (body + body / 10);
-    assert!(
-        held > 0 && held <= bound,
-        "held {held} B of large bodies, bound {bound} B"
-    );
-    // RSS as well, loosely (allocator slack, serialising, the probes'
-    // reads): before the fix it grew by a body per stuck reader and more.
+    // RSS, loosely (allocator slack, serialising, the probes' reads):
+    // without a budget it grew by a body per stuck reader and more.
     let grew = peak.saturating_sub(before);
     assert!(
         grew < 20 * body,
         "10 stuck readers of a {body} B body grew RSS by {grew} B"
     );
-    // Their places came back.
+    // Their bytes came back.
     wait_until(SLOW, "a snapshot after the stuck readers left", || async {
         (probe().await == Some(200)).then_some(())
     })
@@ -290,9 +305,76 @@ async fn stuck_readers_of_a_large_body_keep_memory_bounded() {
     app.stop().await.expect("clean stop");
 }
 
-/// Issue 22 (B3): silent sockets and sockets that stop mid-header filled
-/// both pools and a scraper got nothing. Now they wait apart from clients
-/// with a whole request, and a full waiting pool closes its oldest.
+/// Hundreds of clients that never read a summary of about 100 KB each
+/// (far under any per-body threshold) pin no more than the server's
+/// response budget together: the rest get 503 with Retry-After, and they
+/// are served again once the readers are gone. Prints the figures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stuck_readers_of_many_small_bodies_keep_memory_bounded() {
+    const BUDGET: usize = 4 << 20;
+    const STUCK: usize = 300;
+    const PATH: &str = "/api/v1/summary?top=90";
+    let dir = tempfile::tempdir().expect("tempdir");
+    let yaml = format!("limits:\n  request_timeout: 5s\n  max_held_response_bytes: {BUDGET}\n");
+    let app = large_daemon(dir.path(), &yaml).await;
+    let addr = app.addr;
+    let body = wait_until(WAIT, "a summary", || async {
+        let r = app.get(PATH).await;
+        (r.status == 200 && r.body.len() > 64 << 10).then_some(r.body.len())
+    })
+    .await;
+    assert!(body < 1 << 20, "a small body: {body} B");
+    let before = rss();
+    // 50 per source address, under its cap of connections.
+    let stuck: Vec<_> = (0..STUCK)
+        .map(|i| tokio::spawn(never_reads_path([127, 0, 4, 1 + (i / 50) as u8].into(), addr, PATH)))
+        .collect();
+    let local: IpAddr = [127, 0, 0, 1].into();
+    // The whole answer, patiently: the stuck readers keep the CPU busy.
+    let answer = || async move {
+        let mut s = TcpStream::connect(addr).await.ok()?;
+        let req = format!("GET {PATH} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).await.ok()?;
+        let mut out = Vec::new();
+        tokio::time::timeout(SLOW, s.read_to_end(&mut out)).await.ok()?.ok()?;
+        Some(String::from_utf8_lossy(&out).to_ascii_lowercase())
+    };
+    let r = wait_until(SLOW, "the response budget spent", || async {
+        answer().await.filter(|r| r.starts_with("http/1.1 503"))
+    })
+    .await;
+    assert!(r.contains("retry-after: 5"), "{r}");
+    let mut peak = rss();
+    while !stuck.iter().all(tokio::task::JoinHandle::is_finished) {
+        peak = peak.max(rss());
+        tokio::task::yield_now().await;
+    }
+    // Printed, not asserted: at this body size the 300 connections' own
+    // buffers weigh as much as the bodies, so RSS cannot tell the budget
+    // apart; the 503 above can (without the budget none ever came).
+    eprintln!(
+        "{STUCK} stuck readers of a {body} B summary: 503 with Retry-After seen; RSS {} -> peak {} MB \
+         (a body each would be ~{} MB)",
+        before >> 20,
+        peak >> 20,
+        (STUCK * body) >> 20
+    );
+    assert_eq!(
+        status_from(local, addr, PATH, "none").await,
+        Some(200),
+        "served again once they left"
+    );
+    // Printed: the drained budget asks the allocator to hand pages back,
+    // but most of this growth is the 300 connections' own, in the test's
+    // allocator arenas as much as the daemon's.
+    let after = rss();
+    eprintln!("after the stuck readers left: RSS {} MB", after >> 20);
+    app.stop().await.expect("clean stop");
+}
+
+/// Silent sockets and sockets that stop mid-header must not fill the
+/// serving places: they wait apart from clients with a whole request, and a
+/// full waiting pool closes its oldest.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_and_half_sent_clients_cannot_lock_a_scraper_out() {
     let dir = tempfile::tempdir().expect("tempdir");

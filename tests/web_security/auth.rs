@@ -37,7 +37,7 @@ async fn basic_auth_guards_every_endpoint_and_says_nothing() {
         assert!(r.body.contains("gpumem_"));
         assert_eq!(r.header("X-Content-Type-Options"), Some("nosniff"));
     }
-    // The lifecycle POSTs (issue 16): 401 without credentials, from this
+    // The lifecycle POSTs: 401 without credentials, from this
     // layer, before the endpoint's own 403 for a lifecycle API left off.
     for action in ["suspend", "resume"] {
         let path = format!("/api/v1/processes/1/{action}");

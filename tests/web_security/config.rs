@@ -80,6 +80,14 @@ fn bad_cases() -> Vec<(String, &'static str)> {
             "limits:\n  request_timeout: 9999999999h\n".into(),
             "limits.request_timeout: \"9999999999h\" is more than the maximum of 1h",
         ),
+        (
+            "limits:\n  max_connections_per_source: 0\n".into(),
+            "limits.max_connections_per_source: 0 is not between 1 and 2^31",
+        ),
+        (
+            "limits:\n  max_held_response_bytes: 0\n".into(),
+            "limits.max_held_response_bytes must be above 0",
+        ),
     ]
 }
 
@@ -105,11 +113,12 @@ fn every_supported_key_loads() {
          cipher_suites: [TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256, TLS_AES_128_GCM_SHA256]\n  \
          curve_preferences: [X25519, CurveP256]\n  prefer_server_cipher_suites: true\n\
          http_server_config:\n  http2: false\n  headers:\n    Strict-Transport-Security: max-age=31536000\n\
-         rate_limit:\n  interval: 100ms\n  burst: 10\n"
+         rate_limit:\n  interval: 100ms\n  burst: 10\nlimits:\n  max_connections_per_source: 8\n"
     );
     let p = write(d, "good.yml", &good);
     let cfg = gpumemd::http::webconfig::load(&p).expect("good config");
     assert!(cfg.tls.is_some() && cfg.rate_limit.is_some() && cfg.auth.is_none());
+    assert_eq!(cfg.limits.max_connections_per_source, 8);
     let empty = write(d, "empty.yml", "");
     assert!(gpumemd::http::webconfig::load(&empty).expect("empty").tls.is_none());
 }

@@ -120,7 +120,7 @@ async fn rotated_certificates_are_served_without_a_restart() {
 }
 
 /// `gpumemd resume` reaches a daemon behind a private CA that requires a
-/// client certificate and basic auth (issue 16): with `--ca-file`,
+/// client certificate and basic auth: with `--ca-file`,
 /// `--cert-file`/`--key-file` and the credentials it gets the endpoint's own
 /// answer (403: lifecycle is off here), without the client certificate it
 /// does not get an HTTP answer at all.
