@@ -6,20 +6,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 mod common;
-// A root test file resolves `mod x;` beside itself; the tests live in
-// web_security/, this file keeps what they share.
-#[path = "web_security/attack.rs"]
-mod attack;
-#[path = "web_security/auth.rs"]
-mod auth;
-#[path = "web_security/config.rs"]
-mod config;
-#[path = "web_security/hold.rs"]
-mod hold;
-#[path = "web_security/limits.rs"]
-mod limits;
-#[path = "web_security/tls.rs"]
-mod tls;
+// An inline module in a root test file resolves its modules in the folder
+// of its name: `web_security::tls` is tests/web_security/tls.rs.
+mod web_security {
+    mod attack;
+    mod auth;
+    mod config;
+    mod hold;
+    mod limits;
+    mod tls;
+}
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

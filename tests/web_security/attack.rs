@@ -2,7 +2,7 @@
 //! pipeline requests and never read, a flood of wrong passwords that queued
 //! a legitimate login out, and a header past the documented size limit.
 
-use super::*;
+use crate::*;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,6 @@
 //! Basic auth on every endpoint, refusals without detail, extra headers.
 
-use super::*;
+use crate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn basic_auth_guards_every_endpoint_and_says_nothing() {

@@ -1,7 +1,7 @@
 //! Web config validation: each bad file is one line naming the problem,
 //! from the library and from the binary.
 
-use super::*;
+use crate::*;
 
 fn load_err(dir: &Path, yaml: &str) -> String {
     let p = write(dir, "bad.yml", yaml);

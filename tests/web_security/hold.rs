@@ -3,7 +3,7 @@
 //! address holds at most its cap, and refused lifecycle requests cannot
 //! append audit lines at their own pace.
 
-use super::*;
+use crate::*;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -1,7 +1,7 @@
 //! The limits that keep oversized, idle, numerous and slow clients (and
 //! slow handlers) from holding the server.
 
-use super::*;
+use crate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversize_and_too_many_headers_are_refused() {

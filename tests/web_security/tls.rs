@@ -1,7 +1,7 @@
 //! TLS: https with the configured certificate, plain HTTP refused, TLS
 //! versions, each client certificate policy, and rotation without restart.
 
-use super::*;
+use crate::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn https_serves_metrics_and_plain_http_is_refused() {
