@@ -12,6 +12,7 @@ mod common;
 // An inline module in a root test file resolves its modules in the folder
 // of its name: `cli::check` is tests/cli/check.rs.
 mod cli {
+    mod bin;
     mod check;
     mod client;
     mod commands;

@@ -4,11 +4,10 @@
 //! daemon is shared with the Slurm recipes' tests (slurm.rs).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
+use super::bin::BIN;
 use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
 
 fn check(args: &[&str]) -> (Option<i32>, String) {
     let o: Output = Command::new(BIN)

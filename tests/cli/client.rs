@@ -10,22 +10,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
+use super::bin::{BIN, gpumemd};
 use crate::common;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
-
 /// The demo's Jupyter kernel (default scenario, GPU 0).
 const KERNEL: &str = "4303";
-
-fn gpumemd(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("GPUMEMD_PASSWORD")
-        .output()
-        .expect("run gpumemd")
-}
 
 fn out(o: &Output) -> (Option<i32>, String, String) {
     (

@@ -6,26 +6,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::common;
 
+use super::bin::{BIN, gpumemd, stderr};
 use common::Lines;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
-
-fn gpumemd(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run gpumemd")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 fn write_tmp(text: &str) -> tempfile::NamedTempFile {
     let f = tempfile::Builder::new().suffix(".toml").tempfile().expect("tempfile");

@@ -9,10 +9,9 @@
 
 use crate::common;
 
+use super::bin::BIN;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
 
 /// Job 77 holds 2 GiB for 3 s, then its memory stays 2 s after it left
 /// NVML's list; job 78 runs on.

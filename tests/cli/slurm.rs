@@ -11,9 +11,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::bin::BIN;
 use super::check::{fixture, fixture_daemon};
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
 
 /// The header `scontrol listpids` prints, then one line per process.
 const LISTPIDS_HEADER: &str = "PID      JOBID    STEPID   LOCALID GLOBALID";

@@ -4,24 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use super::bin::{BIN, gpumemd, stderr};
 use crate::common;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
-
-fn gpumemd(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run gpumemd")
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 #[test]
 fn snapshot_of_the_demo_as_table_and_json() {

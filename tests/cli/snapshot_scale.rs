@@ -5,22 +5,11 @@
 //! terminal control sequences reach the terminal escaped (in `check` too).
 #![allow(clippy::unwrap_used, clippy::expect_used)] // test code: a failed expectation is the failure
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use super::bin::{BIN, gpumemd};
 use crate::common;
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
-
-fn gpumemd(args: &[&str]) -> Output {
-    Command::new(BIN)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("COLUMNS")
-        .env_remove("LINES")
-        .output()
-        .expect("run gpumemd")
-}
 
 fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
