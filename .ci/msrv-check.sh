@@ -7,6 +7,8 @@
 # incompatible_msrv lint, which reads the same rust-version.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# A clean clone has no target/ yet; the check leaves its finding there.
+mkdir -p target
 
 cargo metadata --format-version 1 --locked | python3 -c '
 import json, sys
