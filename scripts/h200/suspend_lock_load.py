@@ -140,7 +140,7 @@ resume = "manual"
     def cli(self, action, pid, timeout=100):
         t = time.time()
         try:
-            r = subprocess.run([a.gpumemd, action, str(pid), "--url", f"http://127.0.0.1:{self.port}"],
+            r = subprocess.run([a.gpumemd, action, str(pid), "--url", f"http://127.0.0.1:{self.port}", "--json"],
                                capture_output=True, text=True, timeout=timeout)
             rc, text = r.returncode, (r.stdout + r.stderr).strip()
         except subprocess.TimeoutExpired:

@@ -176,7 +176,7 @@ def main():
 
     # 3. gpumemd resume PID brings it back.
     t = time.time()
-    r = subprocess.run([a.gpumemd, "resume", str(idle), "--url", base], capture_output=True, text=True, timeout=150)
+    r = subprocess.run([a.gpumemd, "resume", str(idle), "--url", base, "--json"], capture_output=True, text=True, timeout=150)
     resume_wall = time.time() - t
     obs["resume_cli"] = {"rc": r.returncode, "stdout": r.stdout, "stderr": r.stderr, "seconds": resume_wall}
     verdict(r.returncode == 0 and '"result":"done"' in r.stdout, "gpumemd resume PID",
