@@ -224,7 +224,7 @@ code = int(read_until(drv, "FAILED")[1])
 
 
 def oom_event():
-    for e in json.loads(get("/api/v1/events")):
+    for e in json.loads(get("/api/v1/events"))["events"]:
         if e.get("kind") == "oom" and e.get("pid") == drv.pid and e.get("source") == "ebpf":
             return e
     return None
