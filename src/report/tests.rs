@@ -1,3 +1,8 @@
+//! Tests of the job-end reports: the tracker against scripted polls with
+//! hand-computed figures, the replay of every recorded trace, the store
+//! on disk and its bounds. Owns only tests; must not reach a real GPU or
+//! the state directory of this machine.
+
 use std::time::Duration;
 
 use super::*;
