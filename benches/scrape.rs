@@ -71,6 +71,7 @@ fn state(
         reclaimer: None,
         telemetry_path: "/metrics".into(),
         reports: None,
+        scrape_memo: Default::default(),
     };
     (st, (s_tx, a_tx, c_tx, r_tx))
 }

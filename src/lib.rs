@@ -228,6 +228,7 @@ pub async fn run(
         telemetry_path: telemetry_path.unwrap_or_else(|| cli::DEFAULT_TELEMETRY_PATH.to_string()),
         reclaimer: Some(core.reclaimer.clone()),
         reports: Some(core.reports),
+        scrape_memo: Default::default(),
     };
     let hook = daemon::alert_hooks(core.reclaimer.clone(), core.notifiers, cfg_rx.clone());
     let snapshots = core.snapshots;

@@ -6,44 +6,22 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};
 
 use super::AppState;
 use super::bodies::{self, Budget};
-use crate::metrics::{self, Format};
 use crate::statuspage;
 
 pub async fn index() -> Html<&'static str> {
     Html(include_str!("status_page.html"))
 }
 
-/// `/metrics`: rendered per scrape from the latest snapshot; the router's
-/// compression layer gzips it when the client asks.
 /// The server's response budget (`bodies.rs`), put on the router by `serve`.
-type ServerBudget = Option<Extension<Arc<Budget>>>;
+pub(super) type ServerBudget = Option<Extension<Arc<Budget>>>;
 
-fn budget(b: &ServerBudget) -> Option<&Arc<Budget>> {
+pub(super) fn budget(b: &ServerBudget) -> Option<&Arc<Budget>> {
     b.as_ref().map(|Extension(b)| b)
-}
-
-pub async fn metrics(State(st): State<AppState>, b: ServerBudget, headers: HeaderMap) -> Response {
-    let format = Format::from_accept(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
-    // Clone the Arc and release the watch lock before rendering, so a slow
-    // scrape never holds up the poller's next publish.
-    let snap = st.snapshots.borrow().clone();
-    let alerts = st.alerts.borrow().clone();
-    let cfg = st.config.borrow().clone();
-    let daemon = metrics::DaemonState {
-        alerts: Some(&alerts),
-        reload: Some(*st.reload_status.borrow()),
-        counters: Some(&st.counters),
-        // At scrape time, as the Go and Python clients do: a handful of
-        // small /proc reads, cheaper than keeping them current.
-        process: Some(metrics::SelfStats::read()),
-    };
-    let body = metrics::render(&snap, &daemon, &cfg.processes, &st.build, format);
-    bodies::bounded(budget(&b), body.into_bytes(), format.content_type())
 }
 
 pub async fn healthy() -> &'static str {

@@ -13,6 +13,8 @@ mod handlers;
 mod lifecycle;
 mod places;
 mod record;
+mod scrape;
+pub use scrape::ScrapeMemo;
 mod serve;
 mod tls;
 mod waiting;
@@ -58,6 +60,8 @@ pub struct AppState {
     pub telemetry_path: String,
     /// Job-end memory reports for `GET /api/v1/reports`.
     pub reports: Option<Arc<crate::report::Reports>>,
+    /// The snapshot's part of `/metrics`, kept until the next poll.
+    pub scrape_memo: Arc<ScrapeMemo>,
 }
 
 /// Every route but the telemetry one: the router serves this very table
@@ -140,7 +144,7 @@ pub fn router(state: AppState) -> Router {
     fixed_routes()
         .into_iter()
         .fold(Router::new(), |r, (path, method)| r.route(path, method))
-        .route(&metrics_path, get(handlers::metrics))
+        .route(&metrics_path, get(scrape::metrics))
         .with_state(state)
         .layer(compression())
 }

@@ -30,10 +30,19 @@ pub struct BuildInfo {
     pub revision: &'static str,
 }
 
-/// Renders the whole exposition in `format`, per scrape: the snapshot's
-/// families, then the daemon's own (alerts, reload status, counters,
-/// `process_*`), and the `# EOF` of OpenMetrics.
+/// Renders the whole exposition in `format`: the snapshot's families,
+/// then the daemon's own (alerts, reload status, counters, `process_*`),
+/// and the `# EOF` of OpenMetrics.
 pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
+    let mut out = render_snapshot(snap, cfg, build, format);
+    out.push_str(&render_daemon(daemon, format, cfg.label_max_bytes));
+    out
+}
+
+/// The part of the exposition that depends only on the snapshot, config
+/// and build: the same bytes for every scrape until the next poll, so the
+/// scrape handler may keep it (`http::handlers`).
+pub fn render_snapshot(snap: &Snapshot, cfg: &Processes, build: &BuildInfo, format: Format) -> String {
     let mut w = Writer::new(format, cfg.label_max_bytes);
     family::write_table(&mut w, device::DEVICE, &snap.devices);
     family::write_table(&mut w, health::HEALTH, &snap.devices);
@@ -45,6 +54,13 @@ pub fn render(snap: &Snapshot, daemon: &DaemonState<'_>, cfg: &Processes, build:
     }
     family::write_table(&mut w, device::POLL, std::slice::from_ref(snap));
     device::BUILD.write(&mut w, [build]);
+    w.into_text()
+}
+
+/// The part read anew at every scrape: alerts, reloads, counters and
+/// `process_*`, then the format's end.
+pub fn render_daemon(daemon: &DaemonState<'_>, format: Format, label_max_bytes: usize) -> String {
+    let mut w = Writer::with_capacity(format, label_max_bytes, 8 << 10);
     daemon::render(&mut w, daemon);
     w.finish()
 }

@@ -73,9 +73,13 @@ pub struct Writer {
 
 impl Writer {
     pub fn new(format: Format, label_max: usize) -> Self {
+        // A few GPUs and tens of processes fit; more grows the buffer.
+        Self::with_capacity(format, label_max, 64 << 10)
+    }
+
+    pub fn with_capacity(format: Format, label_max: usize, bytes: usize) -> Self {
         Self {
-            // A few GPUs and tens of processes fit; more grows the buffer.
-            out: String::with_capacity(64 << 10),
+            out: String::with_capacity(bytes),
             format,
             label_max,
         }
@@ -114,6 +118,12 @@ impl Writer {
         self.out.push(' ');
         value.write_to(&mut self.out);
         self.out.push('\n');
+    }
+
+    /// The text so far, without the format's end: a part that another
+    /// writer's [`Writer::finish`] completes.
+    pub fn into_text(self) -> String {
+        self.out
     }
 
     pub fn finish(mut self) -> String {
