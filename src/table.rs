@@ -9,6 +9,7 @@
 use std::fmt::Write as _;
 
 use crate::snapshot::{Device, Holder, Process, Snapshot};
+use crate::units::human_seconds;
 pub use crate::units::{human, printable};
 
 mod grid;
@@ -143,6 +144,21 @@ fn memory_and_holders(out: &mut String, d: &Device, paint: Paint) {
 
 /// Memory nobody lists any more, and memory parked in host RAM by suspend.
 fn left_behind_and_parked(out: &mut String, d: &Device, paint: Paint) {
+    if let Some(secs) = d.full_in_seconds {
+        let who: Vec<String> = d
+            .growers
+            .iter()
+            .map(|g| {
+                let rate = format!("+{:.1} MiB/s", g.bytes_per_second / 1048576.0);
+                match g.pid {
+                    Some(pid) => format!("pid {pid} ({}, {}) {rate}", printable(&g.comm), printable(&g.user)),
+                    None => format!("unattributed {rate}"),
+                }
+            })
+            .collect();
+        let text = format!("FULL IN {} at this growth: {}", human_seconds(secs), who.join(", "));
+        let _ = writeln!(out, "  {}", paint.yellow(&text));
+    }
     for u in &d.unreleased {
         let text = format!(
             "NOT RELEASED: {} after pid {} ({}, {}) left",
@@ -410,5 +426,29 @@ mod tests {
             ..Health::default()
         });
         assert!(render(&snap(&d)).contains("  HEALTH: row remap pending (reset GPU)\n"));
+    }
+
+    #[test]
+    fn a_forecast_to_fill_names_who_grows() {
+        let mut d = Device {
+            uuid: "GPU-1".into(),
+            index: Some(0),
+            up: true,
+            ..Device::default()
+        };
+        let snap = |d: &Device| Snapshot {
+            devices: vec![d.clone()],
+            ..Snapshot::default()
+        };
+        assert!(!render(&snap(&d)).contains("FULL IN"));
+        d.full_in_seconds = Some(1700.0);
+        d.growers = vec![crate::snapshot::Grower {
+            pid: Some(731),
+            comm: "python3".into(),
+            user: "ana".into(),
+            holder: None,
+            bytes_per_second: 16.0 * 1048576.0,
+        }];
+        assert!(render(&snap(&d)).contains("  FULL IN 28m at this growth: pid 731 (python3, ana) +16.0 MiB/s\n"));
     }
 }

@@ -217,6 +217,16 @@ pub fn human(b: u64) -> String {
 /// terminal: control characters (ESC, newlines, C1) and bidirectional
 /// overrides are written as Rust escapes (`\u{1b}`, `\n`), so a name cannot
 /// clear the screen, move the cursor or forge a row. Borrowed when clean.
+/// Seconds as the status page words them: `45s`, `12m`, `3h`.
+pub fn human_seconds(s: f64) -> String {
+    let s = s.max(0.0).round() as u64;
+    match s {
+        0..90 => format!("{s}s"),
+        90..5400 => format!("{}m", (s + 30) / 60),
+        _ => format!("{}h", (s + 1800) / 3600),
+    }
+}
+
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
     if !s.chars().any(unsafe_char) {

@@ -14,8 +14,8 @@ use axum::http::{HeaderMap, header};
 use axum::response::Response;
 
 use super::AppState;
-use super::handlers::{ServerBudget, budget};
 use super::bodies;
+use super::handlers::{ServerBudget, budget};
 use crate::config::Config;
 use crate::metrics::{self, Format};
 use crate::snapshot::Snapshot;
@@ -103,7 +103,10 @@ mod tests {
         let (s1, cfg) = (snap(1), Arc::new(Config::default()));
         let first = memo.part(&s1, &cfg, &build(), Format::Prometheus);
         assert!(Arc::ptr_eq(&first, &memo.part(&s1, &cfg, &build(), Format::Prometheus)));
-        assert_eq!(&*first, metrics::render_snapshot(&s1, &cfg.processes, &build(), Format::Prometheus));
+        assert_eq!(
+            &*first,
+            metrics::render_snapshot(&s1, &cfg.processes, &build(), Format::Prometheus)
+        );
 
         let om = memo.part(&s1, &cfg, &build(), Format::OpenMetrics);
         assert!(!Arc::ptr_eq(&first, &om));
@@ -117,7 +120,10 @@ mod tests {
         let s2 = Arc::new(s2);
         let second = memo.part(&s2, &cfg2, &build(), Format::Prometheus);
         assert_ne!(&*first, &*second);
-        assert_eq!(&*second, metrics::render_snapshot(&s2, &cfg2.processes, &build(), Format::Prometheus));
+        assert_eq!(
+            &*second,
+            metrics::render_snapshot(&s2, &cfg2.processes, &build(), Format::Prometheus)
+        );
     }
 
     #[test]

@@ -143,14 +143,24 @@ fn gpu_cells(d: &Device) -> Vec<Cell> {
                 .sum::<u64>()
         })
         .unwrap_or(0);
-    let state = if !d.up {
-        Cell::painted("DOWN".into(), Some("1;31"))
+    let (word, colour) = if !d.up {
+        ("DOWN", Some("1;31"))
     } else if d.processes.iter().any(|p| p.leak_suspected) {
-        Cell::painted("LEAK".into(), Some("1;31"))
+        ("LEAK", Some("1;31"))
     } else if !d.unreleased.is_empty() {
-        Cell::painted("NOT RELEASED".into(), Some("33"))
+        ("NOT RELEASED", Some("33"))
     } else {
-        Cell::default()
+        ("", None)
+    };
+    // The forecast: when the GPU fills at its holders' growth.
+    let state = match d.full_in_seconds {
+        Some(s) => Cell::painted(
+            format!("{word} full in {}", crate::units::human_seconds(s))
+                .trim_start()
+                .to_string(),
+            colour.or(Some("33")),
+        ),
+        None => Cell::painted(word.into(), colour),
     };
     vec![
         gpu_label(d).into(),

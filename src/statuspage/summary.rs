@@ -105,6 +105,12 @@ pub struct SummaryDevice {
     pub health_problems: Vec<String>,
     pub process_count: usize,
     pub leak_count: usize,
+    /// Seconds until the GPU is full at its holders' growth; absent when
+    /// nothing grows (the forecast), with who grows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub full_in_seconds: Option<f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub growers: Vec<crate::snapshot::Grower>,
     /// The `top` largest holders (the snapshot keeps them largest first).
     pub processes: Vec<ProcBrief>,
 }
@@ -258,6 +264,8 @@ fn device(d: &Device, top: usize) -> SummaryDevice {
         health_problems: d.health.as_ref().map(|h| h.problems.clone()).unwrap_or_default(),
         process_count: d.processes.len(),
         leak_count: d.processes.iter().filter(|p| p.leak_suspected).count(),
+        full_in_seconds: d.full_in_seconds,
+        growers: d.growers.clone(),
         processes: d.processes.iter().take(top).map(proc_brief).collect(),
     }
 }

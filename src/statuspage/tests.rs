@@ -214,3 +214,28 @@ fn health_problems_reach_the_summary_only_where_something_is_wrong() {
         "row remap pending (reset GPU)"
     );
 }
+
+#[test]
+fn a_gpu_forecast_to_fill_reaches_the_page_with_its_growers() {
+    let mut snap = fleet(2, 3);
+    snap.devices[1].full_in_seconds = Some(620.0);
+    snap.devices[1].growers = vec![crate::snapshot::Grower {
+        pid: Some(2001),
+        comm: "python3".into(),
+        user: "ana".into(),
+        holder: None,
+        bytes_per_second: 16.0 * 1048576.0,
+    }];
+    let s = summarize(&snap, &AlertsView::default(), &PageLinks::default(), 3, None);
+    assert_eq!(s.devices[0].full_in_seconds, None);
+    assert_eq!(s.devices[1].full_in_seconds, Some(620.0));
+    let json = serde_json::to_value(&s.devices[1]).unwrap();
+    assert_eq!(json["growers"][0]["pid"], 2001);
+    assert!(
+        serde_json::to_value(&s.devices[0])
+            .unwrap()
+            .get("full_in_seconds")
+            .is_none()
+    );
+    assert!(include_str!("../http/status_page.html").contains("d.full_in_seconds"));
+}
