@@ -163,6 +163,14 @@ fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<b
     if let (true, Some(a)) = (demo, &allocator) {
         followers.push(Box::new(allocator::demo::feeder(a.clone())));
     }
+    if let (Some(below), Some(a)) = (cfg.allocator.record_when_full_in, &allocator) {
+        let spool = cfg.state.dir.join("spool");
+        followers.push(Box::new(allocator::arm::follower(
+            a.clone(),
+            below.get().as_secs_f64(),
+            spool,
+        )));
+    }
     Ok(Core {
         reclaimer,
         notifiers,

@@ -34,6 +34,9 @@ pub struct AllocatorConfig {
     pub stale_after: PositiveDuration,
     /// How many out-of-memory events `GET /api/v1/events` keeps.
     pub events: usize,
+    /// Arms the flight recorder of every reporting process on a GPU
+    /// forecast to fill within this ("10m"); absent: armed on request only.
+    pub record_when_full_in: Option<PositiveDuration>,
 }
 
 /// Largest accepted `max_message_bytes`: a report of 16 GPUs is ~5 KiB.
@@ -50,6 +53,7 @@ impl Default for AllocatorConfig {
             rate_limit: 2.0,
             stale_after: PositiveDuration::secs(30),
             events: 100,
+            record_when_full_in: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 //! latest-state map and the out-of-memory event store. It must not call
 //! NVML or render metrics; the pipeline, metrics and HTTP read it.
 
+pub mod arm;
 pub mod config;
 pub mod demo;
 pub mod events;

@@ -83,3 +83,46 @@ fn the_receiver_learns_where_to_ask_a_reporting_process() {
     assert_eq!(v["cmd"], "record");
     assert_eq!(v["spool"].as_str(), asked.to_str());
 }
+
+#[test]
+fn the_forecast_arms_a_reporting_process_and_stops_it_when_the_danger_passes() {
+    use crate::snapshot::{AllocatorFigures, Device, Process, Snapshot, Who};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let st = Arc::new(state());
+    let me = std::process::id();
+    let name = format!("gpumemd-test-armed-{me}");
+    let client =
+        UnixDatagram::bind_addr(&SocketAddr::from_abstract_name(name.as_bytes()).expect("addr")).expect("bind");
+    client.set_read_timeout(Some(Duration::from_secs(10))).expect("timeout");
+    st.recorder.note(me, name.as_bytes());
+    let uid = rustix::process::getuid().as_raw();
+    let snap = |full_in: Option<f64>| Snapshot {
+        seq: 5,
+        nvml_up: true,
+        devices: vec![Device {
+            uuid: "GPU-a".into(),
+            up: true,
+            full_in_seconds: full_in,
+            processes: vec![Process {
+                pid: me,
+                who: Who::shared("python3", "me", Some(uid)),
+                allocator: Some(Box::new(AllocatorFigures::default())),
+                ..Process::default()
+            }],
+            ..Device::default()
+        }],
+        ..Snapshot::default()
+    };
+    let mut follow = super::arm::follower(st.clone(), 600.0, dir.path().join("spool"));
+    let mut buf = [0u8; 512];
+    let mut next = || {
+        let n = client.recv(&mut buf).expect("a request");
+        serde_json::from_slice::<serde_json::Value>(&buf[..n]).expect("json")["cmd"].clone()
+    };
+    follow(&snap(Some(120.0)));
+    assert_eq!(next(), "record");
+    follow(&snap(Some(100.0)));
+    follow(&snap(None));
+    assert_eq!(next(), "stop", "one record, then the stop: nothing asked twice");
+    assert!(dir.path().join("spool").join(uid.to_string()).is_dir());
+}
