@@ -6,6 +6,7 @@
 use std::fmt;
 use std::path::Path;
 
+use arcstr::ArcStr;
 use serde::Deserialize;
 
 use crate::units::ByteSize;
@@ -259,6 +260,14 @@ fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, Sce
 /// `worker-{i % 16}` of `user{i % 8}` in job `9000 + i % 32`.
 pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
     let mut processes = Vec::with_capacity(gpus * per_gpu);
+    // One string per distinct name, shared by every process that has it,
+    // as a real host's processes share their few users and commands.
+    let names = |n: usize, f: fn(usize) -> String| (0..n).map(|i| ArcStr::from(f(i))).collect::<Vec<_>>();
+    let (comms, users, jobs) = (
+        names(16, |i| format!("worker-{i}")),
+        names(8, |i| format!("user{i}")),
+        names(32, |i| format!("{}", 9000 + i)),
+    );
     for g in 0..gpus {
         for i in 0..per_gpu {
             processes.push(SimProcess {
@@ -268,10 +277,10 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
                 memory: ByteSize((64 + (i as u64 * 37) % 128) << 20),
                 jitter: ByteSize(1 << 20),
                 leak: ByteSize(if i % 97 == 0 { 64 << 10 } else { 0 }),
-                comm: format!("worker-{}", i % 16),
-                user: format!("user{}", i % 8),
+                comm: comms[i % 16].clone(),
+                user: users[i % 8].clone(),
                 uid: 2000 + (i % 8) as u32,
-                job: format!("{}", 9000 + i % 32),
+                job: jobs[i % 32].clone(),
                 ..SimProcess::default()
             });
         }

@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+use arcstr::ArcStr;
 use serde::Deserialize;
 
 use super::{ScenarioProblem, Secs};
@@ -33,22 +34,22 @@ pub struct SimProcess {
     /// The MIG instance (a GPU has at most 7).
     pub instance: Option<u32>,
     pub pid: u32,
-    pub comm: String,
-    pub user: String,
+    pub comm: ArcStr,
+    pub user: ArcStr,
     pub uid: u32,
     /// The NVML lists it is in ([`SimProcess::kinds`]).
     #[serde(rename = "type")]
-    pub kind: Option<String>,
+    pub kind: Option<ArcStr>,
     /// What /proc says while it runs ([`SimProcess::running_state`]).
-    pub state: Option<String>,
-    pub container: String,
-    pub container_runtime: String,
-    pub pod_uid: String,
-    pub qos_class: String,
-    pub unit: String,
-    pub slice: String,
-    pub job: String,
-    pub cmdline: String,
+    pub state: Option<ArcStr>,
+    pub container: ArcStr,
+    pub container_runtime: ArcStr,
+    pub pod_uid: ArcStr,
+    pub qos_class: ArcStr,
+    pub unit: ArcStr,
+    pub slice: ArcStr,
+    pub job: ArcStr,
+    pub cmdline: ArcStr,
     pub start: Secs,
     pub stop: Option<Secs>,
     pub exit: Exit,

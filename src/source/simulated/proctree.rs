@@ -12,6 +12,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use arcstr::ArcStr;
+
 use crate::attribution::{CgroupInfo, MemIdentity, MemTree, ProcState, Runtime, cgroup_path, clock_ticks};
 use crate::source::scenario::SimProcess;
 
@@ -33,6 +35,9 @@ pub(super) struct SimProcTree {
     /// Indices of scenario processes, by PID and then in file order.
     by_pid: BTreeMap<u32, Vec<usize>>,
     shown: HashMap<u32, Shown>,
+    /// One identity per distinct (command, user, workload, args): a
+    /// thousand workers of one job share theirs, as they share one text.
+    identities: HashMap<IdentityKey, Arc<MemIdentity>>,
     /// The loop cycle of the last sync.
     cycle: Option<u64>,
 }
@@ -58,6 +63,7 @@ impl SimProcTree {
             hz: clock_ticks() as f64,
             by_pid,
             shown: HashMap::new(),
+            identities: HashMap::new(),
             cycle: None,
         }
     }
@@ -94,6 +100,7 @@ impl SimProcTree {
         let (btime, hz) = (self.btime as f64, self.hz);
         let ticks = |i: usize| ((start(i) - btime) * hz).round().max(0.0) as u64;
         let shown = &mut self.shown;
+        let identities = &mut self.identities;
         self.tree.update(|w| {
             for (pid, was, want) in changes {
                 let Some((i, state)) = want else {
@@ -106,9 +113,35 @@ impl SimProcTree {
                 if was.is_some_and(|(j, _)| j == i) && w.set_state(pid, state) {
                     continue;
                 }
-                w.insert_as(pid, state, ticks(i), Arc::new(identity(&processes[i])));
+                let p = &processes[i];
+                let ident = identities
+                    .entry(IdentityKey::of(p))
+                    .or_insert_with(|| Arc::new(identity(p)))
+                    .clone();
+                w.insert_as(pid, state, ticks(i), ident);
             }
         });
+    }
+}
+
+/// The fields [`identity`] reads.
+#[derive(PartialEq, Eq, Hash)]
+struct IdentityKey([ArcStr; 9], u32);
+
+impl IdentityKey {
+    fn of(p: &SimProcess) -> Self {
+        let f = [
+            &p.comm,
+            &p.cmdline,
+            &p.container,
+            &p.container_runtime,
+            &p.pod_uid,
+            &p.qos_class,
+            &p.unit,
+            &p.slice,
+            &p.job,
+        ];
+        IdentityKey(f.map(ArcStr::clone), p.uid)
     }
 }
 
@@ -116,7 +149,7 @@ impl SimProcTree {
 fn identity(who: &SimProcess) -> MemIdentity {
     MemIdentity {
         ppid: PARENT_PID,
-        comm: who.comm.clone(),
+        comm: who.comm.to_string(),
         uid: who.uid,
         cgroup: cgroup_path(&workload(who)),
         cmdline: MemIdentity::nul_args(&who.cmdline),
