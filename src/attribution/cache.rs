@@ -42,6 +42,59 @@ pub(super) struct IdentityCache {
     /// The clock of the current round of reads (see [`IdentityCache::round`]).
     round: Option<Instant>,
     last_sweep: Instant,
+    shared: Shared,
+}
+
+/// Identities shared by PIDs that are alike: the workers of one job (same
+/// cgroup, command and user) hold one `Who` and one parsed cgroup, not one
+/// each. Swept with the entries: what only this table holds goes.
+#[derive(Debug, Clone, Default)]
+struct Shared {
+    cgroups: FxHashMap<Box<[u8]>, Arc<CgroupInfo>>,
+    comms: rustc_hash::FxHashSet<ArcStr>,
+    /// By (cgroup's address, comm, user, uid); the value holds the cgroup,
+    /// so that address is not reused while the key stands.
+    whos: FxHashMap<(usize, ArcStr, ArcStr, Option<u32>), Identity>,
+}
+
+impl Shared {
+    fn get(&mut self, (uid, comm, user): (Option<u32>, &str, ArcStr), cgroup: &[u8]) -> Identity {
+        let info = match self.cgroups.get(cgroup) {
+            Some(i) => i.clone(),
+            None => {
+                let i = Arc::new(parse_cgroup(&String::from_utf8_lossy(cgroup)));
+                self.cgroups.insert(cgroup.into(), i.clone());
+                i
+            }
+        };
+        let comm = match self.comms.get(comm) {
+            Some(c) => c.clone(),
+            None => {
+                let c = ArcStr::from(comm);
+                self.comms.insert(c.clone());
+                c
+            }
+        };
+        let key = (Arc::as_ptr(&info) as usize, comm.clone(), user.clone(), uid);
+        self.whos
+            .entry(key)
+            .or_insert_with(|| {
+                let who = Arc::new(Who {
+                    comm,
+                    user,
+                    uid,
+                    placement: info.placement(),
+                });
+                (who, info)
+            })
+            .clone()
+    }
+
+    fn sweep(&mut self) {
+        self.whos.retain(|_, (who, _)| Arc::strong_count(who) > 1);
+        self.cgroups.retain(|_, c| Arc::strong_count(c) > 1);
+        self.comms.retain(|c| ArcStr::strong_count(c).is_none_or(|n| n > 1));
+    }
 }
 
 impl IdentityCache {
@@ -51,6 +104,7 @@ impl IdentityCache {
             refresh,
             round: None,
             last_sweep: Instant::now(),
+            shared: Shared::default(),
         }
     }
 
@@ -87,6 +141,7 @@ impl IdentityCache {
         }
         let since = std::mem::replace(&mut self.last_sweep, now);
         self.entries.retain(|_, e| e.used >= since);
+        self.shared.sweep();
     }
 
     /// The identity of `pid` when it is the same process (same start) and
@@ -117,14 +172,7 @@ impl IdentityCache {
         cgroup: &[u8],
         now: Instant,
     ) -> Identity {
-        let info = parse_cgroup(&String::from_utf8_lossy(cgroup));
-        let who = Arc::new(Who {
-            comm: ArcStr::from(comm),
-            user,
-            uid,
-            placement: info.placement(),
-        });
-        let cgroup = Arc::new(info);
+        let (who, cgroup) = self.shared.get((uid, comm, user), cgroup);
         let entry = Entry {
             start_ticks,
             read: now,

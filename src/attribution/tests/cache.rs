@@ -87,3 +87,21 @@ fn a_new_user_name_is_cached_for_the_entry_it_renames() {
     assert_eq!(stray.user.as_str(), "al");
     assert!(cache.hit(100, 1, "python", t).is_some_and(|id| id.0.user == "alicia"));
 }
+
+#[test]
+fn alike_processes_share_one_identity_and_unlike_ones_do_not() {
+    let mut cache = IdentityCache::new(REFRESH);
+    let t = Instant::now();
+    let ana = ArcStr::from("ana");
+    let a = cache.fill(200, 1, (Some(1000), "python", ana.clone()), JOB, t);
+    let b = cache.fill(201, 1, (Some(1000), "python", ana.clone()), JOB, t);
+    assert!(Arc::ptr_eq(&a.0, &b.0), "one job's workers share their Who");
+    assert!(Arc::ptr_eq(&a.1, &b.1), "and their parsed cgroup");
+    let other_comm = cache.fill(202, 1, (Some(1000), "torchrun", ana.clone()), JOB, t);
+    assert!(!Arc::ptr_eq(&a.0, &other_comm.0));
+    assert!(Arc::ptr_eq(&a.1, &other_comm.1));
+    let other_pod = cache.fill(203, 1, (Some(1000), "python", ana), POD, t);
+    assert!(!Arc::ptr_eq(&a.0, &other_pod.0));
+    assert_eq!(other_pod.0.placement.job, "");
+    assert_eq!(b.0.placement.job, "77");
+}
