@@ -380,7 +380,7 @@ def traced(p, attached, run):
     go(p)
 
 
-def bench_run(attached, n=100_000, cap=6.0):
+def bench_run(attached, n=100_000, cap=4.0):
     run = {"kind": "ns_per_call", "ledger": attached, "traced": None}
     p = spawn(DRIVER_JOB, "bench", str(n), str(cap))
     try:
@@ -408,7 +408,7 @@ def bench_run(attached, n=100_000, cap=6.0):
     return run
 
 
-def train_run(attached, n=1500, reps=3):
+def train_run(attached, n=1000, reps=3):
     run = {"kind": "steps_per_second", "ledger": attached, "traced": None}
     p = spawn(TRAIN, str(n), str(reps))
     try:
