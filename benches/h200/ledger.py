@@ -112,7 +112,12 @@ def log_tail(n=12):
     """The daemon log's lines about the ledger, for a failure's note."""
     try:
         with open(os.path.join(OUT, "gpumemd.log"), errors="replace") as f:
-            keep = [l.rstrip() for l in f if "ledger" in l or "ebpf" in l or "ERROR" in l or "WARN" in l]
+            keep = []
+            for l in f:
+                if l.startswith("---- gpumemd start"):
+                    keep = []  # only the latest daemon's lines
+                if "ledger" in l or "ebpf" in l or "error" in l or "warn" in l or l.startswith("----"):
+                    keep.append(l.rstrip())
         return " | ".join(keep[-n:])
     except OSError as e:
         return f"(no log: {e})"

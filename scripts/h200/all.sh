@@ -22,9 +22,9 @@ run() {  # name seconds command...
 : >"$out/rc.txt"
 # Budgets: ledger bounds itself (LEDGER_BUDGET_S) inside its timeout; the
 # forecast job starts 8 GiB short of full (about 65 s of growth).
-run ledger 275 env LEDGER_BUDGET_S=250 python3 benches/h200/ledger.py
+run ledger 260 env LEDGER_BUDGET_S=235 python3 benches/h200/ledger.py
 run forecast 150 env HEADROOM_GIB=8 bash scripts/h200/forecast.sh
-run report 110 bash scripts/h200/report.sh
+run report 130 bash scripts/h200/report.sh
 
 {
   echo "== gpumemd GPU checks ($(date -u +%FT%TZ))"
