@@ -20,6 +20,10 @@ interval = "1s"
 leak_window = "30s"
 [state]
 dir = "$work/state"
+[allocator]
+enabled = true
+socket = "$work/allocator.sock"
+record_when_full_in = "10m"
 
 [[rule]]
 name = "FillingUpFast"
@@ -45,8 +49,11 @@ for _ in $(seq 100); do curl -sf "$url/-/ready" >/dev/null && break; sleep 0.2; 
 ) &
 wpid=$!
 
-HEADROOM_GIB=$headroom STEP_MIB=$step python3 - >"$out/job.txt" 2>&1 <<'PY'
-import os, time, torch
+here=$(cd "$(dirname "$0")" && pwd)
+HEADROOM_GIB=$headroom STEP_MIB=$step PYTHONPATH="$here/../../python" GPUMEMD_SOCKET="$work/allocator.sock" \
+  PYTHONUNBUFFERED=1 python3 - >"$out/job.txt" 2>&1 <<'PY'
+import os, time, torch, gpumemd_torch
+gpumemd_torch.start(interval=0.5)
 headroom = int(os.environ["HEADROOM_GIB"]) << 30
 step = int(os.environ["STEP_MIB"]) << 20
 free, total = torch.cuda.mem_get_info()
@@ -67,6 +74,8 @@ jpid=$(awk '/^pid/{print $2}' "$out/job.txt")
 sleep 3
 "$gm" report --url "$url" --pid "$jpid" --wait 10s >"$out/report.txt" 2>&1
 curl -s "$url/api/v1/snapshot" >"$out/snapshot-after.json"
+curl -s "$url/api/v1/events" >"$out/events.json"
+find "$work/state/spool" -type f >"$out/spool.txt" 2>/dev/null
 python3 - "$out" <<'PY' | tee "$out/summary.txt"
 import json, os, sys
 out = sys.argv[1]
@@ -93,5 +102,17 @@ if oom_at and first_fire:
     print("PASS" if first_fire[0] < oom_at else "FAIL", "lead time", round(oom_at - first_fire[0], 1), "s")
 else:
     print("FAIL no firing before the OOM" if oom_at else "FAIL the job never hit OOM")
+# The recorder armed by the forecast (not on request), and the OOM's snapshot.
+log = open(os.path.join(out, "gpumemd.log")).read()
+armed = [l for l in log.splitlines() if "flight recorder asked by the forecast" in l]
+print("PASS" if armed else "FAIL", "recorder armed by the forecast:", armed[0][:200] if armed else "no log line")
+spool = [l for l in open(os.path.join(out, "spool.txt")).read().split() if l]
+try:
+    ev = json.load(open(os.path.join(out, "events.json")))
+except ValueError:
+    ev = {}
+evs = ev.get("events", ev) if isinstance(ev, dict) else ev
+linked = [e.get("snapshot") for e in evs if isinstance(e, dict) and e.get("snapshot")]
+print("PASS" if spool and linked and linked[-1] in spool else "FAIL", "snapshot written", spool[:2], "and linked", linked[-1:] )
 print(open(os.path.join(out, "report.txt")).read().strip()[:600])
 PY
