@@ -213,10 +213,12 @@ impl Pipeline {
         aggregate_mig_parents(&mut devices);
         if let Some(a) = self.allocator.clone() {
             a.join(&mut devices, now);
-            self.judge_tensors(&mut devices, now);
         }
         if let Some(l) = &self.ledger {
             l.join(&mut devices, now);
+        }
+        if self.allocator.is_some() || self.ledger.is_some() {
+            self.judge_inside(&mut devices, now);
         }
         // After the tensors' verdicts: they decide which processes grow.
         self.forecast(&mut devices, now);
@@ -288,12 +290,17 @@ impl Pipeline {
         }
     }
 
-    /// The leak verdict of processes that report their allocator comes from
-    /// their tensors' trend (diagnosis/leak_alloc.rs).
-    fn judge_tensors(&mut self, devices: &mut [Device], now: f64) {
+    /// The leak verdict of processes seen from inside comes from their
+    /// tensors' trend, else from their driver allocations'
+    /// (diagnosis/leak_alloc.rs).
+    fn judge_inside(&mut self, devices: &mut [Device], now: f64) {
         for dev in devices.iter_mut() {
             let dev_id = self.devices.id(&dev.uuid);
-            for p in dev.processes.iter_mut().filter(|p| p.allocator.is_some()) {
+            for p in dev
+                .processes
+                .iter_mut()
+                .filter(|p| p.allocator.is_some() || p.driver.is_some())
+            {
                 let key = proc_key(dev_id, p);
                 self.tensor_leaks.judge(&key, p, now);
             }

@@ -253,7 +253,7 @@ fn processes(out: &mut String, list: &[Process], paint: Paint) {
 /// process does not report its allocator (whose split is finer).
 fn driver_line(out: &mut String, d: &crate::snapshot::DriverFigures) {
     let other = d.other_bytes.map(human).unwrap_or_else(|| "n/a".into());
-    let _ = writeln!(
+    let _ = write!(
         out,
         "  {:>8}  = driver allocations {} + other {}; largest {}, failed allocations {}",
         "",
@@ -262,6 +262,7 @@ fn driver_line(out: &mut String, d: &crate::snapshot::DriverFigures) {
         human(d.largest_bytes),
         d.failures
     );
+    growing(out, d.growth);
 }
 
 /// NVML's figure split by the process's own allocator report (gpumemd-torch).
@@ -278,7 +279,12 @@ fn allocator_line(out: &mut String, a: &crate::snapshot::AllocatorFigures) {
         a.alloc_retries,
         a.ooms
     );
-    match a.growth {
+    growing(out, a.growth);
+}
+
+/// Ends a split line with what the leak verdict saw grow, if anything.
+fn growing(out: &mut String, growth: Option<&str>) {
+    match growth {
         Some(g) => {
             let _ = writeln!(out, "; growing: {g}");
         }

@@ -8,6 +8,11 @@
 //! a leak that the tensors do not show). Same method, window and threshold
 //! as `leak.rs` (docs/leak-detection.md).
 //!
+//! A process that does not report but that the driver-call ledger books
+//! is judged the same way by its driver allocations
+//! (`DriverFigures::growth`: "allocations" or "other"): for a program
+//! without a caching allocator they are its own; for one with, its cache.
+//!
 //! Must not: read clocks or anything but the process it is given; processes
 //! without figures keep NVML's verdict untouched.
 
@@ -33,7 +38,7 @@ impl TensorLeaks {
     /// grows in a warm-up.
     pub fn judge(&mut self, key: &ProcKey, p: &mut Process, now: f64) {
         let Some(a) = p.allocator.as_mut() else {
-            return;
+            return self.judge_driver(key, p, now);
         };
         let t = self.tracker.observe_and_assess(key, now, Some(a.allocated.current));
         let tensors = t.is_some_and(|t| t.suspected);
@@ -43,6 +48,22 @@ impl TensorLeaks {
             (false, false) => None,
         };
         p.leak_suspected = tensors;
+    }
+
+    /// By the ledger's live driver allocations, for a process listed on one
+    /// GPU (a process on several shows its books on one of them).
+    fn judge_driver(&mut self, key: &ProcKey, p: &mut Process, now: f64) {
+        let Some(d) = p.driver.as_mut().filter(|d| d.gpus <= 1) else {
+            return;
+        };
+        let t = self.tracker.observe_and_assess(key, now, Some(d.live_bytes));
+        let grows = t.is_some_and(|t| t.suspected);
+        d.growth = match (grows, p.leak_suspected) {
+            (true, _) => Some("allocations"),
+            (false, true) => Some("other"),
+            (false, false) => None,
+        };
+        p.leak_suspected = grows;
     }
 
     /// Forgets processes not judged since the previous call.
@@ -62,7 +83,7 @@ impl TensorLeaks {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{AllocPair, AllocatorFigures};
+    use crate::snapshot::{AllocPair, AllocatorFigures, DriverFigures};
 
     const MIB: u64 = 1 << 20;
 
@@ -106,6 +127,51 @@ mod tests {
         ];
         for (name, nvml, rate, want) in cases {
             assert_eq!(run(nvml, rate), want, "{name}");
+        }
+    }
+
+    /// As `run`, for a process the ledger books but that does not report.
+    fn run_driver(nvml_suspects: bool, rate: u64, gpus: u32) -> (bool, Option<&'static str>) {
+        let mut t = TensorLeaks::new(LeakConfig {
+            window: 60.0,
+            ..LeakConfig::default()
+        });
+        let mut last = (nvml_suspects, None);
+        for s in 0..120u64 {
+            let mut p = Process {
+                pid: 2,
+                leak_suspected: nvml_suspects,
+                driver: Some(Box::new(DriverFigures {
+                    live_bytes: 500 * MIB + s * rate,
+                    gpus,
+                    ..DriverFigures::default()
+                })),
+                ..Process::default()
+            };
+            t.judge(&(0, 2, 0), &mut p, s as f64);
+            t.retain_seen();
+            last = (p.leak_suspected, p.driver.and_then(|d| d.growth));
+        }
+        last
+    }
+
+    #[test]
+    fn without_a_reporter_the_driver_allocations_decide_and_say_so() {
+        let cases = [
+            ("allocations grow", true, 4 * MIB, 1, (true, Some("allocations"))),
+            (
+                "allocations grow, NVML blind yet",
+                false,
+                4 * MIB,
+                1,
+                (true, Some("allocations")),
+            ),
+            ("only NVML's figure grows", true, 0, 1, (false, Some("other"))),
+            ("nothing grows", false, 0, 1, (false, None)),
+            ("on two GPUs: NVML's verdict stands", true, 0, 2, (true, None)),
+        ];
+        for (name, nvml, rate, gpus, want) in cases {
+            assert_eq!(run_driver(nvml, rate, gpus), want, "{name}");
         }
     }
 

@@ -317,6 +317,7 @@ fn figures_of(a: &Account) -> DriverFigures {
         complete: false,
         gpus: 1,
         reporter_diff_bytes: None,
+        growth: None,
     }
 }
 

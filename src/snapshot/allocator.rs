@@ -50,7 +50,9 @@ pub type Verdict = &'static str;
 
 /// Reads a `growth` verdict back (`snapshot --url`) as the same static
 /// text the daemon wrote; an unknown word is no verdict.
-fn growth_verdict<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Verdict>, D::Error> {
+pub(crate) fn growth_verdict<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Verdict>, D::Error> {
     let word: Option<String> = Option::deserialize(d)?;
-    Ok(["tensors", "cache"].into_iter().find(|w| word.as_deref() == Some(*w)))
+    Ok(["tensors", "cache", "allocations", "other"]
+        .into_iter()
+        .find(|w| word.as_deref() == Some(*w)))
 }

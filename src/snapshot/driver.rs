@@ -49,4 +49,14 @@ pub struct DriverFigures {
     /// reports its allocator (whose figures win): the two checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reporter_diff_bytes: Option<i64>,
+    /// For a process that does not report its allocator, the leak verdict
+    /// follows `live_bytes`: "allocations" when they grow, "other" when
+    /// only NVML's figure does (context, libraries); absent when neither.
+    /// A caching allocator's cache is in `live_bytes`, so it still looks
+    /// like growth here.
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::allocator::growth_verdict"
+    )]
+    pub growth: Option<super::allocator::Verdict>,
 }
