@@ -8,11 +8,14 @@
 //!
 //! Why one map: three maps (peaks, leak trend, idle time) would cost three
 //! lookups and three sweeps per process per poll; one record costs one.
+//! Why an `IndexMap`: its entries sit in one vector, so the map holds about
+//! one record per process where a hash map's buckets hold up to two.
 
 use crate::diagnosis::ProcKey;
 use crate::diagnosis::leak::{LeakTracker, Series as LeakSeries, Trend};
 use crate::diagnosis::peaks::{PeakTracker, Series as PeakSeries};
-use rustc_hash::FxHashMap;
+use indexmap::IndexMap;
+use rustc_hash::FxBuildHasher;
 
 /// What one process on one device left behind from earlier polls.
 struct Record {
@@ -35,7 +38,7 @@ pub(super) struct Observed {
 
 /// The records, and the trackers whose configuration judges them.
 pub(super) struct Records {
-    map: FxHashMap<ProcKey, Record>,
+    map: IndexMap<ProcKey, Record, FxBuildHasher>,
     pub(super) peaks: PeakTracker<ProcKey>,
     pub(super) leak: LeakTracker<ProcKey>,
 }
@@ -52,7 +55,7 @@ pub(super) enum Activity {
 impl Records {
     pub(super) fn new(peaks: PeakTracker<ProcKey>, leak: LeakTracker<ProcKey>) -> Self {
         Records {
-            map: FxHashMap::default(),
+            map: IndexMap::default(),
             peaks,
             leak,
         }

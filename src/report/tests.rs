@@ -334,3 +334,32 @@ fn kept_reports_stay_bounded_per_subject_and_processes_never_push_a_job_out() {
         "newest first"
     );
 }
+
+#[test]
+fn subjects_past_the_cap_are_not_followed_and_room_is_reused() {
+    let mut t = Tracker::default();
+    let many = u32::try_from(MAX_OPEN).expect("cap fits") + 10;
+    let procs = |skip: u32| -> Vec<Process> {
+        (skip..many)
+            .map(|pid| Process {
+                pid,
+                used_bytes: Some(1 << 20),
+                holder: Some(Holder::Live),
+                ..Process::default()
+            })
+            .collect()
+    };
+    t.observe(&snapshot(1, 1.0, vec![gpu(procs(0))]));
+    assert_eq!(t.open_len(), MAX_OPEN);
+    let followed: std::collections::BTreeSet<String> = t.open_reports(1.0).into_iter().map(|r| r.id).collect();
+    t.observe(&snapshot(2, 2.0, vec![gpu(procs(0))]));
+    let again: std::collections::BTreeSet<String> = t.open_reports(2.0).into_iter().map(|r| r.id).collect();
+    assert_eq!(followed, again, "the followed stay followed; no newcomer displaces one");
+    // The first 20 PIDs leave and free their memory: that room goes to
+    // those not followed before.
+    let (closed, _) = t.observe(&snapshot(3, 3.0, vec![gpu(procs(20))]));
+    let freed = closed.len();
+    assert!(freed > 0 && freed <= 20, "{freed}");
+    t.observe(&snapshot(4, 4.0, vec![gpu(procs(20))]));
+    assert_eq!(t.open_len(), MAX_OPEN.min(usize::try_from(many - 20).expect("fits")));
+}

@@ -107,12 +107,30 @@ impl Tracker {
             .map(|d| d.holders.map_or(0, |h| h.unattributed))
             .collect();
         let mut idle_users: FxHashMap<ArcStr, f64> = FxHashMap::default();
-        let figs = live_figures(&snap.devices, &readable, dt, &mut idle_users);
+        // Subjects past MAX_OPEN are not followed, so their figures are
+        // not gathered either: a poll's work stays bounded by the cap.
+        let mut room = MAX_OPEN.saturating_sub(self.open.len());
+        let mut refused = false;
+        let open = &self.open;
+        let figs = live_figures(&snap.devices, &readable, dt, &mut idle_users, |k, figs| {
+            if figs.contains_key(k) || open.contains_key(k) {
+                return true;
+            }
+            let Some(left) = room.checked_sub(1) else {
+                refused = true;
+                return false;
+            };
+            room = left;
+            true
+        });
+        if refused && !std::mem::replace(&mut self.full_logged, true) {
+            tracing::warn!(
+                limit = MAX_OPEN,
+                "too many GPU memory holders to report on; new ones are not reported"
+            );
+        }
         let mut live_now = FxHashSet::default();
         for (key, seen) in figs {
-            if !self.open.contains_key(&key) && !self.admit() {
-                continue;
-            }
             let Seen { per_dev, user, comm } = seen;
             let o = self.open.entry(key.clone()).or_insert_with(|| Open {
                 user,
@@ -146,20 +164,6 @@ impl Tracker {
         self.note_pids(snap, &live_now);
         let closed = self.judge_ended(snap, &live_now, &unattributed, now);
         (closed, idle_users.into_iter().collect())
-    }
-
-    /// Whether one more subject may be followed.
-    fn admit(&mut self) -> bool {
-        if self.open.len() < MAX_OPEN {
-            return true;
-        }
-        if !std::mem::replace(&mut self.full_logged, true) {
-            tracing::warn!(
-                limit = MAX_OPEN,
-                "too many GPU memory holders to report on; new ones are not reported"
-            );
-        }
-        false
     }
 
     /// Remembers the PIDs of live subjects (up to [`MAX_PIDS`] each).
@@ -251,13 +255,15 @@ impl Tracker {
     }
 }
 
-/// Each subject's figures of one poll, per device; adds each idle live
-/// process's byte-seconds to its user in `idle_users`.
+/// Each subject's figures of one poll, per device, for the subjects
+/// `follow` admits; adds each idle live process's byte-seconds to its user
+/// in `idle_users`.
 fn live_figures(
     devices: &[Device],
     readable: &dyn Fn(&Device) -> bool,
     dt: f64,
     idle_users: &mut FxHashMap<ArcStr, f64>,
+    mut follow: impl FnMut(&Key, &Figures) -> bool,
 ) -> Figures {
     let mut figs: Figures = FxHashMap::default();
     for (i, d) in devices.iter().enumerate().filter(|(_, d)| readable(d)) {
@@ -267,6 +273,9 @@ fn live_figures(
                 *idle_users.entry(p.who.user.clone()).or_default() += used as f64 * dt;
             }
             for k in keys(p) {
+                if !follow(&k, &figs) {
+                    continue;
+                }
                 let seen = figs.entry(k).or_default();
                 if seen.per_dev.is_empty() {
                     seen.user = p.who.user.clone();

@@ -57,7 +57,10 @@ async fn history_is_bounded_aligned_and_filtered() {
     );
 
     let gpu = devices[1]["uuid"].as_str().unwrap();
-    let since = times[6].as_f64().unwrap();
+    // Halfway between two points: serde_json's default float parsing may be
+    // one ULP off the value the server holds, so `times[6]` itself could
+    // read back as not after itself.
+    let since = (times[5].as_f64().unwrap() + times[6].as_f64().unwrap()) / 2.0;
     let r = app.get(&format!("/api/v1/history?gpu={gpu}&since={since}")).await;
     assert_eq!(r.status, 200);
     let f: Value = serde_json::from_str(&r.body).unwrap();
