@@ -26,6 +26,9 @@ pub struct SimulatedSource {
     epoch: f64,
     poll: u64,
     procs: proctree::SimProcTree,
+    /// Indices of the scenario's processes by GPU, in file order: a GPU's
+    /// poll walks its own, not the whole fleet's.
+    on_gpu: Vec<Vec<usize>>,
     /// Processes ended by a (simulated) signal.
     ends: ends::Ends,
 }
@@ -44,7 +47,15 @@ impl SimulatedSource {
     /// `epoch` the Unix time of poll 1, from which start times derive.
     pub fn new(scenario: Scenario, interval: Duration, epoch: f64) -> Self {
         let procs = proctree::SimProcTree::new(&scenario.processes, epoch);
+        let mut on_gpu = vec![Vec::new(); scenario.gpus.len()];
+        for (i, p) in scenario.processes.iter().enumerate() {
+            // Scenario::check refuses a GPU it lacks; such a process is on none.
+            if let Some(list) = on_gpu.get_mut(p.gpu as usize) {
+                list.push(i);
+            }
+        }
         Self {
+            on_gpu,
             scenario,
             interval: interval.as_secs_f64(),
             epoch,
@@ -94,8 +105,8 @@ impl SimulatedSource {
         };
         let mut used = 0u64;
         let mut util = Vec::new();
-        let mine = self.scenario.processes.iter();
-        for p in mine.filter(|p| p.gpu as usize == g && p.instance.map(|i| i as usize) == instance) {
+        let mine = self.on_gpu[g].iter().map(|&i| &self.scenario.processes[i]);
+        for p in mine.filter(|p| p.instance.map(|i| i as usize) == instance) {
             let ph = self.phase(p, t);
             used = used.saturating_add(ph.pending_release);
             if !ph.listed {

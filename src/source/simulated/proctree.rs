@@ -9,7 +9,7 @@
 //! cmdline, a passwd of the scenario's users). Must not: render per-process
 //! text (the tree renders on read), or parse anything back.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arcstr::ArcStr;
@@ -26,15 +26,25 @@ const PARENT_PID: u32 = 1;
 /// A scenario process (by index) and the state the tree shows it in.
 type Shown = (usize, ProcState);
 
-/// Scenario processes by PID (two may share one: a process with contexts on
-/// two GPUs), and what the tree shows for each PID.
+/// One PID of the scenario: its processes are `order[from..to]`, in file
+/// order (two may share a PID: a process with contexts on two GPUs), and
+/// what the tree shows for it.
+struct PidRow {
+    pid: u32,
+    from: usize,
+    to: usize,
+    shown: Option<Shown>,
+}
+
+/// The scenario's PIDs in order, and what the tree shows for each: one
+/// vector walked once a poll, no lookup per PID.
 pub(super) struct SimProcTree {
     tree: Arc<MemTree>,
     btime: u64,
     hz: f64,
-    /// Indices of scenario processes, by PID and then in file order.
-    by_pid: BTreeMap<u32, Vec<usize>>,
-    shown: HashMap<u32, Shown>,
+    rows: Vec<PidRow>,
+    /// Scenario process indices sorted by PID, then file order.
+    order: Vec<usize>,
     /// One identity per distinct (command, user, workload, args): a
     /// thousand workers of one job share theirs, as they share one text.
     identities: HashMap<IdentityKey, Arc<MemIdentity>>,
@@ -47,22 +57,35 @@ impl SimProcTree {
     pub(super) fn new(processes: &[SimProcess], epoch: f64) -> Self {
         let btime = (epoch.max(0.0).floor() as u64).saturating_sub(UPTIME_AT_EPOCH);
         let tree = Arc::new(MemTree::new(btime));
-        let mut by_pid: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         let mut users: Vec<(u32, &str)> = Vec::new();
-        for (i, p) in processes.iter().enumerate() {
-            by_pid.entry(p.pid).or_default().push(i);
+        for p in processes {
             // The first name given for a uid wins, as in a passwd file.
             if !p.user.is_empty() && !users.iter().any(|(uid, _)| *uid == p.uid) {
                 users.push((p.uid, &p.user));
             }
         }
         tree.update(|w| w.set_passwd(users));
+        let mut order: Vec<usize> = (0..processes.len()).collect();
+        // Stable: file order within a PID.
+        order.sort_by_key(|&i| processes[i].pid);
+        let mut rows: Vec<PidRow> = Vec::new();
+        for (at, &i) in order.iter().enumerate() {
+            match rows.last_mut() {
+                Some(r) if r.pid == processes[i].pid => r.to = at + 1,
+                _ => rows.push(PidRow {
+                    pid: processes[i].pid,
+                    from: at,
+                    to: at + 1,
+                    shown: None,
+                }),
+            }
+        }
         SimProcTree {
             tree,
             btime,
             hz: clock_ticks() as f64,
-            by_pid,
-            shown: HashMap::new(),
+            rows,
+            order,
             identities: HashMap::new(),
             cycle: None,
         }
@@ -86,12 +109,13 @@ impl SimProcTree {
         let new_cycle = self.cycle.is_some_and(|c| c != cycle);
         self.cycle = Some(cycle);
         let mut changes = Vec::new();
-        for (&pid, procs) in &self.by_pid {
+        for (r, row) in self.rows.iter().enumerate() {
             // The first of a PID's scenario processes that is in /proc shows.
+            let procs = &self.order[row.from..row.to];
             let want = procs.iter().find_map(|&i| state(i).map(|s| (i, s)));
-            let was = self.shown.get(&pid).copied();
+            let was = row.shown;
             if want != was || (new_cycle && want.is_some()) {
-                changes.push((pid, if new_cycle { None } else { was }, want));
+                changes.push((r, if new_cycle { None } else { was }, want));
             }
         }
         if changes.is_empty() {
@@ -99,16 +123,17 @@ impl SimProcTree {
         }
         let (btime, hz) = (self.btime as f64, self.hz);
         let ticks = |i: usize| ((start(i) - btime) * hz).round().max(0.0) as u64;
-        let shown = &mut self.shown;
+        let rows = &mut self.rows;
         let identities = &mut self.identities;
         self.tree.update(|w| {
-            for (pid, was, want) in changes {
+            for (r, was, want) in changes {
+                let row = &mut rows[r];
+                row.shown = want;
+                let pid = row.pid;
                 let Some((i, state)) = want else {
-                    shown.remove(&pid);
                     w.remove(pid);
                     continue;
                 };
-                shown.insert(pid, (i, state));
                 // Same process, new state (running -> zombie): only its state changes.
                 if was.is_some_and(|(j, _)| j == i) && w.set_state(pid, state) {
                     continue;
