@@ -189,6 +189,8 @@ impl Pipeline {
                 .extend(u.iter().filter(|(_, m)| !m.is_empty()).map(|(k, _)| k.clone()));
         }
         let mut devices = Vec::with_capacity(raw.devices.len());
+        self.records
+            .reserve(raw.devices.iter().map(|d| d.processes.len()).sum());
         // The identity cache's refresh clock, read once for the whole poll.
         let clock = std::time::Instant::now();
         for rd in raw.devices {
