@@ -6,7 +6,7 @@ Reuses side_by_side.py's workload and measurement: N PyTorch processes hold
 GPU memory while each build in turn (alternated A B B A ... so drift shows)
 is measured for idle CPU, RSS and scrape latency; then each build serves a
 simulated 8 GPU x 64 process fleet (scrape p50), and the 64 x 1000 `large`
-fleet (poll time and RSS after BA_LARGE_SETTLE seconds). Writes
+fleet (poll time and RSS after BA_LARGE_SETTLE seconds), also A B B A. Writes
 OUT/before-after.json and prints a table of each figure per build.
 Environment: SBS_IDLE, SBS_SCRAPES, SBS_PROCS as side_by_side.py;
 BA_LARGE_SETTLE (default 45), BA_SKIP_LARGE=1, BA_SKIP_REAL=1.
@@ -57,7 +57,7 @@ def simulated(doc):
     if os.environ.get("BA_SKIP_LARGE") == "1":
         return
     settle = float(os.environ.get("BA_LARGE_SETTLE", "45"))
-    for name, path in BUILDS:
+    for name, path in order():
         rec = sbs.measure(name, [path, "--demo", "large", "--web.listen-address", "127.0.0.1:9950"], 9950,
                           ready_path="/-/ready", idle=False, keep_body=False, scrapes=30, cap=20,
                           settle=settle, poll_timing=15)

@@ -8,6 +8,7 @@
 //! extension), so two servers in one process do not share it. It owns the
 //! counting, not the serialising or the routes.
 
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -85,30 +86,44 @@ impl Budget {
 /// `budget` (none: a router used without `serve`, uncounted), or a 503
 /// when they do not fit.
 pub fn bounded(budget: Option<&Arc<Budget>>, bytes: Vec<u8>, content_type: &'static str) -> Response {
-    let ct = [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))];
+    respond(budget, None, bytes, content_type)
+}
+
+/// [`bounded`] with `head` before `bytes`, sent as it is: a text shared
+/// with other responses (the kept part of `/metrics`) is not copied.
+pub fn bounded_after(
+    budget: Option<&Arc<Budget>>,
+    head: Arc<str>,
+    bytes: Vec<u8>,
+    content_type: &'static str,
+) -> Response {
+    respond(budget, Some(head), bytes, content_type)
+}
+
+fn respond(budget: Option<&Arc<Budget>>, head: Option<Arc<str>>, bytes: Vec<u8>, ct: &'static str) -> Response {
+    let ct = [(header::CONTENT_TYPE, HeaderValue::from_static(ct))];
+    let head = head.map(Shared);
     let Some(budget) = budget else {
-        return (ct, bytes).into_response();
+        let frames = head.map(Bytes::from_owner).into_iter().chain([Bytes::from(bytes)]);
+        return (ct, Body::new(Pinned(frames.collect()))).into_response();
     };
-    if bytes.len() >= LARGE_BODY {
-        budget.last_large.store(bytes.len(), Ordering::SeqCst);
+    let n = head.as_ref().map_or(0, |h| h.0.len()) + bytes.len();
+    if n >= LARGE_BODY {
+        budget.last_large.store(n, Ordering::SeqCst);
     }
-    if !budget.take(bytes.len()) {
+    if !budget.take(n) {
         // The serialised copy is freed here, before the answer goes out.
         drop(bytes);
         return busy();
     }
-    (
-        ct,
-        Body::new(Pinned {
-            // The count goes with the bytes, not the body: hyper drops the
-            // body once it has the frame and queues the bytes until written.
-            data: Some(Bytes::from_owner(Held {
-                bytes,
-                budget: budget.clone(),
-            })),
-        }),
-    )
-        .into_response()
+    // The count goes with the bytes, not the body: hyper drops the body
+    // once it has a frame and queues the bytes until written.
+    let held = |part| Bytes::from_owner(Held(Some(part), budget.clone()));
+    let frames = head
+        .map(|h| held(Part::Shared(h)))
+        .into_iter()
+        .chain([held(Part::Owned(bytes))]);
+    (ct, Body::new(Pinned(frames.collect()))).into_response()
 }
 
 /// From this size on a body's size is remembered for [`Budget::full`]
@@ -125,18 +140,38 @@ pub fn busy() -> Response {
         .into_response()
 }
 
-/// A body's bytes with their share of the budget, freed together.
-struct Held {
-    bytes: Vec<u8>,
-    budget: Arc<Budget>,
+/// A text several bodies send.
+struct Shared(Arc<str>);
+
+impl AsRef<[u8]> for Shared {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
+
+enum Part {
+    Owned(Vec<u8>),
+    Shared(Shared),
+}
+
+impl AsRef<[u8]> for Part {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            Part::Owned(v) => v,
+            Part::Shared(s) => s.as_ref(),
+        }
+    }
+}
+
+/// A frame's bytes with their share of the budget, freed together.
+struct Held(Option<Part>, Arc<Budget>);
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let n = self.bytes.len();
+        let n = self.as_ref().len();
         // The bytes themselves go first, then the pages they were on.
-        drop(std::mem::take(&mut self.bytes));
-        self.budget.give_back(n);
+        drop(self.0.take());
+        self.1.give_back(n);
     }
 }
 
@@ -156,29 +191,27 @@ fn trim() {
 
 impl AsRef<[u8]> for Held {
     fn as_ref(&self) -> &[u8] {
-        &self.bytes
+        self.0.as_ref().map_or(&[], Part::as_ref)
     }
 }
 
-/// One data frame.
-struct Pinned {
-    data: Option<Bytes>,
-}
+/// Data frames, sent in order.
+struct Pinned(VecDeque<Bytes>);
 
 impl HttpBody for Pinned {
     type Data = Bytes;
     type Error = axum::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        Poll::Ready(self.data.take().map(|d| Ok(Frame::data(d))))
+        Poll::Ready(self.0.pop_front().map(|d| Ok(Frame::data(d))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.data.is_none()
+        self.0.is_empty()
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.data.as_ref().map_or(0, |d| d.len() as u64))
+        SizeHint::with_exact(self.0.iter().map(|d| d.len() as u64).sum())
     }
 }
 
@@ -237,5 +270,28 @@ mod tests {
         let other = Budget::new(10);
         let _kept = bounded(Some(&other), vec![b'x'; 10], "text/plain");
         assert_eq!((budget.held(), other.held()), (0, 10));
+    }
+
+    #[test]
+    fn a_shared_head_goes_first_uncopied_and_counts_until_written() {
+        let budget = Budget::new(10_000);
+        let head: Arc<str> = Arc::from("# kept part\n");
+        let mut body = bounded_after(Some(&budget), head.clone(), b"tail\n".to_vec(), "text/plain").into_body();
+        assert_eq!(budget.held(), head.len() + 5);
+        let first = futures_data(&mut body);
+        assert_eq!(first.as_ptr(), head.as_ptr(), "the head is sent from the shared text");
+        let second = futures_data(&mut body);
+        assert_eq!(&second[..], b"tail\n");
+        assert!(body.is_end_stream());
+        drop((body, first));
+        assert_eq!(budget.held(), 5, "the tail is still queued");
+        drop(second);
+        assert_eq!(budget.held(), 0);
+        // Without a budget (a router used without serve), the same bytes.
+        let mut plain = bounded_after(None, head.clone(), b"t".to_vec(), "text/plain").into_body();
+        assert_eq!(
+            (futures_data(&mut plain), futures_data(&mut plain)),
+            (Bytes::from("# kept part\n"), Bytes::from("t"))
+        );
     }
 }

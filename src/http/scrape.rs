@@ -72,10 +72,7 @@ pub async fn metrics(State(st): State<AppState>, b: ServerBudget, headers: Heade
     };
     let part = st.scrape_memo.part(&snap, &cfg, &st.build, format);
     let rest = metrics::render_daemon(&daemon, format, cfg.processes.label_max_bytes);
-    let mut body = Vec::with_capacity(part.len() + rest.len());
-    body.extend_from_slice(part.as_bytes());
-    body.extend_from_slice(rest.as_bytes());
-    bodies::bounded(budget(&b), body, format.content_type())
+    bodies::bounded_after(budget(&b), part, rest.into_bytes(), format.content_type())
 }
 
 #[cfg(test)]
