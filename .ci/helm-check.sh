@@ -138,8 +138,11 @@ for vname, release, vfile in variants:
     need(f"--web.listen-address=:{port}" in c["args"], f"{name}: the daemon does not listen on port {port}: {c['args']}")
     need([p["containerPort"] for p in c["ports"] if p["name"] == "metrics"] == [port], f"{name}: containerPort is not {port}")
     need(kinds["Service"]["spec"]["ports"][0]["port"] == port, f"{name}: Service port is not {port}")
+    # GET /-/healthy, or only a connect when webConfig may ask for TLS or a password.
+    want = {"tcpSocket": {"port": "metrics"}} if values["webConfig"] else {"httpGet": {"path": "/-/healthy", "port": "metrics"}}
     for probe in ("readinessProbe", "livenessProbe"):
-        need(c[probe]["tcpSocket"]["port"] == "metrics", f"{name}: {probe} does not use the metrics port")
+        got = {k: v for k, v in c[probe].items() if k in ("tcpSocket", "httpGet")}
+        need(got == want, f"{name}: {probe} is {got}, want {want}")
     need(spec.get("securityContext") == values["podSecurityContext"], f"{name}: pod securityContext {spec.get('securityContext')}")
     need(c.get("securityContext") == values["securityContext"], f"{name}: container securityContext {c.get('securityContext')}")
     for key in ("imagePullSecrets", "affinity", "priorityClassName", "tolerations", "nodeSelector"):
