@@ -8,6 +8,7 @@
 //! or keep a PID that no read asked about for a whole sweep period (PID
 //! churn must not grow it).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,7 +38,9 @@ struct Entry {
 /// Per PID (see the module docs).
 #[derive(Debug, Clone)]
 pub(super) struct IdentityCache {
-    entries: FxHashMap<u32, Entry>,
+    /// By PID in order: a poll asks in the source's order, mostly rising
+    /// PIDs, so consecutive lookups share tree leaves (docs/design.md).
+    entries: BTreeMap<u32, Entry>,
     refresh: Duration,
     /// The clock of the current round of reads (see [`IdentityCache::round`]).
     round: Option<Instant>,
@@ -100,7 +103,7 @@ impl Shared {
 impl IdentityCache {
     pub(super) fn new(refresh: Duration) -> Self {
         IdentityCache {
-            entries: FxHashMap::default(),
+            entries: BTreeMap::new(),
             refresh,
             round: None,
             last_sweep: Instant::now(),

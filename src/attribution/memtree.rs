@@ -11,7 +11,7 @@
 //! what was rendered is the point), allocate on a read, or keep text per
 //! process.
 //!
-//! Layout: a map from PID to its start, state and [`MemIdentity`] (names,
+//! Layout: an ordered map from PID to its start, state and [`MemIdentity`] (names,
 //! cgroup, cmdline), which the simulated fleet shares between processes
 //! that look alike ([`MemWriter::insert_as`]). Files are rendered into the
 //! reader's buffer when read; `stat`, read every poll, is written without
@@ -22,7 +22,7 @@ use std::io::{self, Write as _};
 use std::sync::{Arc, PoisonError, RwLock, RwLockWriteGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
 
 use super::ProcState;
 use super::tree::{PidFile, ProcTree, TreeFile, cap};
@@ -92,7 +92,8 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Inner {
     btime: u64,
-    procs: FxHashMap<u32, Entry>,
+    /// In PID order, as the identity cache and for its reason.
+    procs: BTreeMap<u32, Entry>,
     passwd: Vec<u8>,
     /// Bumped on each passwd change: the reader's cache notices it.
     passwd_generation: u64,
