@@ -1,9 +1,9 @@
 //! The C allocator's shape for a long-running daemon, set once
 //! at start by the binary. glibc keeps up to 8 arenas per core and keeps
 //! freed memory in each; at 64 GPUs x 1000 processes the poll thread and
-//! the async workers each grew their own, and `--demo large` held about
-//! 14 MiB more (120 against 107 MiB at 60 s, docs/log/2026-12-03-round6.md) than
-//! with one arena and a fixed 1 MiB trim threshold (and blocks up to 4 MiB
+//! the async workers each grow their own, and `--demo large` holds about
+//! 14 MiB more (docs/log/2026-12-03-round6.md) than with one arena and a
+//! fixed 1 MiB trim threshold (and blocks up to 4 MiB
 //! from the heap: see `MMAP_THRESHOLD`). The daemon allocates
 //! little per poll, so the shared arena's lock costs nothing
 //! measurable. An operator's `MALLOC_ARENA_MAX` / `MALLOC_TRIM_THRESHOLD_`

@@ -108,7 +108,7 @@ fn unreleased(pending: &[Departure], unattributed: u64, now: f64, after: f64) ->
 /// Sorted as one `u64` a process, PID then position, and only runs of one
 /// PID (rare: a PID reused within a list) again by the whole key: the key
 /// orders by PID first, so that is the same order. Sorting the tuples
-/// themselves was 6 % of a 64 x 1000 `Pipeline::build`.
+/// themselves costs 6 % of a 64 x 1000 `Pipeline::build`.
 fn sorted_keys(processes: &[Process], keys: &mut Vec<(Key, u32)>, scratch: &mut Vec<u64>) {
     scratch.clear();
     scratch.extend(

@@ -12,7 +12,7 @@ use crate::snapshot::Process;
 /// sort would move each one log n times.
 pub(super) fn by_size(processes: &mut [Process]) {
     // One 128-bit key per process, so the sort compares integers rather
-    // than an `Option` and two fields (the tuple sort was 10 % of a 64 x
+    // than an `Option` and two fields (a tuple sort costs 10 % of a 64 x
     // 1000 `Pipeline::build`): the bytes inverted (largest first), then
     // the PID, then the list position.
     let mut order: Vec<u128> = processes

@@ -7,7 +7,7 @@
 //! or hand out a way to edit a shared `Who` in place (one process's edit
 //! would change every process that shares it).
 //!
-//! Why: the four were 48 bytes in every `Process` and
+//! Why: as four fields they would be 48 bytes in every `Process` and
 //! three reference counts per process and poll (comm, user, placement). A
 //! `Who` is built once per process by attribution's cache and shared with
 //! each poll's snapshot: 8 bytes and one count.

@@ -65,7 +65,7 @@ pub struct RawDevice {
 
 /// Per-process SM utilisation samples (pid -> percent), per device UUID.
 /// The inner map is FxHash: PIDs are the kernel's, not chosen to collide,
-/// and SipHash of 64,000 of them was 6 % of a 64 x 1000 poll.
+/// and SipHash of 64,000 of them costs 6 % of a 64 x 1000 poll.
 pub type Utilization = std::collections::HashMap<String, rustc_hash::FxHashMap<u32, u32>>;
 
 /// Everything one poll of a source returned.
