@@ -39,6 +39,11 @@ pub(super) struct Observed {
 /// The records, and the trackers whose configuration judges them.
 pub(super) struct Records {
     map: IndexMap<ProcKey, Record, FxBuildHasher>,
+    /// The entry after the last one observed. A poll lists processes in
+    /// about the order they were first seen, which is the entries' order,
+    /// so the next process's record is usually here: no hashing, and the
+    /// entries are read in sequence.
+    next: usize,
     pub(super) peaks: PeakTracker<ProcKey>,
     pub(super) leak: LeakTracker<ProcKey>,
 }
@@ -56,6 +61,7 @@ impl Records {
     pub(super) fn new(peaks: PeakTracker<ProcKey>, leak: LeakTracker<ProcKey>) -> Self {
         Records {
             map: IndexMap::default(),
+            next: 0,
             peaks,
             leak,
         }
@@ -63,13 +69,23 @@ impl Records {
 
     /// Records one poll's figures of `key` at `now`: one lookup.
     pub(super) fn observe(&mut self, key: ProcKey, now: f64, used: Option<u64>, activity: Activity) -> Observed {
-        let (peaks, leak) = (&self.peaks, &self.leak);
-        let r = self.map.entry(key).or_insert_with(|| Record {
-            peak: peaks.series(now),
-            leak: leak.series(),
-            last_active: None,
-            seen: false,
-        });
+        let at = match self.map.get_index(self.next) {
+            Some((k, _)) if *k == key => self.next,
+            _ => {
+                let (peaks, leak) = (&self.peaks, &self.leak);
+                let e = self.map.entry(key);
+                let at = e.index();
+                e.or_insert_with(|| Record {
+                    peak: peaks.series(now),
+                    leak: leak.series(),
+                    last_active: None,
+                    seen: false,
+                });
+                at
+            }
+        };
+        self.next = at + 1;
+        let r = &mut self.map[at];
         r.seen = true;
         let used_max_bytes = self.peaks.observe_series(&mut r.peak, now, used);
         let trend = self.leak.observe_series(&mut r.leak, now, used);
@@ -108,6 +124,7 @@ impl Records {
     /// from every list, so their history must not outlive them.
     pub(super) fn retain_seen(&mut self) {
         self.map.retain(|_, r| std::mem::take(&mut r.seen));
+        self.next = 0;
     }
 
     /// (processes with a leak history, with an idle-time record, with a peak window).
@@ -146,6 +163,26 @@ mod tests {
         r.retain_seen();
         r.retain_seen();
         assert_eq!(idle(&mut r, k, 99.0, QUIET), Some(0.0), "forgotten, so new");
+    }
+
+    #[test]
+    fn each_key_finds_its_own_record_in_any_order() {
+        let mut r = records();
+        let keys: Vec<ProcKey> = (1..=4).map(|pid| (0, pid, 0)).collect();
+        for (i, &k) in keys.iter().enumerate() {
+            idle(&mut r, k, i as f64, ACTIVE);
+        }
+        // Reversed, with a newcomer in the middle: each keeps its own time.
+        let newcomer: ProcKey = (1, 9, 0);
+        for (i, &k) in keys.iter().rev().enumerate() {
+            if i == 2 {
+                assert_eq!(idle(&mut r, newcomer, 10.0, QUIET), Some(0.0));
+            }
+            assert_eq!(idle(&mut r, k, 10.0, QUIET), Some(10.0 - f64::from(k.1 - 1)));
+        }
+        r.retain_seen();
+        assert_eq!(r.sizes().2, 5);
+        assert_eq!(idle(&mut r, newcomer, 12.0, QUIET), Some(2.0));
     }
 
     #[test]
