@@ -102,12 +102,12 @@ pub fn bounded_after(
 
 fn respond(budget: Option<&Arc<Budget>>, head: Option<Arc<str>>, bytes: Vec<u8>, ct: &'static str) -> Response {
     let ct = [(header::CONTENT_TYPE, HeaderValue::from_static(ct))];
-    let head = head.map(Shared);
+    let head = head.map(Part::Shared);
     let Some(budget) = budget else {
         let frames = head.map(Bytes::from_owner).into_iter().chain([Bytes::from(bytes)]);
         return (ct, Body::new(Pinned(frames.collect()))).into_response();
     };
-    let n = head.as_ref().map_or(0, |h| h.0.len()) + bytes.len();
+    let n = head.as_ref().map_or(0, |h| h.as_ref().len()) + bytes.len();
     if n >= LARGE_BODY {
         budget.last_large.store(n, Ordering::SeqCst);
     }
@@ -119,10 +119,7 @@ fn respond(budget: Option<&Arc<Budget>>, head: Option<Arc<str>>, bytes: Vec<u8>,
     // The count goes with the bytes, not the body: hyper drops the body
     // once it has a frame and queues the bytes until written.
     let held = |part| Bytes::from_owner(Held(Some(part), budget.clone()));
-    let frames = head
-        .map(|h| held(Part::Shared(h)))
-        .into_iter()
-        .chain([held(Part::Owned(bytes))]);
+    let frames = head.map(held).into_iter().chain([held(Part::Owned(bytes))]);
     (ct, Body::new(Pinned(frames.collect()))).into_response()
 }
 
@@ -140,25 +137,17 @@ pub fn busy() -> Response {
         .into_response()
 }
 
-/// A text several bodies send.
-struct Shared(Arc<str>);
-
-impl AsRef<[u8]> for Shared {
-    fn as_ref(&self) -> &[u8] {
-        self.0.as_bytes()
-    }
-}
-
+/// A frame's bytes: a body's own, or a text several bodies send.
 enum Part {
     Owned(Vec<u8>),
-    Shared(Shared),
+    Shared(Arc<str>),
 }
 
 impl AsRef<[u8]> for Part {
     fn as_ref(&self) -> &[u8] {
         match self {
             Part::Owned(v) => v,
-            Part::Shared(s) => s.as_ref(),
+            Part::Shared(s) => s.as_bytes(),
         }
     }
 }
