@@ -39,6 +39,8 @@ pub mod statuspage;
 pub mod suspend_follow;
 pub mod sysnotify;
 pub mod table;
+#[cfg(test)]
+mod testing;
 pub mod units;
 
 use std::future::Future;

@@ -6,7 +6,7 @@
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::config::AllocatorConfig;
 use super::recorder::{Ask, RecordError};
@@ -69,14 +69,9 @@ fn the_receiver_learns_where_to_ask_a_reporting_process() {
     client
         .send_to(report("GPU-a", GIB, GIB, 0).as_bytes(), &cfg.socket)
         .expect("report");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let asked = loop {
-        match st.recorder.ask(me, uid, Ask::Record, &spool) {
-            Ok(d) => break d,
-            Err(e) => assert!(Instant::now() < deadline, "never learned the address: {e}"),
-        }
-        std::thread::yield_now();
-    };
+    let asked = crate::testing::wait_for("the reporter's address", || {
+        st.recorder.ask(me, uid, Ask::Record, &spool).ok()
+    });
     let mut buf = [0u8; 512];
     let n = client.recv(&mut buf).expect("the request");
     let v: serde_json::Value = serde_json::from_slice(&buf[..n]).expect("json");

@@ -136,15 +136,8 @@ fn resolve(rx: &Receiver<u32>, state: &Mutex<State>, lookup: &Lookup) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::wait_true;
     use std::sync::atomic::{AtomicUsize, Ordering};
-
-    fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !f() {
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
 
     #[test]
     fn a_slow_directory_never_blocks_the_caller() {
@@ -164,12 +157,12 @@ mod tests {
             assert_eq!(names.get(5001), None);
         }
         assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
-        wait_for("the first lookup to start", || calls.load(Ordering::SeqCst) >= 1);
+        wait_true("the first lookup to start", || calls.load(Ordering::SeqCst) >= 1);
         assert_eq!(calls.load(Ordering::SeqCst), 1, "one lookup in flight, none repeated");
         drop(held);
-        wait_for("the name", || names.get(5000).is_some());
+        wait_true("the name", || names.get(5000).is_some());
         assert_eq!(names.get(5000).as_deref(), Some("ldapuser"));
-        wait_for("5001 asked", || calls.load(Ordering::SeqCst) >= 2);
+        wait_true("5001 asked", || calls.load(Ordering::SeqCst) >= 2);
         assert_eq!(calls.load(Ordering::SeqCst), 2, "each uid asked once, not per call");
     }
 
@@ -188,10 +181,10 @@ mod tests {
         let pending = locked(&names.state).pending.len();
         assert!(pending <= QUEUE + 1, "{pending} pending");
         drop(held);
-        wait_for("the queue to drain", || locked(&names.state).pending.is_empty());
+        wait_true("the queue to drain", || locked(&names.state).pending.is_empty());
         assert!(locked(&names.state).names.len() <= MAX_NAMES);
         // Uids dropped while the queue was full are asked at a later call.
-        wait_for("a late uid", || names.get(9_999).is_some());
+        wait_true("a late uid", || names.get(9_999).is_some());
     }
 
     #[test]

@@ -2,19 +2,10 @@
 //! names wins over the message, and binding fails clearly.
 
 use std::os::unix::net::UnixDatagram;
-use std::time::Instant;
 
 use super::super::receiver::{Receiver, ReceiverError};
 use super::*;
-
-/// Waits for `cond` with a deadline instead of sleeping a fixed time.
-fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
+use crate::testing::wait_true;
 
 #[test]
 fn over_the_socket_the_kernel_names_the_sender_whatever_the_message_says() {
@@ -43,7 +34,7 @@ fn over_the_socket_the_kernel_names_the_sender_whatever_the_message_says() {
     tx.send_to(claim.as_bytes(), &cfg.socket).unwrap();
     tx.send_to(&vec![b'{'; 9000], &cfg.socket).unwrap();
     tx.send_to(b"\xff\xfe", &cfg.socket).unwrap();
-    wait_for("three datagrams", || s.counts().iter().map(|c| c.1).sum::<u64>() == 3);
+    wait_true("three datagrams", || s.counts().iter().map(|c| c.1).sum::<u64>() == 3);
     assert_eq!(
         (count(&s, "accepted"), count(&s, "oversize"), count(&s, "malformed")),
         (1, 1, 1)

@@ -6,6 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::super::{ProcFs, ProcState, ReadOptions};
 use super::procfs::with_cmdline;
+use crate::testing::wait_true;
 
 #[test]
 fn real_proc_self() {
@@ -73,22 +74,18 @@ fn real_proc_an_exited_child_is_a_zombie_at_the_next_poll() {
         procfs.read_at(pid, &opts, start + Duration::from_millis(u64::from(poll)))
     };
     // Asleep in `sleep` first: while it execs it has another comm.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains("(sleep) S ")) {
-        assert!(Instant::now() < deadline, "never asleep in sleep");
-        std::thread::yield_now();
-    }
+    wait_true("asleep in sleep", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains("(sleep) S "))
+    });
     let first = read(&mut procfs).expect("live child");
     let again = read(&mut procfs).expect("still live");
     assert_eq!(again.start_ticks, first.start_ticks);
     assert_eq!(again.who.comm.as_str(), "sleep");
     child.kill().expect("kill");
     // Not reaped: a zombie once the kernel says so in stat itself.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z ")) {
-        assert!(Instant::now() < deadline, "never a zombie");
-        std::thread::yield_now();
-    }
+    wait_true("a zombie", || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z "))
+    });
     let zombie = read(&mut procfs).expect("a zombie is read, not gone");
     assert_eq!(zombie.state, ProcState::Zombie);
     let _ = child.wait();

@@ -31,15 +31,10 @@ fn a_procfs_stat_stays_open_while_its_process_lives() {
     let pid = child.id();
     // Until the child has exec'd, its comm is still the test's; wait
     // for it with a deadline rather than a sleep.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    let first = loop {
+    let first = crate::testing::wait_for("the child's exec", || {
         let now = stat(&tree, pid).expect("a live process");
-        if now.starts_with(format!("{pid} (sleep) ").as_bytes()) {
-            break now;
-        }
-        assert!(std::time::Instant::now() < deadline, "never exec'd: {now:?}");
-        std::thread::yield_now();
-    };
+        now.starts_with(format!("{pid} (sleep) ").as_bytes()).then_some(now)
+    });
     assert_eq!(open_count(&tree), 1, "kept open");
     // The state and the counters move between reads (R, then S); the
     // identity (pid, comm, field 22 starttime) must not.
