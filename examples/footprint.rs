@@ -14,16 +14,14 @@
 //! times above today's figures: a new field passes, a copy per PID where
 //! one per pod is shared, or state that is never dropped, does not.
 //!
-//! Owns the counting allocator and the budgets. Must not run in the unit or
+//! Owns the budgets (the counting allocator is `benches/common/counting.rs`). Must not run in the unit or
 //! integration tests: the allocator counts every thread of the process, so
 //! the measurements run one after another in this binary alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use gpumemd::alerts::AlertEngine;
@@ -35,45 +33,12 @@ use gpumemd::source::GpuSource;
 use gpumemd::source::scenario::large;
 use gpumemd::source::simulated::SimulatedSource;
 
-static LIVE: AtomicI64 = AtomicI64::new(0);
-static PEAK: AtomicI64 = AtomicI64::new(0);
-
-struct Counting;
-
-fn grow(by: i64) {
-    let now = LIVE.fetch_add(by, Ordering::Relaxed) + by;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call forwards to System with the caller's arguments and
-// only counts what succeeded.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            grow(l.size() as i64);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        grow(-(l.size() as i64));
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            grow(new as i64 - l.size() as i64);
-        }
-        q
-    }
-}
+#[path = "../benches/common/counting.rs"]
+mod counting;
+use counting::{Counting, live, reset_peak};
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn live() -> i64 {
-    LIVE.load(Ordering::Relaxed)
-}
 
 const GPUS: usize = 64;
 const PER_GPU: usize = 1000;
@@ -104,8 +69,7 @@ struct Figure {
 
 /// The `large` scenario, its source and the `/proc` tree after poll 1.
 fn simulation() -> Figure {
-    let base = live();
-    PEAK.store(base, Ordering::Relaxed);
+    let base = reset_peak();
     let mut src = SimulatedSource::new(large(GPUS, PER_GPU), Duration::from_secs(1), EPOCH);
     let poll = src.poll(true).expect("simulated poll");
     let tree = src.proc_tree().expect("a simulated source keeps a /proc tree");
@@ -113,7 +77,7 @@ fn simulation() -> Figure {
     assert_eq!(polled, PROCESSES, "every process is listed on poll 1");
     drop(poll);
     let held = live() - base;
-    let peak = PEAK.load(Ordering::Relaxed) - base;
+    let peak = counting::peak() - base;
     let mut buf = Vec::new();
     let read = tree.read(TreeFile::Pid(163_999, PidFile::Stat), 4096, &mut buf);
     assert!(
@@ -283,11 +247,10 @@ fn firing_alerts() -> Figure {
     // the daemon's do (annotations carry the value).
     for t in [25.0, 26.0, 27.0, 28.0] {
         let snap = fleet_snapshot(t);
-        let before = live();
-        PEAK.store(before, Ordering::Relaxed);
+        let before = reset_peak();
         engine.evaluate(&snap);
         view = Arc::new(engine.view());
-        peak = PEAK.load(Ordering::Relaxed) - before;
+        peak = counting::peak() - before;
     }
     let firing = view.alerts.iter().filter(|a| a.state.as_str() == "firing").count();
     assert_eq!(firing, PROCESSES / 5, "every idle holder fires");

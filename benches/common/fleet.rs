@@ -1,7 +1,8 @@
 //! The simulated fleet the exposition benches scrape: `large(gpus, per_gpu)`
 //! after 5 polls 10 s apart (growth and idle tracking warmed up). Shared by
-//! `benches/compression.rs` and `benches/scrape.rs` through `#[path]`, so
-//! both measure the same snapshot. Must not measure anything itself.
+//! `benches/compression.rs`, `benches/exposition.rs` and `benches/scrape.rs`
+//! through `#[path]`, so all measure the same snapshot, attributed from the
+//! fleet's own /proc tree as the demo daemon does. Must not measure anything itself.
 
 use std::time::Duration;
 
@@ -18,7 +19,7 @@ pub const EPOCH: f64 = 1_767_225_600.0;
 /// The fleet after 5 polls 10 s apart.
 pub fn snapshot(cfg: &Config, gpus: usize, per_gpu: usize) -> Snapshot {
     let mut src = SimulatedSource::new(large(gpus, per_gpu), Duration::from_secs(10), EPOCH);
-    let mut pipe = Pipeline::new(&cfg.processes);
+    let mut pipe = Pipeline::for_source(&cfg.processes, &src);
     let mut snap = Snapshot::default();
     for i in 0..5u64 {
         let now = EPOCH + 10.0 * i as f64;

@@ -221,10 +221,4 @@ mod tests {
         assert_eq!(odd, Some(ProcessState::Unknown));
         assert_eq!(format!("{:<8}|", ProcessState::Zombie), "zombie  |");
     }
-
-    #[test]
-    fn each_is_one_byte() {
-        assert_eq!(std::mem::size_of::<ProcessType>(), 1);
-        assert_eq!(std::mem::size_of::<ProcessState>(), 1);
-    }
 }
