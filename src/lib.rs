@@ -40,7 +40,7 @@ pub mod suspend_follow;
 pub mod sysnotify;
 pub mod table;
 #[cfg(test)]
-mod testing;
+mod tests;
 pub mod units;
 
 use std::future::Future;

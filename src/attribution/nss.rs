@@ -136,7 +136,7 @@ fn resolve(rx: &Receiver<u32>, state: &Mutex<State>, lookup: &Lookup) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::wait_true;
+    use crate::tests::wait_true;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]

@@ -282,7 +282,7 @@ fn reports_survive_a_restart_and_a_bad_line_is_skipped() {
     reports.observe(&snapshot(1, 1.0, vec![gpu(vec![held(7, "9", GIB, Holder::Live)])]));
     reports.observe(&snapshot(2, 2.0, vec![gpu(Vec::new())]));
     // Written on the writer's thread: wait for both, with a deadline.
-    crate::testing::wait_true("both reports written", || reports.written() >= 2);
+    crate::tests::wait_true("both reports written", || reports.written() >= 2);
     let file = dir.path().join(FILE);
     let mut text = std::fs::read_to_string(&file).expect("written");
     assert_eq!(text.lines().count(), 2, "the job and its process");

@@ -5,7 +5,7 @@ use std::os::unix::net::UnixDatagram;
 
 use super::super::receiver::{Receiver, ReceiverError};
 use super::*;
-use crate::testing::wait_true;
+use crate::tests::wait_true;
 
 #[test]
 fn over_the_socket_the_kernel_names_the_sender_whatever_the_message_says() {

@@ -43,7 +43,7 @@ fn a_hung_name_service_never_delays_a_read_and_its_answer_shows_later() {
         started.elapsed()
     );
     drop(held);
-    crate::testing::wait_true("the directory's name for uid 7", || {
+    crate::tests::wait_true("the directory's name for uid 7", || {
         procfs.read(7, &opts).expect("live").who.user == "ldap-alice"
     });
     // passwd still wins for the users it has.

@@ -6,7 +6,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::super::{ProcFs, ProcState, ReadOptions};
 use super::procfs::with_cmdline;
-use crate::testing::wait_true;
+use crate::tests::wait_true;
 
 #[test]
 fn real_proc_self() {

@@ -31,7 +31,7 @@ fn a_procfs_stat_stays_open_while_its_process_lives() {
     let pid = child.id();
     // Until the child has exec'd, its comm is still the test's; wait
     // for it with a deadline rather than a sleep.
-    let first = crate::testing::wait_for("the child's exec", || {
+    let first = crate::tests::wait_for("the child's exec", || {
         let now = stat(&tree, pid).expect("a live process");
         now.starts_with(format!("{pid} (sleep) ").as_bytes()).then_some(now)
     });
