@@ -14,9 +14,10 @@
 //! times above today's figures: a new field passes, a copy per PID where
 //! one per pod is shared, or state that is never dropped, does not.
 //!
-//! Owns the budgets (the counting allocator is `benches/common/counting.rs`). Must not run in the unit or
-//! integration tests: the allocator counts every thread of the process, so
-//! the measurements run one after another in this binary alone.
+//! Owns the budgets; the counting allocator is `benches/common/counting.rs`.
+//! Must not run in the unit or integration tests: the allocator counts
+//! every thread of the process, so the measurements run one after another
+//! in this binary alone.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)] // a measuring tool: a failed step ends the run
 

@@ -2,7 +2,8 @@
 //! after 5 polls 10 s apart (growth and idle tracking warmed up). Shared by
 //! `benches/compression.rs`, `benches/exposition.rs` and `benches/scrape.rs`
 //! through `#[path]`, so all measure the same snapshot, attributed from the
-//! fleet's own /proc tree as the demo daemon does. Must not measure anything itself.
+//! fleet's own /proc tree as the demo daemon does. Must not measure
+//! anything itself.
 
 use std::time::Duration;
 
