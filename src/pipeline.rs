@@ -21,7 +21,7 @@ use crate::source::{GpuSource, RawPoll, RawProcess, Utilization};
 const DEFAULT_PEAK_WINDOW: f64 = 60.0;
 
 /// How much history a [`Pipeline`] holds, for checks that it stays
-/// bounded under PID churn (examples/soak.rs).
+/// bounded under PID churn (examples/soak/).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Retained {
     /// Processes with a leak-trend history.
