@@ -70,7 +70,7 @@ fn the_receiver_learns_where_to_ask_a_reporting_process() {
         .send_to(report("GPU-a", GIB, GIB, 0).as_bytes(), &cfg.socket)
         .expect("report");
     let asked = crate::tests::wait_for("the reporter's address", || {
-        st.recorder.ask(me, uid, Ask::Record, &spool).ok()
+        st.recorder.ask(me, uid, Ask::Record, &spool)
     });
     let mut buf = [0u8; 512];
     let n = client.recv(&mut buf).expect("the request");

@@ -33,7 +33,12 @@ fn a_procfs_stat_stays_open_while_its_process_lives() {
     // for it with a deadline rather than a sleep.
     let first = crate::tests::wait_for("the child's exec", || {
         let now = stat(&tree, pid).expect("a live process");
-        now.starts_with(format!("{pid} (sleep) ").as_bytes()).then_some(now)
+        // The last stat line read says where it stopped.
+        if now.starts_with(format!("{pid} (sleep) ").as_bytes()) {
+            Ok(now)
+        } else {
+            Err(String::from_utf8_lossy(&now).into_owned())
+        }
     });
     assert_eq!(open_count(&tree), 1, "kept open");
     // The state and the counters move between reads (R, then S); the
