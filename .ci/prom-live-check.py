@@ -9,7 +9,7 @@ It checks, failing with a list of every problem found:
 1. every rule group Prometheus loaded from deploy/prometheus/gpumemd.rules.yml
    evaluates with health "ok", every recording rule returns data (but those
    joining another exporter's series, FOREIGN, absent from the demo), and every
-   rule of the daemon's src/rules/defaults.toml has a Prometheus mirror;
+   rule of the daemon's src/judge/rules/defaults.toml has a Prometheus mirror;
 2. at least one gpumemd alert is pending or firing (/api/v1/alerts) and the
    daemon's own gpumem_alerts series is there;
 3. every runbook_url is absolute and its anchor exists in docs/runbook.md, and every alert has a
@@ -261,7 +261,7 @@ def check_rules(prom, repo, deadline, problems):
         if "#" in url and url.split("#", 1)[1] not in anchors:
             problems.append(f"alert {name}: runbook anchor #{url.split('#', 1)[1]} not in docs/runbook.md")
 
-    daemon_rules = re.findall(r'^name\s*=\s*"([^"]+)"', (repo / "src/rules/defaults.toml").read_text(), re.M)
+    daemon_rules = re.findall(r'^name\s*=\s*"([^"]+)"', (repo / "src/judge/rules/defaults.toml").read_text(), re.M)
     for name in daemon_rules:
         if name not in alerts:
             problems.append(f"daemon default rule {name} has no mirror in gpumemd.rules.yml")

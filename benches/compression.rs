@@ -1,7 +1,7 @@
 //! What gzip costs and saves per `/metrics` scrape: the exposition of the
 //! scrape target's 8 x 64 fleet and of `large` (64 x 1000), rendered by
 //! `metrics::render` and sent through the daemon's own compression layer
-//! (`gpumemd::http::compression()`) as a router would, with and without
+//! (`gpumemd::serve::http::compression()`) as a router would, with and without
 //! `Accept-Encoding: gzip`, and with gzip's default level for comparison.
 //! Prints the body sizes, then times a whole
 //! scrape (render, compress, collect the body) of each with criterion, on
@@ -23,9 +23,9 @@ use axum::body::Body;
 use axum::http::Request;
 use axum::routing::get;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use gpumemd::config::Config;
-use gpumemd::metrics::{self, DaemonState, Format};
-use gpumemd::snapshot::Snapshot;
+use gpumemd::app::config::Config;
+use gpumemd::data::snapshot::Snapshot;
+use gpumemd::serve::metrics::{self, DaemonState, Format};
 use tower::ServiceExt as _;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
@@ -72,7 +72,7 @@ fn compression(c: &mut Criterion) {
     let cfg = Arc::new(Config::defaults(false));
     for &(gpus, per_gpu) in SIZES {
         let snap = Arc::new(fleet::snapshot(&cfg, gpus, per_gpu));
-        let daemon = app(cfg.clone(), snap.clone(), gpumemd::http::compression());
+        let daemon = app(cfg.clone(), snap.clone(), gpumemd::serve::http::compression());
         // For comparison: gzip's default level (6), which the daemon does
         // not use.
         let level6 = app(

@@ -17,10 +17,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use gpumemd::config::{Config, Processes};
-use gpumemd::metrics::{self, DaemonState, Format};
-use gpumemd::snapshot::{Device, Process, Snapshot};
-use gpumemd::source::PollErrorReason;
+use gpumemd::app::config::{Config, Processes};
+use gpumemd::collect::source::PollErrorReason;
+use gpumemd::data::snapshot::{Device, Process, Snapshot};
+use gpumemd::serve::metrics::{self, DaemonState, Format};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelValue, EncodeMetric, LabelValueEncoder};
 use prometheus_client::metrics::MetricType;
@@ -144,7 +144,7 @@ impl SnapshotCollector {
             "1 if the device was read this poll.",
             ds.iter().map(|d| (uuid(d), u64::from(d.up))),
         )?;
-        type F = fn(&gpumemd::snapshot::Memory) -> Option<u64>;
+        type F = fn(&gpumemd::data::snapshot::Memory) -> Option<u64>;
         let mem: [(&str, F); 4] = [
             ("gpumem_device_memory_total_bytes", |x| Some(x.total_bytes)),
             ("gpumem_device_memory_used_bytes", |x| Some(x.used_bytes)),

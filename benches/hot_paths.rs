@@ -28,18 +28,18 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use gpumemd::alerts::AlertEngine;
-use gpumemd::config::Config;
-use gpumemd::diagnosis::peaks::PeakTracker;
-use gpumemd::history::History;
-use gpumemd::metrics::{self, DaemonState, Format};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::reload::ReloadStatus;
-use gpumemd::rules::eval::{self, EvalState};
-use gpumemd::snapshot::{PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::large;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::act::alerts::AlertEngine;
+use gpumemd::app::config::Config;
+use gpumemd::app::reload::ReloadStatus;
+use gpumemd::collect::diagnosis::peaks::PeakTracker;
+use gpumemd::collect::history::History;
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::GpuSource;
+use gpumemd::collect::source::scenario::large;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::data::snapshot::{PollStats, Snapshot};
+use gpumemd::judge::rules::eval::{self, EvalState};
+use gpumemd::serve::metrics::{self, DaemonState, Format};
 
 const EPOCH: f64 = 1_767_225_600.0;
 /// Seconds of fleet time per poll: one leak bucket at the default window.
@@ -94,7 +94,7 @@ impl Fleet {
     }
 
     /// The next poll's raw data and its time.
-    fn next_raw(&mut self) -> (gpumemd::source::RawPoll, f64) {
+    fn next_raw(&mut self) -> (gpumemd::collect::source::RawPoll, f64) {
         let now = self.now;
         self.now += self.step;
         self.polls += 1;
@@ -105,8 +105,8 @@ impl Fleet {
 fn snapshot(
     seq: u64,
     now: f64,
-    driver: Option<gpumemd::snapshot::DriverInfo>,
-    devices: Vec<gpumemd::snapshot::Device>,
+    driver: Option<gpumemd::data::snapshot::DriverInfo>,
+    devices: Vec<gpumemd::data::snapshot::Device>,
 ) -> Snapshot {
     Snapshot {
         seq,
@@ -246,7 +246,7 @@ fn demo_rules(c: &mut Criterion, snap: &Snapshot, (gpus, per_gpu): (usize, usize
     let cfg = Config::defaults(true);
     // The demo's idle-holder rule counts per GPU; one alert per process, as
     // a site may write it, is the engine's largest load.
-    let rules: Vec<gpumemd::rules::Rule> = cfg
+    let rules: Vec<gpumemd::judge::rules::Rule> = cfg
         .effective_rules()
         .into_iter()
         .map(|r| {
@@ -255,7 +255,7 @@ fn demo_rules(c: &mut Criterion, snap: &Snapshot, (gpus, per_gpu): (usize, usize
             }
             let mut one = r.cfg;
             one.per = None;
-            gpumemd::rules::Rule::new(one).expect("the demo's rule, one alert per process")
+            gpumemd::judge::rules::Rule::new(one).expect("the demo's rule, one alert per process")
         })
         .collect();
     let (state, _) = eval::evaluate(&rules, &EvalState::new(), snap, "bench-host");

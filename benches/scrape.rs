@@ -1,6 +1,6 @@
 //! A whole `/metrics` scrape through the daemon's HTTP stack: the simulated
-//! 8 x 64 and 64 x 1000 fleets served by `gpumemd::http::router` and
-//! `gpumemd::http::serve` (its limits and timeouts) on a two-worker runtime,
+//! 8 x 64 and 64 x 1000 fleets served by `gpumemd::serve::http::router` and
+//! `gpumemd::serve::http::serve` (its limits and timeouts) on a two-worker runtime,
 //! as the daemon runs it. One client thread makes sequential scrapes on one
 //! kept-alive connection and times each from request to last body byte.
 //! Prints p50 / p99 per fleet and encoding. Results, command and machine
@@ -19,13 +19,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use gpumemd::alerts::AlertsView;
-use gpumemd::config::Config;
-use gpumemd::history::History;
-use gpumemd::http::AppState;
-use gpumemd::metrics::{BuildInfo, Counters};
-use gpumemd::reload::ReloadStatus;
-use gpumemd::snapshot::Snapshot;
+use gpumemd::act::alerts::AlertsView;
+use gpumemd::app::config::Config;
+use gpumemd::app::reload::ReloadStatus;
+use gpumemd::collect::history::History;
+use gpumemd::data::snapshot::Snapshot;
+use gpumemd::serve::http::AppState;
+use gpumemd::serve::metrics::{BuildInfo, Counters};
 use tokio::sync::{mpsc, watch};
 
 const SIZES: &[(usize, usize)] = &[(8, 64), (64, 1000)];
@@ -67,7 +67,7 @@ fn state(
         },
         history: Arc::new(Mutex::new(History::new(60, 10))),
         allocator: None,
-        events: gpumemd::events::EventLog::shared(),
+        events: gpumemd::data::events::EventLog::shared(),
         reclaimer: None,
         telemetry_path: "/metrics".into(),
         reports: None,
@@ -80,7 +80,7 @@ fn state(
 fn start(rt: &tokio::runtime::Runtime, router: Router, stop: watch::Receiver<bool>) -> u16 {
     let listener = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
     let port = listener.local_addr().unwrap().port();
-    rt.spawn(gpumemd::http::serve(listener, router, None, stop));
+    rt.spawn(gpumemd::serve::http::serve(listener, router, None, stop));
     port
 }
 
@@ -161,7 +161,7 @@ fn main() {
         let cfg = Arc::new(Config::default());
         let snap = Arc::new(fleet::snapshot(&cfg, gpus, per_gpu));
         let (st, _keep) = state(cfg, snap);
-        let port = start(&rt, gpumemd::http::router(st), stop.clone());
+        let port = start(&rt, gpumemd::serve::http::router(st), stop.clone());
         for gzip in [false, true] {
             let mut client = Client::new(port, gzip);
             let (mut times, mut bytes) = (Vec::new(), 0);

@@ -3,7 +3,7 @@
 // gpumemd's driver-call ledger: uprobes on libcuda's allocation and free
 // calls. Each call that returns an allocation, each failed allocation and
 // each free becomes one 32-byte event on the EVENTS ring buffer; the daemon's
-// reader thread keeps the per-process books (src/ledger/). Nothing is
+// reader thread keeps the per-process books (src/collect/ledger/). Nothing is
 // summed here: the kernel side only stashes a call's arguments between
 // entry and return, so its maps stay a fixed size whatever the process does.
 //
@@ -18,7 +18,7 @@
 
 char LICENSE[] SEC("license") = "Dual MIT/GPL";
 
-// Which call an event comes from (src/ledger/event.rs reads the same values).
+// Which call an event comes from (src/collect/ledger/event.rs reads the same values).
 enum call {
 	CALL_ALLOC = 1,      // cuMemAlloc_v2
 	CALL_PITCH = 2,      // cuMemAllocPitch_v2

@@ -25,14 +25,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gpumemd::alerts::AlertEngine;
-use gpumemd::attribution::{PidFile, ProcFs, ReadOptions, TreeFile};
-use gpumemd::config::{Config, Processes};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::snapshot::{Device, Holder, Holders, Memory, PollStats, Process, Snapshot, Who};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::large;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::act::alerts::AlertEngine;
+use gpumemd::app::config::{Config, Processes};
+use gpumemd::collect::attribution::{PidFile, ProcFs, ReadOptions, TreeFile};
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::GpuSource;
+use gpumemd::collect::source::scenario::large;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::data::snapshot::{Device, Holder, Holders, Memory, PollStats, Process, Snapshot, Who};
 
 #[path = "../benches/common/counting.rs"]
 mod counting;
@@ -238,7 +238,7 @@ fn firing_alerts() -> Figure {
             }
             let mut cfg = r.cfg;
             cfg.per = None;
-            gpumemd::rules::Rule::new(cfg).expect("the demo's idle rule, one per process")
+            gpumemd::judge::rules::Rule::new(cfg).expect("the demo's idle rule, one per process")
         })
         .collect();
     let mut engine = AlertEngine::new(rules, "demo-host".into(), 100);

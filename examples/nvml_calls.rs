@@ -7,7 +7,7 @@
 //! ```
 //!
 //! A measurement tool, not part of the daemon: it calls `nvml-wrapper`
-//! directly (the daemon does so only in `src/source/nvml.rs`). Needs a GPU
+//! directly (the daemon does so only in `src/collect/source/nvml/mod.rs`). Needs a GPU
 //! and its driver's `libnvidia-ml.so.1`; prints one line per call, and the
 //! process's resident memory before and after NVML is initialised (what
 //! the driver library itself costs any exporter).

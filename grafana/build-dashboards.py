@@ -763,7 +763,7 @@ def alerts():
                  ("user", "User"), ("uuid", "UUID")],
                 {}, hide=["Value", "holder"], sort="Severity"), 24, 8)
     L.add(table("Alerts evaluated by gpumemd", "gpumem_alerts: the daemons' own rules "
-                "(src/rules/defaults.toml plus the site's [[rule]]s). Quota rules have no GPU.",
+                "(src/judge/rules/defaults.toml plus the site's [[rule]]s). Quota rules have no GPU.",
                 refs([(own, "")], instant=True, table=True),
                 [("alertname", "Alert"), ("alertstate", "State"), ("severity", "Severity"),
                  ("instance", "Host"), ("gpu", "GPU"), ("pid", "PID"), ("comm", "Command"),

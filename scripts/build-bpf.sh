@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rebuilds bpf/ledger.bpf.o from bpf/ledger.bpf.c (the driver-call ledger's
-# uprobes, loaded by src/ledger/ through aya). The object is checked in, so
+# uprobes, loaded by src/collect/ledger/ through aya). The object is checked in, so
 # building gpumemd needs only Rust; run this after changing the C file, and
 # `scripts/build-bpf.sh --check` in CI to prove the checked-in object is what
 # the source builds (same disassembly, maps and BTF).

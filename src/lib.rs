@@ -3,45 +3,15 @@
 //! binary (`main.rs`) only parses the CLI, sets up logging, binds and maps
 //! errors to exit codes; tests call `run()` directly on 127.0.0.1:0.
 
-pub mod alerts;
-pub mod allocator;
-pub mod attribution;
-pub mod check;
+pub mod act;
+pub mod app;
 pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod cuda;
-mod daemon;
-pub mod diagnosis;
-pub mod events;
-pub mod files;
-pub mod health;
-pub mod history;
-pub mod http;
-pub mod ledger;
-pub mod links;
-pub mod logging;
-pub mod metrics;
-pub mod notify;
-pub mod pipeline;
-pub mod poller;
-pub mod reclaim;
-pub mod reload;
-pub mod remote;
-pub mod report;
-pub mod report_cmd;
-pub mod rules;
-pub mod shutdown;
-pub mod snapshot;
-pub mod snapshot_cmd;
-pub mod source;
-pub mod statuspage;
-pub mod suspend_follow;
-pub mod sysnotify;
-pub mod table;
+pub mod collect;
+pub mod data;
+pub mod judge;
+pub mod serve;
 #[cfg(test)]
 mod tests;
-pub mod units;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -52,12 +22,12 @@ use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::config::Config;
-use crate::metrics::BuildInfo;
-use crate::pipeline::Pipeline;
-use crate::poller::{PollSettings, PollerError};
-use crate::source::GpuSource;
-pub use daemon::OnAlerts;
+use crate::app::config::Config;
+use crate::collect::pipeline::Pipeline;
+use crate::collect::poller::{PollSettings, PollerError};
+use crate::collect::source::GpuSource;
+use crate::serve::metrics::BuildInfo;
+pub use app::daemon::OnAlerts;
 
 /// How long in-flight HTTP requests may take to finish after shutdown.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
@@ -79,7 +49,7 @@ pub enum RunError {
     #[error("in-flight requests did not finish within {0:?} of shutdown")]
     Drain(Duration),
     #[error("reclaim: {0}")]
-    Reclaim(#[from] reclaim::ReclaimError),
+    Reclaim(#[from] act::reclaim::ReclaimError),
 }
 
 /// Poll settings from a config.
@@ -94,80 +64,83 @@ pub fn poll_settings(cfg: &Config) -> PollSettings {
 /// What runs before the server: reclaim, notifiers, the allocator view,
 /// the poller and its history.
 struct Core {
-    reclaimer: Arc<reclaim::Reclaimer>,
-    notifiers: Option<Arc<notify::Notifiers>>,
+    reclaimer: Arc<act::reclaim::Reclaimer>,
+    notifiers: Option<Arc<act::notify::Notifiers>>,
     state_dir_writable: Option<Arc<AtomicBool>>,
-    allocator: Option<Arc<allocator::AllocatorState>>,
+    allocator: Option<Arc<collect::allocator::AllocatorState>>,
     /// The driver-call ledger, when `[ebpf]` is enabled.
-    ledger: Option<Arc<ledger::Ledger>>,
+    ledger: Option<Arc<collect::ledger::Ledger>>,
     /// Removes the allocator socket when dropped, so it is held to the end
     /// of `run`.
-    socket: Option<allocator::receiver::SocketGuard>,
-    snapshots: poller::Snapshots,
+    socket: Option<collect::allocator::receiver::SocketGuard>,
+    snapshots: collect::poller::Snapshots,
     /// Where the alert loop is set as the poller's follower.
-    follow: poller::FollowHandle,
+    follow: collect::poller::FollowHandle,
     /// The poll thread's supervisor, spawned once the server is.
     poll_loop: std::pin::Pin<Box<dyn Future<Output = Result<(), PollerError>> + Send>>,
-    history: Arc<std::sync::Mutex<history::History>>,
+    history: Arc<std::sync::Mutex<collect::history::History>>,
     /// What follows each snapshot beside the alerts (history, the demo's
     /// allocator feed), run in the alert loop's task.
-    followers: Vec<daemon::OnSnapshot>,
+    followers: Vec<app::daemon::OnSnapshot>,
     /// `GET /api/v1/events`: Xids from the pipeline, suspends and resumes
     /// from the reclaimer.
-    events: Arc<events::EventLog>,
+    events: Arc<data::events::EventLog>,
     /// Job-end memory reports, followed from each snapshot.
-    reports: Arc<report::Reports>,
+    reports: Arc<judge::report::Reports>,
 }
 
 /// Starts the [`Core`] tasks from `cfg` and `source`.
 fn start_core(cfg: &Config, source: Box<dyn GpuSource>, stop: &watch::Receiver<bool>) -> Result<Core, RunError> {
     // Kept whether or not the allocator view is on.
-    let events = events::EventLog::shared();
-    let host = daemon::reclaim_host(&cfg.reclaim, cfg.processes.proc_root.clone(), source.as_ref());
+    let events = data::events::EventLog::shared();
+    let host = app::daemon::reclaim_host(&cfg.reclaim, cfg.processes.proc_root.clone(), source.as_ref());
     let reclaimer =
-        Arc::new(reclaim::Reclaimer::new(cfg.reclaim.clone(), host, &cfg.state.dir)?.with_events(events.clone()));
-    let notifiers = daemon::start_notifiers(cfg, stop.clone());
+        Arc::new(act::reclaim::Reclaimer::new(cfg.reclaim.clone(), host, &cfg.state.dir)?.with_events(events.clone()));
+    let notifiers = app::daemon::start_notifiers(cfg, stop.clone());
     // Notifications are what an unwritable state dir silently turns off
     // (reclaim, when enabled, has already refused to start without it).
     let configured = cfg.notify.alertmanager.is_some() || cfg.notify.webhook.is_some();
-    let state_dir_writable = configured.then(|| daemon::probe_state_dir(cfg.state.dir.clone(), stop.clone()));
+    let state_dir_writable = configured.then(|| app::daemon::probe_state_dir(cfg.state.dir.clone(), stop.clone()));
     let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref())
         .with_peak_window(cfg.poll.peak_window.get().as_secs_f64())
         .with_recent_xids(cfg.health.recent_events)
         .with_events(events.clone());
     let demo = source.demo_name().is_some();
-    let (allocator, socket) = daemon::start_allocator(cfg, demo, stop.clone());
+    let (allocator, socket) = app::daemon::start_allocator(cfg, demo, stop.clone());
     if let Some(a) = &allocator {
         pipeline = pipeline.with_allocator(a.clone());
     }
     let ledger = cfg
         .ebpf
         .enabled
-        .then(|| ledger::Ledger::start(&cfg.ebpf, cfg.processes.proc_root.clone(), Some(events.clone())));
+        .then(|| collect::ledger::Ledger::start(&cfg.ebpf, cfg.processes.proc_root.clone(), Some(events.clone())));
     if let Some(l) = &ledger {
         pipeline = pipeline.with_ledger(l.clone());
     }
-    let poller::Started {
+    let collect::poller::Started {
         snapshots,
         supervisor: poll_loop,
         follow,
-    } = poller::start(source, pipeline, poll_settings(cfg), stop.clone())?;
-    let points = history::History::points_for(cfg.poll.history.get(), cfg.poll.interval.get());
-    let history = Arc::new(std::sync::Mutex::new(history::History::new(
+    } = collect::poller::start(source, pipeline, poll_settings(cfg), stop.clone())?;
+    let points = collect::history::History::points_for(cfg.poll.history.get(), cfg.poll.interval.get());
+    let history = Arc::new(std::sync::Mutex::new(collect::history::History::new(
         points,
         cfg.processes.top_n,
     )));
-    let reports = Arc::new(report::Reports::persisted(&cfg.state.dir, clock::unix_now()));
-    let mut followers: Vec<daemon::OnSnapshot> = vec![
-        Box::new(history::recorder(history.clone())),
-        Box::new(report::recorder(reports.clone())),
+    let reports = Arc::new(judge::report::Reports::persisted(
+        &cfg.state.dir,
+        data::clock::unix_now(),
+    ));
+    let mut followers: Vec<app::daemon::OnSnapshot> = vec![
+        Box::new(collect::history::recorder(history.clone())),
+        Box::new(judge::report::recorder(reports.clone())),
     ];
     if let (true, Some(a)) = (demo, &allocator) {
-        followers.push(Box::new(allocator::demo::feeder(a.clone())));
+        followers.push(Box::new(collect::allocator::demo::feeder(a.clone())));
     }
     if let (Some(below), Some(a)) = (cfg.allocator.record_when_full_in, &allocator) {
         let spool = cfg.state.dir.join("spool");
-        followers.push(Box::new(allocator::arm::follower(
+        followers.push(Box::new(collect::allocator::arm::follower(
             a.clone(),
             below.get().as_secs_f64(),
             spool,
@@ -200,23 +173,23 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    let (stop_tx, stop_rx) = shutdown::channel();
+    let (stop_tx, stop_rx) = app::shutdown::channel();
     let core = start_core(&cfg, source, &stop_rx)?;
     // The allocator socket is removed when `run` ends.
     let _socket = core.socket;
-    let instance = cfg.alerting.instance.clone().unwrap_or_else(alerts::hostname);
-    let engine = alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
+    let instance = cfg.alerting.instance.clone().unwrap_or_else(act::alerts::hostname);
+    let engine = act::alerts::AlertEngine::new(cfg.effective_rules(), instance, cfg.alerting.recent_transitions);
     let (alerts_tx, alerts_rx) = watch::channel(Arc::new(engine.view()));
     let web_config = cfg.server.web_config_file.clone();
     let telemetry_path = cfg.overrides.telemetry_path.clone();
     let (cfg_tx, cfg_rx) = watch::channel(Arc::new(cfg));
-    let started = reload::ReloadStatus {
+    let started = app::reload::ReloadStatus {
         successful: true,
-        last_success: clock::unix_now(),
+        last_success: data::clock::unix_now(),
     };
     let (status_tx, status_rx) = watch::channel(started);
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
-    let counters = metrics::Counters::following(
+    let counters = serve::metrics::Counters::following(
         Some(core.reclaimer.clone()),
         core.notifiers.clone(),
         core.state_dir_writable,
@@ -224,7 +197,7 @@ pub async fn run(
     .with_allocator(core.allocator.clone())
     .with_ledger(core.ledger.clone())
     .with_reports(Some(core.reports.clone()));
-    let state = http::AppState {
+    let state = serve::http::AppState {
         snapshots: core.snapshots.clone(),
         alerts: alerts_rx,
         config: cfg_rx.clone(),
@@ -240,23 +213,32 @@ pub async fn run(
         reports: Some(core.reports),
         scrape_memo: Default::default(),
     };
-    let hook = daemon::alert_hooks(core.reclaimer.clone(), core.notifiers, cfg_rx.clone());
+    let hook = app::daemon::alert_hooks(core.reclaimer.clone(), core.notifiers, cfg_rx.clone());
     let snapshots = core.snapshots;
     let mut followers = core.followers;
-    followers.push(daemon::follow_reclaim(
+    followers.push(app::daemon::follow_reclaim(
         core.reclaimer,
         &snapshots,
         cfg_rx.clone(),
         &stop_rx,
     ));
-    let alert_loop = daemon::AlertLoop::new(engine, (hook, followers), alerts_tx);
-    core.follow.set(daemon::AlertLoop::follower(alert_loop.clone()));
-    tokio::spawn(daemon::AlertLoop::follow_rules(alert_loop, cfg_rx, stop_rx.clone()));
-    tokio::spawn(reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
-    let server = tokio::spawn(http::serve(listener, http::router(state), web_config, stop_rx.clone()));
+    let alert_loop = app::daemon::AlertLoop::new(engine, (hook, followers), alerts_tx);
+    core.follow.set(app::daemon::AlertLoop::follower(alert_loop.clone()));
+    tokio::spawn(app::daemon::AlertLoop::follow_rules(
+        alert_loop,
+        cfg_rx,
+        stop_rx.clone(),
+    ));
+    tokio::spawn(app::reload::run(cfg_tx, status_tx, reload_rx, stop_rx.clone()));
+    let server = tokio::spawn(serve::http::serve(
+        listener,
+        serve::http::router(state),
+        web_config,
+        stop_rx.clone(),
+    ));
     let poll_task = tokio::spawn(core.poll_loop);
     if let Some(period) = sd_notify::watchdog_enabled() {
-        tokio::spawn(daemon::watchdog(period / 2, stop_rx.clone()));
+        tokio::spawn(app::daemon::watchdog(period / 2, stop_rx.clone()));
     }
     finish(shutdown, poll_task, server, stop_tx).await
 }

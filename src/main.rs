@@ -9,20 +9,20 @@ mod malloc;
 use std::path::Path;
 use std::process::ExitCode;
 
-use gpumemd::check::{Criteria, Scope, Verdict, fetch_snapshot};
+use gpumemd::app::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
+use gpumemd::cli::check::{Criteria, Scope, Verdict, fetch_snapshot};
 use gpumemd::cli::{
     CheckArgs, Cli, ClientArgs, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SnapshotOpts,
     SourceArgs,
 };
-use gpumemd::clock::unix_now;
-use gpumemd::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
-use gpumemd::source::nvml::NvmlSource;
-use gpumemd::source::parked::ParkedSource;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
-use gpumemd::source::{GpuSource, SourceError};
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::nvml::NvmlSource;
+use gpumemd::collect::source::parked::ParkedSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::collect::source::{GpuSource, SourceError};
+use gpumemd::data::clock::unix_now;
+use gpumemd::data::snapshot::{PollOutcome, PollStats, Snapshot};
 
 /// Every way a command fails, printed as one line after "gpumemd: ".
 #[derive(Debug, thiserror::Error)]
@@ -30,15 +30,15 @@ enum CliError {
     #[error(transparent)]
     Config(#[from] config::ConfigError),
     #[error(transparent)]
-    WebConfig(#[from] gpumemd::http::webconfig::WebConfigError),
+    WebConfig(#[from] gpumemd::serve::http::webconfig::WebConfigError),
     #[error(transparent)]
-    Scenario(#[from] gpumemd::source::scenario::ScenarioError),
+    Scenario(#[from] gpumemd::collect::source::scenario::ScenarioError),
     #[error(transparent)]
     Daemon(#[from] gpumemd::RunError),
     #[error(transparent)]
-    Snapshot(#[from] gpumemd::snapshot_cmd::SnapshotError),
+    Snapshot(#[from] gpumemd::cli::snapshot_cmd::SnapshotError),
     #[error(transparent)]
-    Client(#[from] gpumemd::remote::ClientError),
+    Client(#[from] gpumemd::cli::remote::ClientError),
     #[error("{0}")]
     Lifecycle(String),
     #[error("{0} is for asking a daemon; give --url too")]
@@ -46,7 +46,7 @@ enum CliError {
     #[error("--web.listen-address: {0}")]
     ListenFlag(config::ListenError),
     #[error("--web.telemetry-path: {0}")]
-    TelemetryPath(gpumemd::http::TelemetryPathError),
+    TelemetryPath(gpumemd::serve::http::TelemetryPathError),
     #[error("listen address: {0}")]
     Listen(config::ListenError),
     #[error("cannot listen on {listen}: {source}")]
@@ -71,13 +71,13 @@ enum CliError {
     #[error(transparent)]
     Source(SourceError),
     #[error("--max-unattributed: {0}")]
-    MaxUnattributed(gpumemd::units::UnitError),
+    MaxUnattributed(gpumemd::data::units::UnitError),
     #[error("--timeout: {0}")]
-    Timeout(gpumemd::units::UnitError),
+    Timeout(gpumemd::data::units::UnitError),
     #[error("cannot encode the snapshot: {0}")]
     Encode(serde_json::Error),
     #[error("cannot tell: {0}")]
-    CannotTell(gpumemd::check::FetchError),
+    CannotTell(gpumemd::cli::check::FetchError),
 }
 
 fn main() -> ExitCode {
@@ -138,7 +138,7 @@ fn print_out(text: std::fmt::Arguments<'_>) {
 /// must not hold the start forever.
 fn load_config(src: &SourceArgs, overrides: &Overrides) -> Result<Config, CliError> {
     let demo = src.demo.is_some();
-    let deadline = Some(gpumemd::reload::RELOAD_DEADLINE);
+    let deadline = Some(gpumemd::app::reload::RELOAD_DEADLINE);
     let mut cfg = match &src.config {
         Some(p) => Config::load_within(p, demo, deadline)?,
         None if Path::new(DEFAULT_CONFIG_PATH).exists() => {
@@ -164,7 +164,7 @@ fn overrides(src: &SourceArgs, run: Option<&RunArgs>) -> Result<Overrides, CliEr
         tls: false,
         telemetry_path: match run {
             Some(r) if r.telemetry_path != DEFAULT_TELEMETRY_PATH => {
-                gpumemd::http::check_telemetry_path(&r.telemetry_path).map_err(CliError::TelemetryPath)?;
+                gpumemd::serve::http::check_telemetry_path(&r.telemetry_path).map_err(CliError::TelemetryPath)?;
                 Some(r.telemetry_path.clone())
             }
             _ => None,
@@ -198,16 +198,16 @@ fn run(args: RunArgs) -> Result<(), CliError> {
         .map_err(CliError::Runtime)?;
     let shutdown = {
         let _in_runtime = rt.enter();
-        gpumemd::shutdown::install_early()
+        gpumemd::app::shutdown::install_early()
     };
     // A SIGHUP held back since `main` began goes to the handler now.
     hangup::hold(false);
-    gpumemd::logging::init(args.log_format, args.log_level, "info");
+    gpumemd::app::logging::init(args.log_format, args.log_level, "info");
     let mut cfg = load_config(&args.source, &overrides(&args.source, Some(&args))?)?;
     // Checked before binding, so a bad file is one line and exit 1, not a
     // server that starts and then fails.
     if let Some(f) = &cfg.server.web_config_file {
-        let web = gpumemd::http::webconfig::load(f)?;
+        let web = gpumemd::serve::http::webconfig::load(f)?;
         let mut o = cfg.overrides.clone();
         o.tls = web.tls.is_some();
         o.apply(&mut cfg);
@@ -250,7 +250,7 @@ async fn bind(listen: &str) -> Result<tokio::net::TcpListener, CliError> {
 fn check_config(file: &Path, demo: bool) -> Result<(), CliError> {
     let cfg = Config::load(file, demo)?;
     if let Some(f) = &cfg.server.web_config_file {
-        gpumemd::http::webconfig::load(f)?;
+        gpumemd::serve::http::webconfig::load(f)?;
     }
     // Printed without URL credentials or tokens: this output ends up in
     // terminals, CI logs and bug reports.
@@ -265,8 +265,8 @@ fn check_config(file: &Path, demo: bool) -> Result<(), CliError> {
 /// `snapshot`: from a running daemon (`--url`), or polls here, keeping the
 /// pipeline between `--watch` refreshes so growth appears as history builds.
 fn snapshot(src: &SourceArgs, opts: &SnapshotOpts, client: &ClientArgs) -> Result<(), CliError> {
-    use gpumemd::snapshot_cmd::{self, Feed, SnapshotError};
-    gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
+    use gpumemd::cli::snapshot_cmd::{self, Feed, SnapshotError};
+    gpumemd::app::logging::init(LogFormat::Logfmt, None, "warn");
     if let Some(url) = &client.url {
         if src.demo.is_some() || src.nvml_lib.is_some() {
             return Err(CliError::UrlWithLocalSource);
@@ -297,7 +297,7 @@ fn snapshot(src: &SourceArgs, opts: &SnapshotOpts, client: &ClientArgs) -> Resul
 
 /// One poll through the production pipeline, for `check`.
 fn poll_once(src: &SourceArgs) -> Result<Snapshot, CliError> {
-    gpumemd::logging::init(LogFormat::Logfmt, None, "warn");
+    gpumemd::app::logging::init(LogFormat::Logfmt, None, "warn");
     let cfg = load_config(src, &overrides(src, None)?)?;
     let mut source = make_source(&cfg, src.demo.as_deref())?;
     let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
@@ -341,12 +341,12 @@ fn check(args: &CheckArgs) -> ExitCode {
         },
     };
     // Names and command lines come from processes: no terminal escapes.
-    print_out(format_args!("{}\n", gpumemd::units::printable(&verdict.line)));
+    print_out(format_args!("{}\n", gpumemd::data::units::printable(&verdict.line)));
     ExitCode::from(verdict.code)
 }
 
 fn check_criteria(a: &CheckArgs) -> Result<Criteria, CliError> {
-    let max = gpumemd::units::parse_size(&a.max_unattributed).map_err(CliError::MaxUnattributed)?;
+    let max = gpumemd::data::units::parse_size(&a.max_unattributed).map_err(CliError::MaxUnattributed)?;
     Ok(Criteria {
         scope: Scope {
             jobs: a.job.clone(),
@@ -370,24 +370,24 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
         }
         let snap = poll_once(&a.source)?;
         let body = serde_json::to_string(&snap).map_err(CliError::Encode)?;
-        return Ok(gpumemd::check::judge_json(&body, c));
+        return Ok(gpumemd::cli::check::judge_json(&body, c));
     };
-    let timeout = gpumemd::units::parse_duration(&a.timeout).map_err(CliError::Timeout)?;
+    let timeout = gpumemd::data::units::parse_duration(&a.timeout).map_err(CliError::Timeout)?;
     let daemon = a.client.connect(url, timeout.get()).map_err(CliError::CannotTell)?;
-    let body = gpumemd::remote::block_on(fetch_snapshot(&daemon)).map_err(CliError::CannotTell)?;
-    Ok(gpumemd::check::judge_json(&body, c))
+    let body = gpumemd::cli::remote::block_on(fetch_snapshot(&daemon)).map_err(CliError::CannotTell)?;
+    Ok(gpumemd::cli::check::judge_json(&body, c))
 }
 
 /// `gpumemd report`: exit 0 (found), 1 (none) or 2 (cannot tell).
-fn report(args: &gpumemd::report_cmd::ReportArgs) -> ExitCode {
-    match gpumemd::report_cmd::run(args) {
+fn report(args: &gpumemd::cli::report_cmd::ReportArgs) -> ExitCode {
+    match gpumemd::cli::report_cmd::run(args) {
         Ok((code, text)) => {
             print_out(format_args!("{text}"));
             ExitCode::from(code)
         }
         Err(e) => {
             eprintln!("gpumemd: {e}");
-            ExitCode::from(gpumemd::report_cmd::CANNOT_TELL)
+            ExitCode::from(gpumemd::cli::report_cmd::CANNOT_TELL)
         }
     }
 }
@@ -396,7 +396,7 @@ fn report(args: &gpumemd::report_cmd::ReportArgs) -> ExitCode {
 /// reporting process record (or dump, or stop) its memory history; one
 /// line, exit 0 when asked, 1 when not (with the daemon's reason).
 fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
-    use gpumemd::remote::{DEFAULT_URL, block_on};
+    use gpumemd::cli::remote::{DEFAULT_URL, block_on};
     const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
     let (pid, client) = (r.remote.pid, r.remote.client());
     let daemon = client.connect(client.url.as_deref().unwrap_or(DEFAULT_URL), TIMEOUT)?;
@@ -413,13 +413,13 @@ fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
         print_out(format_args!("{}\n", body.trim_end()));
         return Ok(());
     }
-    let said = gpumemd::units::printable(body.lines().next().unwrap_or("").trim());
+    let said = gpumemd::data::units::printable(body.lines().next().unwrap_or("").trim());
     match status {
         200..=299 => {
             let spool = serde_json::from_str::<serde_json::Value>(&body)
                 .ok()
                 .and_then(|v| v.get("spool").and_then(|s| s.as_str()).map(str::to_string));
-            let to = spool.map(|s| format!("; snapshots go to {}", gpumemd::units::printable(&s)));
+            let to = spool.map(|s| format!("; snapshots go to {}", gpumemd::data::units::printable(&s)));
             print_out(format_args!("asked PID {pid} to {what}{}\n", to.unwrap_or_default()));
             Ok(())
         }
@@ -441,7 +441,7 @@ fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
 /// line, what happened (stdout, exit 0) or why not and what to do (stderr,
 /// exit 1); `--json` prints the daemon's answer as it came.
 fn remote(args: &RemoteArgs, action: &str) -> Result<(), CliError> {
-    use gpumemd::remote::{DEFAULT_URL, block_on, lifecycle};
+    use gpumemd::cli::remote::{DEFAULT_URL, block_on, lifecycle};
     // A checkpoint moves GiBs into host memory: allow it minutes.
     const TIMEOUT: std::time::Duration = std::time::Duration::from_secs(600);
     let client = args.client();

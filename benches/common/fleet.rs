@@ -7,12 +7,12 @@
 
 use std::time::Duration;
 
-use gpumemd::config::Config;
-use gpumemd::pipeline::Pipeline;
-use gpumemd::snapshot::{PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::large;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::app::config::Config;
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::GpuSource;
+use gpumemd::collect::source::scenario::large;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::data::snapshot::{PollStats, Snapshot};
 
 /// The snapshots' clock: 2026-01-01T00:00:00Z.
 pub const EPOCH: f64 = 1_767_225_600.0;

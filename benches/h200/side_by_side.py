@@ -370,7 +370,7 @@ def nvidia_smi_baseline():
 
 
 def fleet_toml(gpus, per_gpu):
-    """A scenario like `scenario::large(gpus, per_gpu)` (src/source/scenario.rs)."""
+    """A scenario like `scenario::large(gpus, per_gpu)` (src/collect/source/scenario.rs)."""
     out = [f'name = "{gpus}x{per_gpu}"', "seed = 8", 'granularity = "1MiB"', ""]
     for _ in range(gpus):
         out += ["[[gpu]]", 'name = "NVIDIA H200"', 'memory = "141GiB"', 'reserved = "600MiB"', ""]

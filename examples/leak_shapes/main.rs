@@ -19,7 +19,7 @@
 #[path = "shapes.rs"]
 mod shapes;
 
-use gpumemd::diagnosis::leak::{LeakConfig, LeakTracker};
+use gpumemd::collect::diagnosis::leak::{LeakConfig, LeakTracker};
 use shapes::{Expect, Outcome};
 use std::time::Instant;
 

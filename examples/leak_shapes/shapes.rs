@@ -9,7 +9,7 @@
 //! `tests/library/leak_shapes.rs` (the table tests) through `#[path]`.
 //! Must not: print, read clocks or files; everything is seeded.
 
-use gpumemd::diagnosis::leak::{LeakConfig, LeakTracker};
+use gpumemd::collect::diagnosis::leak::{LeakConfig, LeakTracker};
 
 pub const MIB: f64 = 1_048_576.0;
 pub const GIB: f64 = 1024.0 * MIB;

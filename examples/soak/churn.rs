@@ -6,9 +6,11 @@
 
 use std::sync::Arc;
 
-use gpumemd::attribution::{CgroupInfo, MemProcess, MemTree, ProcState, ProcTree, Runtime, cgroup_path, clock_ticks};
-use gpumemd::snapshot::{Device, DriverInfo, Memory};
-use gpumemd::source::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
+use gpumemd::collect::attribution::{
+    CgroupInfo, MemProcess, MemTree, ProcState, ProcTree, Runtime, cgroup_path, clock_ticks,
+};
+use gpumemd::collect::source::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
+use gpumemd::data::snapshot::{Device, DriverInfo, Memory};
 
 use crate::Fleet;
 

@@ -50,11 +50,11 @@ use std::process::ExitCode;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use gpumemd::alerts::AlertEngine;
-use gpumemd::config::{Config, GroupBy};
-use gpumemd::metrics::{DaemonState, Format, render};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::snapshot::Snapshot;
+use gpumemd::act::alerts::AlertEngine;
+use gpumemd::app::config::{Config, GroupBy};
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::data::snapshot::Snapshot;
+use gpumemd::serve::metrics::{DaemonState, Format, render};
 
 use churn::{ChurnSource, MIB};
 use run::{CHUNK, Polled, Window, cpu_time, mib, poll_thread, rss};
@@ -162,8 +162,11 @@ fn main() -> ExitCode {
     let mut cfg = Config::defaults(false);
     cfg.processes.group_by = vec![GroupBy::User, GroupBy::Container, GroupBy::Job];
     let mut rules = cfg.effective_rules();
-    let soak = gpumemd::rules::parse_rule_set(SOAK_RULES).expect("the soak's rules parse");
-    rules.extend(soak.into_iter().map(|c| gpumemd::rules::Rule::new(c).expect("valid")));
+    let soak = gpumemd::judge::rules::parse_rule_set(SOAK_RULES).expect("the soak's rules parse");
+    rules.extend(
+        soak.into_iter()
+            .map(|c| gpumemd::judge::rules::Rule::new(c).expect("valid")),
+    );
     let f = args.fleet;
     println!(
         "soak: {} polls, {} GPUs x {} processes ({} long-lived), {} replaced per GPU per poll, {} rules, render every {} polls",
@@ -221,9 +224,9 @@ fn main() -> ExitCode {
         let t0 = Instant::now();
         for t in engine.evaluate(&p.snap) {
             match t.to {
-                gpumemd::rules::eval::State::Firing => fired += 1,
-                gpumemd::rules::eval::State::Resolved => resolved += 1,
-                gpumemd::rules::eval::State::Pending => {}
+                gpumemd::judge::rules::eval::State::Firing => fired += 1,
+                gpumemd::judge::rules::eval::State::Resolved => resolved += 1,
+                gpumemd::judge::rules::eval::State::Pending => {}
             }
         }
         let t_eval = Instant::now();

@@ -6,9 +6,9 @@
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
-use gpumemd::pipeline::{Pipeline, Retained};
-use gpumemd::snapshot::{PollStats, Snapshot};
-use gpumemd::source::GpuSource;
+use gpumemd::collect::pipeline::{Pipeline, Retained};
+use gpumemd::collect::source::GpuSource;
+use gpumemd::data::snapshot::{PollStats, Snapshot};
 
 use crate::churn::{ChurnSource, EPOCH, MIB};
 

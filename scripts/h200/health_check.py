@@ -15,7 +15,7 @@ import sys
 
 # Calls gpumemd makes, and the most one may cost (far above the ~3 us an
 # H200 answers in): more means a driver path to look at, not a typo.
-# Calls gpumemd caches because they are slow (src/source/nvml/health.rs).
+# Calls gpumemd caches because they are slow (src/collect/source/nvml/health.rs).
 READ_RARELY = {"nvmlDeviceGetEccMode": "5 minutes (ECC_MODE_EVERY)"}
 DAEMON_CALLS = ("nvmlDeviceGetEccMode", "nvmlDeviceGetTotalEccErrors", "nvmlDeviceGetRemappedRows",
                 "nvmlDeviceGetRetiredPages", "nvmlDeviceGetRetiredPagesPendingStatus",

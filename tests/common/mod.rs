@@ -15,8 +15,8 @@ use std::io::Write as _;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use gpumemd::config::Config;
-use gpumemd::source::GpuSource;
+use gpumemd::app::config::Config;
+use gpumemd::collect::source::GpuSource;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;

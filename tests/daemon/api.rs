@@ -10,10 +10,10 @@ use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use common::{sample, spawn_app, test_config, wait_until};
-use gpumemd::source::nvml::NvmlSource;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
-use gpumemd::source::{GpuSource, RawPoll, SourceError};
+use gpumemd::collect::source::nvml::NvmlSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::collect::source::{GpuSource, RawPoll, SourceError};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -282,7 +282,7 @@ async fn rules_fire_into_the_alerts_api_and_metrics() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gpumemd.toml");
     write_config(&path, BIG_RULE);
-    let cfg = gpumemd::config::Config::load(&path, false).expect("config");
+    let cfg = gpumemd::app::config::Config::load(&path, false).expect("config");
     let app = spawn_app(cfg, Box::new(sim("default", Duration::from_millis(100)))).await;
     let v = wait_until(WAIT, "a firing alert", || async {
         let v: serde_json::Value = serde_json::from_str(&app.get("/api/v1/alerts").await.body).ok()?;
@@ -320,7 +320,7 @@ async fn reload_validates_first_and_keeps_the_old_config_on_error() {
     let dir = tempfile::tempdir().expect("tempdir");
     let path = dir.path().join("gpumemd.toml");
     write_config(&path, "");
-    let cfg = gpumemd::config::Config::load(&path, false).expect("config");
+    let cfg = gpumemd::app::config::Config::load(&path, false).expect("config");
     let app = spawn_app(cfg, Box::new(sim("default", Duration::from_millis(100)))).await;
     let rules = |body: &str| -> Vec<String> {
         let v: serde_json::Value = serde_json::from_str(body).unwrap_or_default();

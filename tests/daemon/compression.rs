@@ -12,8 +12,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{App, spawn_app, test_config, wait_until};
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
 
 const WAIT: Duration = Duration::from_secs(20);
 

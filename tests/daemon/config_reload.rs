@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use common::proc::{daemon, signal, wait_exit};
 use common::{Lines, get, request, sample, spawn_app, wait_true};
-use gpumemd::config::Config;
-use gpumemd::reload::RELOAD_DEADLINE;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::app::config::Config;
+use gpumemd::app::reload::RELOAD_DEADLINE;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
 use rustix::process::Signal;
 
 const WAIT: Duration = Duration::from_secs(20);

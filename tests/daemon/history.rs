@@ -8,9 +8,9 @@ use crate::common;
 use std::time::Duration;
 
 use common::{spawn_app, wait_until};
-use gpumemd::config::Config;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::app::config::Config;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
 use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(20);

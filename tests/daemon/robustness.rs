@@ -11,14 +11,14 @@
 //!
 //! Covered elsewhere, where the fault can be made exactly:
 //! - (b) a corrupt outbox entry is moved aside, counted as dropped and the
-//!   rest delivered: `src/notify/tests/outbox.rs`
+//!   rest delivered: `src/act/notify/tests/outbox.rs`
 //!   `corrupt_entry_is_moved_aside_counted_and_the_rest_loaded`, and the
 //!   delivery of what a previous run left in `tests/peers/notify_webhook.rs`
 //!   `the_outbox_delivers_after_a_restart_while_the_receiver_was_down`;
 //! - (c) clock jumps: rule durations run on the monotonic clock,
-//!   `src/rules/tests.rs` `wall_clock_jumps_do_not_shorten_for`;
+//!   `src/judge/rules/tests.rs` `wall_clock_jumps_do_not_shorten_for`;
 //! - (d) /proc entries that vanish or cannot be read:
-//!   `src/attribution/tests/procfs.rs` (`missing_process_is_gone`,
+//!   `src/collect/attribution/tests/procfs.rs` (`missing_process_is_gone`,
 //!   `empty_stat_is_gone`, `vanishing_between_reads_is_gone`,
 //!   `unreadable_cgroup_and_cmdline_leave_parts_empty`,
 //!   `permission_denied_cgroup_is_not_fatal`).
@@ -33,9 +33,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::{Lines, get, http_sink, sample, spawn_app, wait_until};
-use gpumemd::config::Config;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::app::config::Config;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
 
 const BIN: &str = env!("CARGO_BIN_EXE_gpumemd");
 const WAIT: Duration = Duration::from_secs(20);

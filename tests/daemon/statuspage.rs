@@ -11,15 +11,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use common::{spawn_app, test_config, wait_until};
-use gpumemd::alerts::AlertsView;
-use gpumemd::history::{History, ViewOptions};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::rules::eval::{Alert, Annotations, State};
-use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
-use gpumemd::statuspage::{self, config::PageLinks};
+use gpumemd::act::alerts::AlertsView;
+use gpumemd::collect::history::{History, ViewOptions};
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::GpuSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::data::snapshot::{PollOutcome, PollStats, Snapshot};
+use gpumemd::judge::rules::eval::{Alert, Annotations, State};
+use gpumemd::serve::statuspage::{self, config::PageLinks};
 use serde_json::Value;
 
 /// What the issue allows one refresh of the page to download.
@@ -191,7 +191,7 @@ async fn the_page_reads_summary_history_and_runbook_from_the_daemon() {
 /// from anywhere else (air-gapped nodes, and no third party sees who looks).
 #[test]
 fn the_page_loads_no_external_assets() {
-    let page = include_str!("../../src/http/status_page.html");
+    let page = include_str!("../../src/serve/http/status_page.html");
     assert!(page.len() > 1000 && page.contains("<script"), "the page itself");
     // The SVG namespace is an identifier, never fetched.
     let without_ns = page.replace("\"http://www.w3.org/2000/svg\"", "");

@@ -4,7 +4,7 @@
 //! id is 64 lowercase hex, a pod uid a UUID or 32 hex, a job digits, and no
 //! field holds a path separator or a line break.
 
-use gpumemd::attribution::{CgroupInfo, parse_cgroup};
+use gpumemd::collect::attribution::{CgroupInfo, parse_cgroup};
 use proptest::prelude::*;
 
 use super::mutate;

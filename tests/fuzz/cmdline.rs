@@ -4,7 +4,7 @@
 //! any of the documented forms never survives, whatever ordinary args
 //! surround it.
 
-use gpumemd::attribution::{format_cmdline, redact_cmdline};
+use gpumemd::collect::attribution::{format_cmdline, redact_cmdline};
 use proptest::prelude::*;
 use proptest::sample::select;
 

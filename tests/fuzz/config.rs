@@ -2,7 +2,7 @@
 //! the demo defaults. Seeds: the corpus and the shipped configs, including
 //! `config/gpumemd.toml` with every commented-out example turned on.
 
-use gpumemd::config::Config;
+use gpumemd::app::config::Config;
 use proptest::prelude::*;
 
 use super::mutate::{self, TreeEdit};

@@ -6,23 +6,23 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use gpumemd::alerts::AlertEngine;
-use gpumemd::config::{Config, GroupBy};
-use gpumemd::metrics::{DaemonState, Format, render};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::snapshot::{PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::act::alerts::AlertEngine;
+use gpumemd::app::config::{Config, GroupBy};
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::GpuSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::data::snapshot::{PollStats, Snapshot};
+use gpumemd::serve::metrics::{DaemonState, Format, render};
 use proptest::prelude::*;
 
 use super::mutate;
 use crate::{Seed, assert_one_line, bounded, cases, corpus, repo};
 
 const SHIPPED: &[&str] = &[
-    "src/source/scenarios/default.toml",
-    "src/source/scenarios/gpu-lost.toml",
-    "src/source/scenarios/mig.toml",
+    "src/collect/source/scenarios/default.toml",
+    "src/collect/source/scenarios/gpu-lost.toml",
+    "src/collect/source/scenarios/mig.toml",
     "tests/scenarios/traces.toml",
 ];
 

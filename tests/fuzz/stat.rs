@@ -5,7 +5,7 @@
 //! panic, no hang", a well-formed stat line with any comm parses back to
 //! exactly what was written.
 
-use gpumemd::attribution::{ProcState, StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
+use gpumemd::collect::attribution::{ProcState, StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
 use proptest::prelude::*;
 
 use super::mutate;

@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use gpumemd::http::webconfig;
+use gpumemd::serve::http::webconfig;
 use proptest::prelude::*;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, KeyPair};
 

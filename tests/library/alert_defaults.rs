@@ -12,14 +12,14 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use gpumemd::config::Config;
-use gpumemd::pipeline::Pipeline;
-use gpumemd::rules::eval::{EvalState, State, Transition, update};
-use gpumemd::rules::{DEFAULT_RULES, DEMO_RULES, Rule, parse_rule_set};
-use gpumemd::snapshot::{PollOutcome, PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::app::config::Config;
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::GpuSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::data::snapshot::{PollOutcome, PollStats, Snapshot};
+use gpumemd::judge::rules::eval::{EvalState, State, Transition, update};
+use gpumemd::judge::rules::{DEFAULT_RULES, DEMO_RULES, Rule, parse_rule_set};
 
 const EPOCH: f64 = 1.7e9;
 

@@ -7,17 +7,17 @@
 use std::path::Path;
 use std::time::Duration;
 
-use gpumemd::alerts::AlertEngine;
-use gpumemd::allocator::AllocatorState;
-use gpumemd::config::Config;
-use gpumemd::metrics::{self, Format};
-use gpumemd::pipeline::Pipeline;
-use gpumemd::reload::ReloadStatus;
-use gpumemd::report::Reports;
-use gpumemd::snapshot::{PollStats, Snapshot};
-use gpumemd::source::GpuSource;
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::act::alerts::AlertEngine;
+use gpumemd::app::config::Config;
+use gpumemd::app::reload::ReloadStatus;
+use gpumemd::collect::allocator::AllocatorState;
+use gpumemd::collect::pipeline::Pipeline;
+use gpumemd::collect::source::GpuSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
+use gpumemd::data::snapshot::{PollStats, Snapshot};
+use gpumemd::judge::report::Reports;
+use gpumemd::serve::metrics::{self, Format};
 
 const EPOCH: f64 = 1_767_225_600.0; // 2026-01-01T00:00:00Z
 const POLLS: u64 = 40;
@@ -38,7 +38,7 @@ fn demo_snapshot(cfg: &Config) -> (Snapshot, AlertEngine, Reports) {
         let raw = src.poll(i % 2 == 0).expect("simulated poll");
         let (driver, devices) = pipe.build(raw, EPOCH + i as f64);
         let now = EPOCH + i as f64;
-        gpumemd::allocator::demo::feed(&alloc, &devices, i as f64, now);
+        gpumemd::collect::allocator::demo::feed(&alloc, &devices, i as f64, now);
         let snap = Snapshot {
             seq: i + 1,
             timestamp: now,
@@ -143,7 +143,7 @@ fn demo_shows_every_diagnosis_and_fires_alerts_within_40_seconds() {
     let procs: Vec<_> = snap.devices.iter().flat_map(|d| &d.processes).collect();
     let leak = procs.iter().find(|p| p.pid == 4202).expect("leaking worker");
     assert!(leak.leak_suspected, "the leaking worker is flagged: {leak:?}");
-    let growth = |p: &gpumemd::snapshot::Process| p.allocator.as_ref().map(|a| a.growth);
+    let growth = |p: &gpumemd::data::snapshot::Process| p.allocator.as_ref().map(|a| a.growth);
     assert_eq!(growth(leak), Some(Some("tensors")), "as a tensor leak");
     let cacher = procs.iter().find(|p| p.pid == 5101).expect("warming-up pod");
     assert!(!cacher.leak_suspected && cacher.allocator.as_ref().is_some_and(|a| a.cache_bytes > 20 << 30));

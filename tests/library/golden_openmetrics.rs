@@ -11,9 +11,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use gpumemd::config::Config;
-use gpumemd::metrics::{self, DaemonState, Format};
-use gpumemd::snapshot::{Device, Memory, Process, Snapshot, Who};
+use gpumemd::app::config::Config;
+use gpumemd::data::snapshot::{Device, Memory, Process, Snapshot, Who};
+use gpumemd::serve::metrics::{self, DaemonState, Format};
 
 #[derive(Debug, Default)]
 struct Family {

@@ -11,7 +11,7 @@
 #[allow(dead_code)]
 mod shapes;
 
-use gpumemd::config::Config;
+use gpumemd::app::config::Config;
 use shapes::{Expect, Outcome, Shape};
 
 /// Seeds per shape; `LEAK_SHAPE_SEEDS` runs more (e.g. in release mode).

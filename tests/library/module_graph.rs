@@ -1,11 +1,15 @@
 //! The crate's modules depend on each other in one direction. This test reads
-//! `src/` as text: each top-level module (`src/x.rs` or `src/x/`) is a node,
-//! each `crate::x` path used outside `#[cfg(test)]` code is an edge, and any
-//! circle fails with the modules in it. Inside a folder module the same holds
-//! for its files (`super::y` and `crate::x::y` paths). The leaves named in
-//! `LEAVES` must not depend on anything in the crate at all. Every top-level
-//! module belongs to one concept of `CONCEPTS`, and a module uses only its
-//! own concept or those listed before it, but for the edges of `UPWARD`.
+//! `src/` as text. Each folder under `src/` is a concept and each module in
+//! it (`src/concept/x.rs` or `src/concept/x/`) is a node; `src/cli/mod.rs`
+//! is the `cli` module itself, the command line's arguments. Each
+//! `crate::concept::x` path used outside `#[cfg(test)]` code (and `super::x`
+//! inside `src/cli/`) is an edge, and any circle fails with the modules in
+//! it. Inside a module folder the same holds for its files (`super::y` and
+//! `crate::concept::x::y` paths). The leaves named in `LEAVES` must not
+//! depend on anything in the crate at all. A module uses only its own
+//! concept or those before it in `CONCEPTS`, but for the edges of `UPWARD`.
+//! The folders are the concepts: no hand-kept list says which module is
+//! where.
 //!
 //! It must not compile or run the crate: it is a reading of the source, cheap
 //! enough for every `cargo test`.
@@ -17,39 +21,13 @@ use std::path::{Path, PathBuf};
 /// Modules everything may use and that use nothing of the crate.
 const LEAVES: &[&str] = &["clock", "sysnotify", "units", "snapshot"];
 
-/// The concepts, lowest first, and their modules (docs/design.md's map).
-const CONCEPTS: &[(&str, &[&str])] = &[
-    (
-        "data",
-        &["snapshot", "units", "clock", "events", "links", "files", "sysnotify"],
-    ),
-    (
-        "collect",
-        &[
-            "source",
-            "cuda",
-            "attribution",
-            "health",
-            "allocator",
-            "ledger",
-            "diagnosis",
-            "pipeline",
-            "poller",
-            "history",
-        ],
-    ),
-    ("judge", &["rules", "report"]),
-    ("act", &["alerts", "notify", "reclaim", "suspend_follow"]),
-    ("serve", &["metrics", "http", "statuspage"]),
-    (
-        "app",
-        &["config", "reload", "daemon", "logging", "shutdown", "hangup", "malloc"],
-    ),
-    (
-        "cli",
-        &["cli", "check", "snapshot_cmd", "table", "remote", "report_cmd"],
-    ),
-];
+/// The concepts (the folders of `src/`), lowest first (docs/design.md's map).
+const CONCEPTS: &[&str] = &["data", "collect", "judge", "act", "serve", "app", "cli"];
+
+/// Files of `src/` that belong to no concept: the library's and the
+/// binary's roots and the binary's own modules (`mod` in `main.rs`), and
+/// the unit tests' shared helpers.
+const OUTSIDE: &[&str] = &["lib.rs", "main.rs", "hangup.rs", "malloc.rs", "tests"];
 
 /// The edges that go up the concepts, each with its reason. `config` gathers
 /// every section's types from the modules that own them, so it sits above
@@ -133,9 +111,18 @@ fn sources() -> Vec<(String, String)> {
     out
 }
 
-fn top_module(rel: &str) -> String {
-    let first = rel.split('/').next().unwrap_or_default();
-    first.trim_end_matches(".rs").to_string()
+/// The concept and module of a file of `src/` (`collect/source/nvml/mod.rs`
+/// -> `collect`, `source`; `cli/mod.rs` -> `cli`, `cli`), or `None` for one
+/// outside the concepts.
+fn place(rel: &str) -> Option<(String, String)> {
+    let mut parts = rel.split('/');
+    let (concept, second) = (parts.next()?, parts.next()?);
+    let module = if second == "mod.rs" {
+        concept
+    } else {
+        second.trim_end_matches(".rs")
+    };
+    Some((concept.to_string(), module.to_string()))
 }
 
 /// Circles of a graph, each as its sorted members (strongly connected components of 2+ nodes).
@@ -173,22 +160,32 @@ fn circles(g: &Graph) -> Vec<Vec<String>> {
     out
 }
 
-fn top_level_graph() -> Graph {
-    let files = sources();
-    let mods: BTreeSet<String> = files
+/// Each module's concept.
+fn concepts() -> BTreeMap<String, String> {
+    sources()
         .iter()
-        .map(|(rel, _)| top_module(rel))
-        .filter(|m| m != "main" && m != "lib")
-        .collect();
+        .filter_map(|(rel, _)| place(rel))
+        .map(|(c, m)| (m, c))
+        .collect()
+}
+
+fn top_level_graph() -> Graph {
+    let of = concepts();
     let mut g = Graph::new();
-    for (rel, code) in &files {
-        let m = top_module(rel);
-        if !mods.contains(&m) {
-            continue;
+    for (rel, code) in &sources() {
+        let Some((concept, m)) = place(rel) else { continue };
+        let mut deps = BTreeSet::new();
+        for c in CONCEPTS {
+            deps.extend(paths_after(code, &format!("crate::{c}::")));
         }
-        let deps = paths_after(code, "crate::");
+        // The command line's modules reach its arguments as `super::`.
+        let parts: Vec<&str> = rel.split('/').collect();
+        let module_root = parts.len() == 2 || (parts.len() == 3 && parts[2] == "mod.rs");
+        if concept == "cli" && m != "cli" && module_root && !paths_after(code, "super::").is_empty() {
+            deps.insert("cli".to_string());
+        }
         let entry = g.entry(m.clone()).or_default();
-        entry.extend(deps.into_iter().filter(|d| mods.contains(d) && *d != m));
+        entry.extend(deps.into_iter().filter(|d| of.contains_key(d) && *d != m));
     }
     g
 }
@@ -210,32 +207,41 @@ fn leaves_depend_on_nothing_in_the_crate() {
     }
 }
 
-fn concept_of(module: &str) -> Option<usize> {
-    CONCEPTS.iter().position(|(_, mods)| mods.contains(&module))
+#[test]
+fn every_folder_of_src_is_a_concept() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut errors = Vec::new();
+    let mut seen = BTreeSet::new();
+    for e in std::fs::read_dir(&src).expect("src/").flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        if OUTSIDE.contains(&name.as_str()) {
+            continue;
+        }
+        if e.path().is_dir() && CONCEPTS.contains(&name.as_str()) {
+            seen.insert(name);
+        } else {
+            errors.push(format!("src/{name} is in no concept: move it into one of {CONCEPTS:?}"));
+        }
+    }
+    for c in CONCEPTS {
+        if !seen.contains(*c) {
+            errors.push(format!("concept {c} has no folder src/{c}/"));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
 }
 
 #[test]
-fn every_module_has_one_concept_and_uses_only_lower_ones() {
+fn every_module_uses_only_its_own_concept_or_lower_ones() {
     let g = top_level_graph();
+    let of = concepts();
+    let rank = |m: &str| of.get(m).and_then(|c| CONCEPTS.iter().position(|x| x == c));
     let mut errors = Vec::new();
-    for (i, (name, mods)) in CONCEPTS.iter().enumerate() {
-        for m in *mods {
-            if !g.contains_key(*m) {
-                errors.push(format!("{name}: module {m} does not exist"));
-            }
-            if CONCEPTS[i + 1..].iter().any(|(_, later)| later.contains(m)) {
-                errors.push(format!("{m} is in two concepts"));
-            }
-        }
-    }
     let mut used_upward = BTreeSet::new();
     for (m, deps) in &g {
-        let Some(mine) = concept_of(m) else {
-            errors.push(format!("module {m} has no concept in CONCEPTS"));
-            continue;
-        };
+        let Some(mine) = rank(m) else { continue };
         for d in deps {
-            let Some(theirs) = concept_of(d) else { continue };
+            let Some(theirs) = rank(d) else { continue };
             if theirs <= mine {
                 continue;
             }
@@ -244,7 +250,7 @@ fn every_module_has_one_concept_and_uses_only_lower_ones() {
             } else {
                 errors.push(format!(
                     "{m} ({}) uses {d} ({}), a later concept: move one of them or name the edge in UPWARD",
-                    CONCEPTS[mine].0, CONCEPTS[theirs].0
+                    CONCEPTS[mine], CONCEPTS[theirs]
                 ));
             }
         }
@@ -263,12 +269,13 @@ fn files_inside_a_folder_module_have_no_circles() {
     let mut by_folder: BTreeMap<String, Graph> = BTreeMap::new();
     for (rel, code) in &files {
         let parts: Vec<&str> = rel.split('/').collect();
-        if parts.len() != 2 || parts[1] == "mod.rs" {
+        if parts.len() != 3 || parts[2] == "mod.rs" {
             continue;
         }
-        let (folder, me) = (parts[0], parts[1].trim_end_matches(".rs"));
+        let folder = format!("{}/{}", parts[0], parts[1]);
+        let me = parts[2].trim_end_matches(".rs");
         let mut deps = paths_after(code, "super::");
-        deps.extend(paths_after(code, &format!("crate::{folder}::")));
+        deps.extend(paths_after(code, &format!("crate::{}::{}::", parts[0], parts[1])));
         deps.remove(me);
         by_folder
             .entry(folder.to_string())

@@ -11,7 +11,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::common::wait_blocking;
-use gpumemd::reclaim::{Host, Outcome, ReclaimConfig, ReclaimError, Reclaimer, SERIES, Target, read_view};
+use gpumemd::act::reclaim::{Host, Outcome, ReclaimConfig, ReclaimError, Reclaimer, SERIES, Target, read_view};
 use serde_json::Value;
 
 const GRACE: Duration = Duration::from_millis(300);

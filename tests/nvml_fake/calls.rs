@@ -12,7 +12,7 @@ use super::harness::*;
 use crate::common::wait_until;
 
 /// The stand-in's re-read schedule as the daemon keeps it
-/// (`src/source/nvml/topology.rs`, `RECHECK_POLLS`).
+/// (`src/collect/source/nvml/topology.rs`, `RECHECK_POLLS`).
 const RECHECK: u64 = 30;
 
 /// One logged call: function short name, device ("-", "0", "0/1"), return code.
@@ -69,11 +69,11 @@ first_pid = 31000
 "#;
 
 /// The process lists are read again at least this often when nothing
-/// changes (`src/source/nvml/gate.rs`, `REFRESH_POLLS`).
+/// changes (`src/collect/source/nvml/gate.rs`, `REFRESH_POLLS`).
 const LIST_REFRESH: u64 = 10;
 
 /// Quiet graphics and MPS lists are read at most this often while nothing
-/// changes (`src/source/nvml/reads.rs`, `QUIET_REFRESH_POLLS`).
+/// changes (`src/collect/source/nvml/reads.rs`, `QUIET_REFRESH_POLLS`).
 const QUIET_REFRESH: u64 = 30;
 
 /// Polls with a compute-list call for `dev`.

@@ -330,7 +330,7 @@ async fn mig_instances_are_devices_with_their_own_memory_and_processes() {
 async fn a_quiet_graphics_list_is_read_sparsely_but_a_new_graphics_process_is_found() {
     const UUID: &str = "GPU-5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9";
     // gpumemd reads a list that was empty for 10 polls every 5th poll
-    // (src/source/nvml.rs); the process appears at the stand-in's poll 20.
+    // (src/collect/source/nvml/mod.rs); the process appears at the stand-in's poll 20.
     const APPEARS_AT: u64 = 20;
     const SPARSE_EVERY: u64 = 5;
     let d = Daemon::scenario("quiet-lists.toml", FAST);

@@ -13,9 +13,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use gpumemd::events::EventLog;
-use gpumemd::ledger::{EbpfConfig, Ledger};
-use gpumemd::snapshot::{Device, Process, Who};
+use gpumemd::collect::ledger::{EbpfConfig, Ledger};
+use gpumemd::data::events::EventLog;
+use gpumemd::data::snapshot::{Device, Process, Who};
 use serde_json::Value;
 
 use super::harness::lib_path;
@@ -70,7 +70,7 @@ fn ledger(log: Option<Arc<EventLog>>) -> Arc<Ledger> {
         libraries: vec!["libfake_nvml.so".into()],
         ..EbpfConfig::default()
     };
-    if let Err(e) = gpumemd::ledger::probe::Probes::load(1 << 20) {
+    if let Err(e) = gpumemd::collect::ledger::probe::Probes::load(1 << 20) {
         panic!("the probes must load as root: {e}");
     }
     let l = Ledger::start(&cfg, "/proc".into(), log);
@@ -125,7 +125,7 @@ fn ledger_books_equal_what_the_workload_did() {
         }],
         ..Device::default()
     }];
-    l.join(&mut devices, gpumemd::clock::unix_now());
+    l.join(&mut devices, gpumemd::data::clock::unix_now());
     let shown = devices[0].processes[0].driver.as_deref().expect("driver figures");
     assert_eq!(
         shown.other_bytes,

@@ -6,7 +6,7 @@
 //! suspend that needs the daemon: success + manual resume, dry
 //! run, missing driver, host-memory guard, lock timeout and hung lock,
 //! failure after the lock, when-free resume, and the API's refusals. (PID
-//! reuse between the decision and the lock is in src/reclaim/suspend/tests.rs,
+//! reuse between the decision and the lock is in src/act/reclaim/suspend/tests.rs,
 //! where the reuse can be staged at the exact moment; injected driver errors
 //! are in `suspend_faults`.)
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use common::alertmanager::{Alertmanager, free_port, wait_for};
 use common::{sample, spawn_app, wait_until};
-use gpumemd::source::scenario::Scenario;
-use gpumemd::source::simulated::SimulatedSource;
+use gpumemd::collect::source::scenario::Scenario;
+use gpumemd::collect::source::simulated::SimulatedSource;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs prometheus-alertmanager; CI runs them with --include-ignored"]
@@ -25,7 +25,7 @@ async fn a_firing_rule_reaches_a_real_alertmanager_with_its_labels() {
          annotations = {{ summary = \"{{{{ comm }}}} holds {{{{ value_human }}}}\" }}\n",
         state = dir.path().join("state").display()
     );
-    let cfg = gpumemd::config::Config::from_toml(&text, "test", false).unwrap_or_else(|e| panic!("{e}"));
+    let cfg = gpumemd::app::config::Config::from_toml(&text, "test", false).unwrap_or_else(|e| panic!("{e}"));
     let src = SimulatedSource::new(
         Scenario::resolve("default").expect("scenario"),
         Duration::from_millis(100),

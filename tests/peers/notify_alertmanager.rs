@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::alertmanager::{Alertmanager, free_port, wait_for};
 
-use gpumemd::notify::{
+use gpumemd::act::notify::{
     AlertPayload, AlertStatus, AlertmanagerConfig, NotifierStats, Notifiers, NotifyConfig, fingerprint,
 };
 use serde_json::Value;

@@ -18,7 +18,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::post;
 use common::wait_true;
-use gpumemd::notify::{
+use gpumemd::act::notify::{
     AlertPayload, AlertStatus, NotifierStats, Notifiers, NotifyConfig, Secret, WebhookConfig, signature,
 };
 use serde_json::Value;

@@ -243,7 +243,7 @@ async fn large_daemon(dir: &std::path::Path, yaml: &str) -> App {
     let mut cfg = test_config("1s");
     cfg.server.web_config_file = Some(write(dir, "web.yml", yaml));
     let src = SimulatedSource::new(
-        gpumemd::source::scenario::large(8, 2000),
+        gpumemd::collect::source::scenario::large(8, 2000),
         Duration::from_secs(1),
         1_700_000_000.0,
     );

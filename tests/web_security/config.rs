@@ -5,7 +5,7 @@ use crate::*;
 
 fn load_err(dir: &Path, yaml: &str) -> String {
     let p = write(dir, "bad.yml", yaml);
-    match gpumemd::http::webconfig::load(&p) {
+    match gpumemd::serve::http::webconfig::load(&p) {
         Ok(_) => panic!("accepted:\n{yaml}"),
         Err(e) => e.to_string(),
     }
@@ -116,11 +116,16 @@ fn every_supported_key_loads() {
          rate_limit:\n  interval: 100ms\n  burst: 10\nlimits:\n  max_connections_per_source: 8\n"
     );
     let p = write(d, "good.yml", &good);
-    let cfg = gpumemd::http::webconfig::load(&p).expect("good config");
+    let cfg = gpumemd::serve::http::webconfig::load(&p).expect("good config");
     assert!(cfg.tls.is_some() && cfg.rate_limit.is_some() && cfg.auth.is_none());
     assert_eq!(cfg.limits.max_connections_per_source, 8);
     let empty = write(d, "empty.yml", "");
-    assert!(gpumemd::http::webconfig::load(&empty).expect("empty").tls.is_none());
+    assert!(
+        gpumemd::serve::http::webconfig::load(&empty)
+            .expect("empty")
+            .tls
+            .is_none()
+    );
 }
 
 #[test]
@@ -151,7 +156,7 @@ fn a_bad_web_config_file_stops_the_binary_with_one_line() {
 /// read until memory runs out.
 #[test]
 fn a_device_as_web_config_is_refused() {
-    let e = gpumemd::http::webconfig::load(Path::new("/dev/zero"))
+    let e = gpumemd::serve::http::webconfig::load(Path::new("/dev/zero"))
         .expect_err("a device is no web config")
         .to_string();
     assert!(e.contains("character device, not a regular file"), "{e}");

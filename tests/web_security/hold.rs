@@ -265,14 +265,14 @@ async fn refused_lifecycle_requests_cannot_flood_the_audit_log() {
          allow_users = [\"alice\"]\n[state]\ndir = \"{}\"\n",
         dir.path().display()
     );
-    let cfg = gpumemd::config::Config::from_toml(&text, "test", false).expect("config");
+    let cfg = gpumemd::app::config::Config::from_toml(&text, "test", false).expect("config");
     let src = SimulatedSource::new(
         Scenario::resolve("default").expect("scenario"),
         Duration::from_millis(100),
         1_700_000_000.0,
     );
     let app = spawn_app(cfg, Box::new(src)).await;
-    let audit = dir.path().join(gpumemd::reclaim::AUDIT_FILE);
+    let audit = dir.path().join(gpumemd::act::reclaim::AUDIT_FILE);
     let lines = || {
         std::fs::read_to_string(&audit)
             .unwrap_or_default()
@@ -299,7 +299,7 @@ async fn refused_lifecycle_requests_cannot_flood_the_audit_log() {
     eprintln!("{SENT} refused resumes in {took:?}: {written} audit lines");
     // One token comes back a second: the burst and one per second at most,
     // each refill with a summary line ahead of it.
-    let bound = gpumemd::reclaim::AUDIT_BURST as usize + 2 * (took.as_secs() as usize + 1);
+    let bound = gpumemd::act::reclaim::AUDIT_BURST as usize + 2 * (took.as_secs() as usize + 1);
     assert!(
         written <= bound,
         "{written} audit lines for {SENT} refusals (bound {bound})"

@@ -135,7 +135,7 @@ async fn slow_handlers_get_503_after_the_request_timeout() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(gpumemd::http::serve(listener, router, Some(yaml), rx));
+    let server = tokio::spawn(gpumemd::serve::http::serve(listener, router, Some(yaml), rx));
     assert_eq!(common::get(addr, "/fast", &[]).await.body, "ok");
     let r = common::get(addr, "/slow", &[]).await;
     assert_eq!(r.status, 503);
@@ -155,7 +155,7 @@ async fn a_web_config_swapped_for_a_fifo_is_refused_and_a_later_one_taken() {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (stop, rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(gpumemd::http::serve(listener, router, Some(yaml.clone()), rx));
+    let server = tokio::spawn(gpumemd::serve::http::serve(listener, router, Some(yaml.clone()), rx));
     assert_eq!(common::get(addr, "/fast", &[]).await.body, "ok");
 
     std::fs::remove_file(&yaml).expect("rm");

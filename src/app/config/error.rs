@@ -1,0 +1,82 @@
+//! The config boundary's error type: every way loading a config fails, as
+//! one line that names the file, line and key (found by `locate.rs` from
+//! toml's spans). Owns the wording of config errors; it must not decide
+//! what is valid (that is `mod.rs` and `units.rs`).
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+use super::locate::{KeyPath, Located, line_at};
+use crate::data::files::one_line;
+
+/// Everything that can go wrong loading a config. Each variant prints as one
+/// line that names the file, the line and the key where known.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("config file {path} does not exist")]
+    NotFound { path: PathBuf },
+    #[error("config file {path} {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: crate::data::files::ReadError,
+    },
+    // Key and message can quote the file (a value's "\n", a stray carriage
+    // return): escaped, so the error stays one log line.
+    #[error("{origin}{}: {}: {}", line.map(|l| format!(":{l}")).unwrap_or_default(), one_line(key), one_line(message))]
+    Invalid {
+        origin: String,
+        line: Option<usize>,
+        key: String,
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// Maps a TOML parse or type error to a one-line error at its position,
+    /// naming the key toml's span points into.
+    pub(crate) fn from_toml(origin: &str, text: &str, e: &toml::de::Error) -> ConfigError {
+        let (line, key) = match e.span() {
+            Some(span) => {
+                let key = Located::parse(text).path_at(span.start).to_string();
+                (Some(line_at(text, span.start)), key)
+            }
+            None => (None, String::new()),
+        };
+        // toml's message can span lines; the first line carries the meaning.
+        let message = e.message().lines().next().unwrap_or("invalid").trim().to_string();
+        let key = if key.is_empty() { "(document)".to_string() } else { key };
+        ConfigError::Invalid {
+            origin: origin.to_string(),
+            line,
+            key,
+            message,
+        }
+    }
+
+    /// An invalid value at `path` of `doc`, found by its span.
+    pub(crate) fn at(origin: &str, doc: &Located<'_>, path: &KeyPath, message: String) -> ConfigError {
+        ConfigError::Invalid {
+            origin: origin.to_string(),
+            line: doc.line_of(path),
+            key: path.to_string(),
+            message,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn errors_are_one_line_whatever_the_file_quotes() {
+        let text = "[server]\nlisten = \"a\\nb\"\n# stray \r here\n";
+        for demo in [false, true] {
+            let e = crate::app::config::Config::from_toml(text, "f.toml", demo).expect_err("invalid");
+            assert!(!e.to_string().contains(['\n', '\r']), "{e}");
+        }
+        let e = crate::app::config::Config::from_toml("[server]\nlisten = \"x\\ny\"\n", "f.toml", false)
+            .expect_err("no port");
+        assert!(e.to_string().contains("x\\ny"), "the value is shown escaped: {e}");
+    }
+}

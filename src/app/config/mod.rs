@@ -1,0 +1,368 @@
+//! The daemon's configuration: typed sections, built-in and demo defaults, and
+//! loading a TOML file into them once. Everything downstream takes these typed
+//! values; nothing else in the crate reads TOML or re-validates. This module
+//! must not start anything or touch the network.
+
+mod checks;
+mod error;
+mod locate;
+mod overrides;
+pub mod redact;
+mod restart;
+pub use crate::data::units;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::data::files;
+
+pub use crate::data::snapshot::GroupBy;
+pub use checks::{ListenAddr, ListenError, MAX_POLL_INTERVAL, parse_listen};
+pub use error::ConfigError;
+pub use overrides::Overrides;
+pub use restart::{RestartOnly, needs_restart};
+pub use units::{ByteSize, PositiveDuration, Ratio};
+
+/// Where the daemon looks when `--config` is not given.
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/gpumemd/gpumemd.toml";
+
+/// The whole configuration. Unknown keys are errors so a typo never silently
+/// falls back to a default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: Server,
+    pub poll: Poll,
+    pub nvml: Nvml,
+    pub processes: Processes,
+    pub state: State,
+    pub alerting: Alerting,
+    pub notify: crate::act::notify::NotifyConfig,
+    pub reclaim: crate::act::reclaim::ReclaimConfig,
+    pub allocator: crate::collect::allocator::AllocatorConfig,
+    pub ebpf: crate::collect::ledger::EbpfConfig,
+    pub links: crate::data::links::LinksConfig,
+    pub health: crate::collect::health::HealthConfig,
+    pub status_page: crate::serve::statuspage::config::StatusPageConfig,
+    /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
+    #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<crate::judge::rules::RuleConfig>,
+    /// The file this config came from, for reloads (not a config key).
+    #[serde(skip)]
+    pub source_path: Option<PathBuf>,
+    /// Whether it was layered over the demo defaults (not a config key).
+    #[serde(skip)]
+    pub demo: bool,
+    /// Command-line settings applied over the file, again at each reload.
+    #[serde(skip)]
+    pub overrides: Overrides,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Alerting {
+    /// Evaluate the built-in rule set (src/judge/rules/defaults.toml) besides any
+    /// `[[rule]]`; a `[[rule]]` with the same name replaces a built-in one.
+    pub default_rules: bool,
+    /// The `instance` label of alerts; the host name when unset.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// How many recent transitions `/api/v1/alerts` keeps.
+    pub recent_transitions: usize,
+}
+
+impl Default for Alerting {
+    fn default() -> Self {
+        Self {
+            default_rules: true,
+            instance: None,
+            recent_transitions: 100,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Server {
+    /// `host:port`; an empty host (":9947") means every interface.
+    pub listen: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub web_config_file: Option<PathBuf>,
+    /// Allows `POST /-/reload` (Prometheus convention: off by default).
+    pub enable_lifecycle: bool,
+}
+
+impl Default for Server {
+    fn default() -> Self {
+        Self {
+            listen: ":9947".into(),
+            web_config_file: None,
+            enable_lifecycle: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Poll {
+    pub interval: PositiveDuration,
+    /// Deadline of one poll; must be below `interval`. When unset it is 80 %
+    /// of the interval, at most 5 s (see docs/design.md).
+    pub timeout: Option<PositiveDuration>,
+    /// The `_max_bytes` series report the peak over this sliding window.
+    pub peak_window: PositiveDuration,
+    /// How far back `GET /api/v1/history` reaches, at poll resolution.
+    pub history: PositiveDuration,
+}
+
+impl Default for Poll {
+    fn default() -> Self {
+        Self {
+            interval: PositiveDuration::secs(1),
+            timeout: None,
+            peak_window: PositiveDuration::secs(60),
+            history: PositiveDuration::secs(15 * 60),
+        }
+    }
+}
+
+impl Poll {
+    /// The deadline actually used for each poll.
+    pub fn effective_timeout(&self) -> Duration {
+        match self.timeout {
+            Some(t) => t.get(),
+            None => self.interval.get().mul_f64(0.8).min(Duration::from_secs(5)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Nvml {
+    /// Library name or path handed to the dynamic loader.
+    pub library: String,
+}
+
+impl Default for Nvml {
+    fn default() -> Self {
+        Self {
+            library: "libnvidia-ml.so.1".into(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProcessMode {
+    /// A series per process (bounded by `top_n`).
+    PerProcess,
+    /// Only group totals (`group_by`), no per-process series.
+    Grouped,
+    /// Neither; the holder split is still exported.
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Processes {
+    pub mode: ProcessMode,
+    pub group_by: Vec<GroupBy>,
+    /// Per GPU, only this many of the largest holders get process series.
+    pub top_n: usize,
+    /// Processes holding less than this get no process series.
+    pub min_bytes: ByteSize,
+    /// Export the command line (redacted, truncated) in `gpumem_process_info`.
+    pub cmdline: bool,
+    /// Label values are cut to this many bytes.
+    pub label_max_bytes: usize,
+    pub proc_root: PathBuf,
+    /// Where user names come from (uid -> name).
+    pub passwd_file: PathBuf,
+    /// Span of history the leak trend is computed over.
+    pub leak_window: PositiveDuration,
+    /// Growth below this rate (bytes per second) is never called a leak.
+    pub leak_min_rate: ByteSize,
+    /// How long memory may stay used after its holder left before it is
+    /// reported as not released.
+    pub late_release_after: PositiveDuration,
+    /// How often per-process SM utilisation is sampled (it costs ~1.4 ms per GPU).
+    pub utilization_interval: PositiveDuration,
+    /// A process holding memory with no SM activity for this long is idle.
+    pub idle_after: PositiveDuration,
+    /// A process in D (uninterruptible) this long is stuck: holder `zombie`.
+    /// Shorter D spells are a live process waiting in the driver.
+    pub stuck_after: PositiveDuration,
+}
+
+impl Default for Processes {
+    fn default() -> Self {
+        Self {
+            mode: ProcessMode::PerProcess,
+            group_by: vec![GroupBy::User],
+            top_n: 50,
+            min_bytes: ByteSize(0),
+            cmdline: false,
+            label_max_bytes: 128,
+            proc_root: PathBuf::from("/proc"),
+            passwd_file: PathBuf::from("/etc/passwd"),
+            leak_window: PositiveDuration::secs(600),
+            leak_min_rate: ByteSize(1 << 20),
+            late_release_after: PositiveDuration::secs(30),
+            utilization_interval: PositiveDuration::secs(10),
+            idle_after: PositiveDuration::secs(1800),
+            stuck_after: PositiveDuration::secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct State {
+    pub dir: PathBuf,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("/var/lib/gpumemd"),
+        }
+    }
+}
+
+/// Short windows for `--demo`, so a leak, a late release and an idle holder
+/// show within a minute. A `--config` file given with `--demo` overrides them.
+const DEMO_DEFAULTS: &str = r#"
+[processes]
+group_by = ["user", "container", "job"]
+leak_window = "30s"
+late_release_after = "8s"
+utilization_interval = "2s"
+idle_after = "20s"
+"#;
+
+impl Config {
+    /// Parses and validates a config text; `origin` names it in errors and
+    /// `demo` layers the text over the demo defaults instead of the built-ins.
+    ///
+    /// # Errors
+    /// `ConfigError::Invalid` naming the line and key of the first problem.
+    pub fn from_toml(text: &str, origin: &str, demo: bool) -> Result<Config, ConfigError> {
+        // Deserialize the text alone first: its errors then carry positions in
+        // the file the operator wrote, not in a merged document.
+        let own: Config = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
+        let mut cfg = if demo {
+            let mut base: toml::Table = toml::from_str(DEMO_DEFAULTS)
+                .map_err(|e| ConfigError::from_toml("demo defaults", DEMO_DEFAULTS, &e))?;
+            let user: toml::Table = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
+            merge(&mut base, user);
+            toml::Value::Table(base)
+                .try_into()
+                .map_err(|e| ConfigError::from_toml(origin, text, &e))?
+        } else {
+            own
+        };
+        cfg.demo = demo;
+        cfg.validate(origin, text)
+    }
+
+    /// Built-in defaults (or the demo's), as if from an empty file.
+    pub fn defaults(demo: bool) -> Config {
+        // An empty document always parses; fall back to plain defaults rather
+        // than panic if that ever changed.
+        Config::from_toml("", "defaults", demo).unwrap_or_default()
+    }
+
+    /// Loads `path`, a regular file (reload and `check-config`: a FIFO could
+    /// only hang them, so it is refused before it is opened); see
+    /// [`Config::from_toml`].
+    ///
+    /// # Errors
+    /// `NotFound`/`Read` when the file cannot be read or is not a regular
+    /// file, else as `from_toml`.
+    pub fn load(path: &Path, demo: bool) -> Result<Config, ConfigError> {
+        let text = files::read_regular(path, files::MAX_CONFIG_BYTES).map_err(|e| read_error(path, e))?;
+        Config::from_file_text(&text, path, demo)
+    }
+
+    /// The config at start: a FIFO is read too (`--config <(...)`), with
+    /// the read given up after `deadline` (a FIFO nobody writes or a hung
+    /// mount must not hold the start).
+    ///
+    /// # Errors
+    /// As `load`, plus `Read` when the deadline passed.
+    pub fn load_within(path: &Path, demo: bool, deadline: Option<Duration>) -> Result<Config, ConfigError> {
+        let text = match deadline {
+            Some(d) => files::read_text_within(path, files::MAX_CONFIG_BYTES, d),
+            None => files::read_text(path, files::MAX_CONFIG_BYTES),
+        }
+        .map_err(|e| read_error(path, e))?;
+        Config::from_file_text(&text, path, demo)
+    }
+
+    fn from_file_text(text: &str, path: &Path, demo: bool) -> Result<Config, ConfigError> {
+        let mut cfg = Config::from_toml(text, &path.display().to_string(), demo)?;
+        cfg.source_path = Some(path.to_path_buf());
+        Ok(cfg)
+    }
+
+    /// The rules to evaluate: the built-in set (or the demo's) unless turned
+    /// off, with `[[rule]]`s replacing built-ins of the same name.
+    pub fn effective_rules(&self) -> Vec<crate::judge::rules::Rule> {
+        let base = if !self.alerting.default_rules {
+            Vec::new()
+        } else if self.demo {
+            crate::judge::rules::parse_rule_set(crate::judge::rules::DEMO_RULES).unwrap_or_default()
+        } else {
+            crate::judge::rules::parse_rule_set(crate::judge::rules::DEFAULT_RULES).unwrap_or_default()
+        };
+        // Built-in rules link to their runbook section (absolute, for
+        // receivers that know nothing of gpumemd's docs).
+        let host = crate::data::links::hostname();
+        let port = parse_listen(&self.server.listen).map_or(0, |a| a.port);
+        let mut out: Vec<crate::judge::rules::RuleConfig> = base
+            .into_iter()
+            .filter(|b| !self.rules.iter().any(|r| r.name == b.name))
+            .map(|mut b| {
+                let url = self.links.runbook_url(&b.name, &host, port);
+                b.annotations.entry("runbook_url".into()).or_insert(url);
+                b
+            })
+            .collect();
+        out.extend(self.rules.iter().cloned());
+        // Every rule was validated at load; a failure here cannot happen,
+        // and dropping the rule is safer than panicking.
+        out.into_iter()
+            .filter_map(|r| crate::judge::rules::Rule::new(r).ok())
+            .collect()
+    }
+}
+
+/// Deep-merges `over` into `base`: tables merge key by key, anything else is replaced.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+fn read_error(path: &Path, source: files::ReadError) -> ConfigError {
+    if source.is_not_found() {
+        ConfigError::NotFound {
+            path: path.to_path_buf(),
+        }
+    } else {
+        ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
