@@ -2,7 +2,7 @@
 //! totals and holder split, then its processes with attribution, optionally
 //! in colour (ANSI SGR). Columns are as wide as their widest cell, lines end
 //! without blanks, and text a process chose goes through
-//! [`printable`](crate::data::units::printable). Formatting only; it reads a
+//! [`printable`]. Formatting only; it reads a
 //! finished snapshot and never decides when colour applies or how many
 //! processes to show (the caller does).
 

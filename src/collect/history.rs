@@ -225,7 +225,7 @@ impl History {
     }
 }
 
-/// The history as the daemon shares it: recorded by [`follow`], read by
+/// The history as the daemon shares it: recorded by [`recorder`], read by
 /// the HTTP handler. Each holds the lock for one record or one view.
 pub type SharedHistory = Arc<Mutex<History>>;
 

@@ -77,7 +77,7 @@ pub struct ReclaimConfig {
     /// Replaces the default (so root can be allowed, e.g. for containers
     /// running as uid 0), unlike `deny_commands`.
     pub deny_users: Vec<String>,
-    /// Extra commands (comm or argv[0] basename) never signalled, on top of
+    /// Extra commands (comm or `argv[0]` basename) never signalled, on top of
     /// [`PROTECTED_COMMANDS`].
     pub deny_commands: Vec<String>,
     /// Lets `group_used_bytes` rules carry an action. A group (container,

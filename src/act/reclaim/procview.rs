@@ -30,7 +30,7 @@ pub struct ProcView {
     /// Real uid (first number of `Uid:` in status).
     pub uid: u32,
     pub comm: String,
-    /// argv[0]; `None` when cmdline is empty (kernel threads, exiting tasks).
+    /// `argv[0]`; `None` when cmdline is empty (kernel threads, exiting tasks).
     pub argv0: Option<String>,
 }
 
@@ -45,8 +45,8 @@ impl ProcView {
         self.flags & PF_KTHREAD != 0 || self.pid == KTHREADD_PID || self.ppid == KTHREADD_PID || self.argv0.is_none()
     }
 
-    /// The basename of argv[0], also cut at the first space or ':' because
-    /// daemons rewrite argv[0] into a status ("sshd: alice [priv]").
+    /// The basename of `argv[0]`, also cut at the first space or ':' because
+    /// daemons rewrite `argv[0]` into a status (`sshd: alice [priv]`).
     pub fn argv0_names(&self) -> Vec<&str> {
         let Some(argv0) = self.argv0.as_deref() else {
             return Vec::new();

@@ -36,7 +36,7 @@ pub enum ListenError {
 
 const LISTEN_HINT: &str = "use \":9947\", \"127.0.0.1:9947\" or \"[::1]:9947\"";
 
-/// Parses ":9947", "127.0.0.1:9947", "[::1]:9947" or "localhost:9947".
+/// Parses `:9947`, `127.0.0.1:9947`, `[::1]:9947` or `localhost:9947`.
 ///
 /// # Errors
 /// What is wrong, with the forms expected.

@@ -115,7 +115,7 @@ impl ProcFs {
     }
 
     /// How long a process's uid and cgroup are reused (default
-    /// [`IDENTITY_REFRESH`]; zero reads them on every call).
+    /// `IDENTITY_REFRESH`; zero reads them on every call).
     pub fn with_identity_refresh(mut self, every: Duration) -> Self {
         self.cache.set_refresh(every);
         self

@@ -24,7 +24,7 @@ pub struct Task {
     /// Real uid; `None` when status has no parsable `Uid:` line.
     pub uid: Option<u32>,
     pub comm: String,
-    /// argv[0]; `None` when cmdline is empty (kernel threads, exiting tasks).
+    /// `argv[0]`; `None` when cmdline is empty (kernel threads, exiting tasks).
     pub argv0: Option<String>,
 }
 

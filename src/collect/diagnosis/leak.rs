@@ -27,7 +27,7 @@
 //! (60 buckets by default) plus a few fields, whatever the poll rate.
 //! A sample that stays in the open bucket is O(1); the verdict is
 //! recomputed once per bucket, in O(buckets + segments²), at the key's
-//! phase of the next bucket ([`PHASES`]: keys do not all judge in one
+//! phase of the next bucket (`PHASES`: keys do not all judge in one
 //! poll); `assess` is a lookup.
 
 use std::collections::HashMap;

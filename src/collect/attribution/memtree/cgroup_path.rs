@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::super::{CgroupInfo, Runtime};
 
-/// A cgroup v2 path that [`parse_cgroup`](super::parse_cgroup) reads back as
+/// A cgroup v2 path that [`parse_cgroup`](crate::collect::attribution::parse_cgroup) reads back as
 /// `info` (fields it cannot name, such as a container id that is not 64 hex
 /// digits, come back `None`): `/<slice>/slurm/job_<id>/step_<s>`, then
 /// `/kubepods/<qos>/pod<uid>` (cgroupfs driver, so no slice is added), then

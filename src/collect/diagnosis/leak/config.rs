@@ -5,7 +5,7 @@
 //! Must not: judge anything; `leak.rs` and `leak/judge.rs` use the values.
 
 /// Knobs of the leak detector. Out-of-range values are clamped by
-/// [`LeakTracker::new`] rather than rejected, so a bad value cannot panic.
+/// [`LeakTracker::new`](super::LeakTracker::new) rather than rejected, so a bad value cannot panic.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LeakConfig {
     /// Length of the judged window in seconds (`[processes] leak_window`).
