@@ -230,8 +230,8 @@ mod tests {
         assert!(matches!(read_text(&p, 10), Err(ReadError::NotText)));
     }
 
-    #[test]
-    fn a_fifo_without_writer_times_out() {
+    /// A temporary directory holding a FIFO nobody writes to, and its path.
+    fn fifo() -> (tempfile::TempDir, std::path::PathBuf) {
         let dir = tempfile::tempdir().expect("tempdir");
         let p = dir.path().join("fifo");
         let made = std::process::Command::new("mkfifo")
@@ -239,6 +239,12 @@ mod tests {
             .status()
             .expect("mkfifo runs");
         assert!(made.success(), "mkfifo failed");
+        (dir, p)
+    }
+
+    #[test]
+    fn a_fifo_without_writer_times_out() {
+        let (_dir, p) = fifo();
         let started = std::time::Instant::now();
         let e = read_text_within(&p, 10, Duration::from_millis(200)).expect_err("nobody writes");
         assert!(matches!(e, ReadError::TimedOut(_)), "{e}");
@@ -253,13 +259,7 @@ mod tests {
 
     #[test]
     fn a_fifo_is_refused_at_once_where_a_regular_file_is_required() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let p = dir.path().join("fifo");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&p)
-            .status()
-            .expect("mkfifo runs");
-        assert!(made.success(), "mkfifo failed");
+        let (dir, p) = fifo();
         let started = std::time::Instant::now();
         let e = read_regular_within(&p, 10, Duration::from_secs(30)).expect_err("a FIFO");
         assert!(matches!(e, ReadError::NotRegular("FIFO")), "{e}");
