@@ -5,7 +5,7 @@
 use crate::*;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// One request from `source` (any 127.x address is this machine) with
 /// `Connection: close`; the status, or `None` on a transport error.
@@ -130,10 +130,13 @@ async fn a_login_gets_in_at_once_under_a_many_source_flood() {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     // Answers seen by the flood: 401, 429, anything else.
     let seen = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0)]);
+    // Which sources have had a 401: each is then a failing source.
+    let refused: Arc<Vec<AtomicBool>> = Arc::new((0..SOURCES).map(|_| AtomicBool::new(false)).collect());
     let flood: Vec<_> = (0..u16::from(SOURCES) * 2)
         .map(|i| {
-            let (stop, seen) = (stop.clone(), seen.clone());
-            let source: IpAddr = [127, 0, 1, 1 + (i / 2) as u8].into();
+            let (stop, seen, refused) = (stop.clone(), seen.clone(), refused.clone());
+            let n = usize::from(i / 2);
+            let source: IpAddr = [127, 0, 1, 1 + n as u8].into();
             tokio::spawn(async move {
                 for j in 0.. {
                     if stop.load(Ordering::SeqCst) {
@@ -142,7 +145,10 @@ async fn a_login_gets_in_at_once_under_a_many_source_flood() {
                     let s = status_from(source, addr, "/metrics", &basic(&format!("alice:guess{i}-{j}"))).await;
                     assert_ne!(s, Some(200), "a wrong password got in");
                     let k = match s {
-                        Some(401) => 0,
+                        Some(401) => {
+                            refused[n].store(true, Ordering::SeqCst);
+                            0
+                        }
                         Some(429) => 1,
                         _ => 2,
                     };
@@ -154,7 +160,7 @@ async fn a_login_gets_in_at_once_under_a_many_source_flood() {
     let mut peak = before;
     wait_true(Duration::from_secs(120), "every flood source refused once", || {
         peak = peak.max(threads());
-        seen[0].load(Ordering::SeqCst) >= usize::from(SOURCES) * 2
+        refused.iter().all(|r| r.load(Ordering::SeqCst))
     })
     .await;
     let (mut ok, mut first, right) = (0, None, basic("alice:right"));
