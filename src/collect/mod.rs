@@ -2,8 +2,8 @@
 //! the simulated fleet, libcuda), /proc attribution, health events, the
 //! allocator view, the driver-call ledger, the diagnoses, the pipeline and
 //! poll thread that turn one poll into a snapshot, and the history. Must
-//! not judge, act or serve; it uses `data` (and `app::config`, for a
-//! poll's settings, the one exception).
+//! not judge, act or serve; it uses `data` only (`[processes]` is owned by
+//! `pipeline`, so a poll needs nothing from the config).
 
 pub mod allocator;
 pub mod attribution;

@@ -6,7 +6,6 @@
 //! call NVML or touch the network; time comes from the caller so tests drive
 //! it without clocks.
 
-use crate::app::config::Processes;
 use crate::collect::attribution::{ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::collect::diagnosis::forecast::forecast;
 use crate::collect::diagnosis::leak::{LeakConfig, LeakTracker};
@@ -16,6 +15,7 @@ use crate::collect::diagnosis::stuck::StuckTracker;
 use crate::collect::diagnosis::{LateRelease, holder_split, proc_key};
 use crate::collect::source::{GpuSource, RawPoll, RawProcess, Utilization};
 use crate::data::snapshot::{Device, DriverInfo, Holder, Process, ProcessState, ProcessType};
+pub use processes::{ProcessMode, Processes};
 
 /// `[poll] peak_window` when the caller sets none (DESIGN.md's default).
 const DEFAULT_PEAK_WINDOW: f64 = 60.0;
@@ -415,6 +415,7 @@ impl Pipeline {
 mod departures;
 mod mig;
 mod order;
+mod processes;
 mod records;
 #[cfg(test)]
 mod tests;

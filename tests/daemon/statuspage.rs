@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use common::{spawn_app, test_config, wait_until};
 use gpumemd::act::alerts::AlertsView;
+use gpumemd::app::config::status_page::PageLinks;
 use gpumemd::collect::history::{History, ViewOptions};
 use gpumemd::collect::pipeline::Pipeline;
 use gpumemd::collect::source::GpuSource;
@@ -19,7 +20,7 @@ use gpumemd::collect::source::scenario::Scenario;
 use gpumemd::collect::source::simulated::SimulatedSource;
 use gpumemd::data::snapshot::{PollOutcome, PollStats, Snapshot};
 use gpumemd::judge::rules::eval::{Alert, Annotations, State};
-use gpumemd::serve::statuspage::{self, config::PageLinks};
+use gpumemd::serve::statuspage;
 use serde_json::Value;
 
 /// What the issue allows one refresh of the page to download.

@@ -9,6 +9,7 @@ mod locate;
 mod overrides;
 pub mod redact;
 mod restart;
+pub mod status_page;
 pub use crate::data::units;
 
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::data::files;
 
+pub use crate::collect::pipeline::{ProcessMode, Processes};
 pub use crate::data::snapshot::GroupBy;
 pub use checks::{ListenAddr, ListenError, MAX_POLL_INTERVAL, parse_listen};
 pub use error::ConfigError;
@@ -45,7 +47,7 @@ pub struct Config {
     pub ebpf: crate::collect::ledger::EbpfConfig,
     pub links: crate::data::links::LinksConfig,
     pub health: crate::collect::health::HealthConfig,
-    pub status_page: crate::serve::statuspage::config::StatusPageConfig,
+    pub status_page: status_page::StatusPageConfig,
     /// `[[rule]]` tables: threshold rules evaluated by the daemon itself.
     #[serde(rename = "rule", skip_serializing_if = "Vec::is_empty")]
     pub rules: Vec<crate::judge::rules::RuleConfig>,
@@ -149,70 +151,6 @@ impl Default for Nvml {
     fn default() -> Self {
         Self {
             library: "libnvidia-ml.so.1".into(),
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ProcessMode {
-    /// A series per process (bounded by `top_n`).
-    PerProcess,
-    /// Only group totals (`group_by`), no per-process series.
-    Grouped,
-    /// Neither; the holder split is still exported.
-    Off,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct Processes {
-    pub mode: ProcessMode,
-    pub group_by: Vec<GroupBy>,
-    /// Per GPU, only this many of the largest holders get process series.
-    pub top_n: usize,
-    /// Processes holding less than this get no process series.
-    pub min_bytes: ByteSize,
-    /// Export the command line (redacted, truncated) in `gpumem_process_info`.
-    pub cmdline: bool,
-    /// Label values are cut to this many bytes.
-    pub label_max_bytes: usize,
-    pub proc_root: PathBuf,
-    /// Where user names come from (uid -> name).
-    pub passwd_file: PathBuf,
-    /// Span of history the leak trend is computed over.
-    pub leak_window: PositiveDuration,
-    /// Growth below this rate (bytes per second) is never called a leak.
-    pub leak_min_rate: ByteSize,
-    /// How long memory may stay used after its holder left before it is
-    /// reported as not released.
-    pub late_release_after: PositiveDuration,
-    /// How often per-process SM utilisation is sampled (it costs ~1.4 ms per GPU).
-    pub utilization_interval: PositiveDuration,
-    /// A process holding memory with no SM activity for this long is idle.
-    pub idle_after: PositiveDuration,
-    /// A process in D (uninterruptible) this long is stuck: holder `zombie`.
-    /// Shorter D spells are a live process waiting in the driver.
-    pub stuck_after: PositiveDuration,
-}
-
-impl Default for Processes {
-    fn default() -> Self {
-        Self {
-            mode: ProcessMode::PerProcess,
-            group_by: vec![GroupBy::User],
-            top_n: 50,
-            min_bytes: ByteSize(0),
-            cmdline: false,
-            label_max_bytes: 128,
-            proc_root: PathBuf::from("/proc"),
-            passwd_file: PathBuf::from("/etc/passwd"),
-            leak_window: PositiveDuration::secs(600),
-            leak_min_rate: ByteSize(1 << 20),
-            late_release_after: PositiveDuration::secs(30),
-            utilization_interval: PositiveDuration::secs(10),
-            idle_after: PositiveDuration::secs(1800),
-            stuck_after: PositiveDuration::secs(30),
         }
     }
 }

@@ -118,7 +118,7 @@ pub async fn summary(
         .top
         .unwrap_or_else(|| statuspage::default_top(snap.devices.len()))
         .min(statuspage::MAX_TOP);
-    let links = statuspage::config::PageLinks::new(&cfg.status_page, &cfg.links, &st.telemetry_path);
+    let links = crate::app::config::status_page::PageLinks::new(&cfg.status_page, &cfg.links, &st.telemetry_path);
     let summary = statuspage::summarize(&snap, &alerts, &links, top, q.gpu.as_deref());
     with_suspended(&st, &b, &summary)
 }

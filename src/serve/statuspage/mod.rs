@@ -4,7 +4,6 @@
 //! Pure functions of a snapshot, an alert view and the config: no I/O, no
 //! HTTP types (the handlers in `http/` wrap them).
 
-pub mod config;
 pub mod runbook;
 mod summary;
 

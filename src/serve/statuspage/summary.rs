@@ -9,8 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::config::PageLinks;
 use crate::act::alerts::AlertsView;
+use crate::app::config::status_page::PageLinks;
 use crate::data::snapshot::{
     AllocatorFigures, Device, DriverFigures, DriverInfo, Holder, Holders, Memory, Process, RecentOom, Snapshot,
     Unreleased,

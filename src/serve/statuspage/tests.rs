@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use super::config::{LinkBase, PageLinks};
 use super::*;
 use crate::act::alerts::AlertsView;
+use crate::app::config::status_page::{LinkBase, PageLinks};
 use crate::data::snapshot::{Device, Holders, Memory, Process, Snapshot};
 use crate::judge::rules::eval::{Alert, Annotations, State};
 

@@ -1,5 +1,7 @@
 //! `[status_page]`: where the page's links point (Grafana, the runbook).
-//! Settings only; the summary copies them for the page to use.
+//! Settings only; the status page's summary and the HTTP handler copy them
+//! for the page. Owned by the config rather than the page, so that `app`
+//! needs nothing from `serve`.
 
 use serde::{Deserialize, Serialize};
 
