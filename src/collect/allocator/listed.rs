@@ -3,32 +3,28 @@
 //! GPU it names) and for naming an OOM event before its GPU has a holder
 //! table.
 //!
-//! Owns: the listing, a map from PID to its GPUs and names, rebuilt each
+//! Owns: the listing, each PID's GPUs and names, rebuilt each
 //! poll (a node lists a few hundred processes). Must not: read sockets,
 //! /proc or NVML, or hold anything beyond the latest poll's listing.
 
 use std::sync::Arc;
 
 use arcstr::ArcStr;
-use rustc_hash::FxHashMap;
 
 use crate::data::snapshot::{Device, Who};
-
-/// One listed PID.
-#[derive(Debug)]
-struct Entry {
-    /// Indices into `uuids`, in device order.
-    gpus: Vec<usize>,
-    /// As listed on its first GPU.
-    who: Arc<Who>,
-}
 
 /// The latest poll's listing.
 #[derive(Debug, Default)]
 pub(super) struct Listed {
-    pids: FxHashMap<u32, Entry>,
+    /// (PID, index into `uuids`, who as listed there), sorted by PID and
+    /// then device: a PID's rows sit together, in device order. One vector
+    /// refilled each poll: at a few hundred processes a sort is cheaper
+    /// than a map's upkeep, and it keeps no entry past its poll.
+    rows: Vec<(u32, usize, Arc<Who>)>,
     /// The UUIDs of the latest poll's devices.
     uuids: Vec<String>,
+    /// How many distinct PIDs `rows` holds.
+    distinct: usize,
 }
 
 impl Listed {
@@ -36,43 +32,43 @@ impl Listed {
     pub(super) fn refill(&mut self, devices: &[Device]) {
         self.uuids.clear();
         self.uuids.extend(devices.iter().map(|d| d.uuid.clone()));
-        // Entries outlive a poll, so a steady process's GPU list is reused,
-        // not allocated again each poll.
-        self.pids.values_mut().for_each(|e| e.gpus.clear());
+        self.rows.clear();
         for (gpu, d) in devices.iter().enumerate() {
-            for p in &d.processes {
-                let entry = self.pids.entry(p.pid).or_insert_with(|| Entry {
-                    gpus: Vec::new(),
-                    who: p.who.clone(),
-                });
-                if entry.gpus.is_empty() {
-                    entry.who = p.who.clone();
-                }
-                entry.gpus.push(gpu);
-            }
+            self.rows
+                .extend(d.processes.iter().map(|p| (p.pid, gpu, p.who.clone())));
         }
-        self.pids.retain(|_, e| !e.gpus.is_empty());
+        self.rows.sort_unstable_by_key(|&(pid, gpu, _)| (pid, gpu));
+        self.distinct = self.rows.chunk_by(|a, b| a.0 == b.0).count();
+    }
+
+    /// The rows of `pid`, in device order.
+    fn of(&self, pid: u32) -> &[(u32, usize, Arc<Who>)] {
+        let lo = self.rows.partition_point(|r| r.0 < pid);
+        let hi = self.rows.partition_point(|r| r.0 <= pid);
+        &self.rows[lo..hi]
     }
 
     /// Whether NVML listed `pid` at the latest poll.
     pub(super) fn contains(&self, pid: u32) -> bool {
-        self.pids.contains_key(&pid)
+        !self.of(pid).is_empty()
     }
 
-    /// The comm and user of `pid`, when listed.
+    /// The comm and user of `pid` as listed on its first GPU, when listed.
     pub(super) fn names(&self, pid: u32) -> Option<(&ArcStr, &ArcStr)> {
-        self.pids.get(&pid).map(|e| (&e.who.comm, &e.who.user))
+        self.of(pid).first().map(|(_, _, who)| (&who.comm, &who.user))
     }
 
     /// The UUIDs of the GPUs `pid` is listed on, in device order.
     pub(super) fn uuids_of(&self, pid: u32) -> impl Iterator<Item = &str> {
-        let gpus = self.pids.get(&pid).map(|e| e.gpus.as_slice()).unwrap_or_default();
-        gpus.iter().filter_map(|&g| self.uuids.get(g)).map(String::as_str)
+        self.of(pid)
+            .iter()
+            .filter_map(|&(_, g, _)| self.uuids.get(g))
+            .map(String::as_str)
     }
 
     /// How many distinct PIDs are listed.
     pub(super) fn pids(&self) -> usize {
-        self.pids.len()
+        self.distinct
     }
 }
 
