@@ -56,13 +56,23 @@ impl Account {
         self.live.len()
     }
 
-    fn remove_size(&mut self, size: u64) {
-        if let Some(n) = self.sizes.get_mut(&size) {
+    /// Drops the live allocation at `key` from every sum; whether there
+    /// was one.
+    fn forget(&mut self, key: &(bool, u64)) -> bool {
+        let Some(old) = self.live.remove(key) else {
+            return false;
+        };
+        self.live_bytes -= old.size;
+        if old.managed {
+            self.managed_bytes -= old.size;
+        }
+        if let Some(n) = self.sizes.get_mut(&old.size) {
             *n -= 1;
             if *n == 0 {
-                self.sizes.remove(&size);
+                self.sizes.remove(&old.size);
             }
         }
+        true
     }
 }
 
@@ -112,12 +122,7 @@ impl Book {
                 let managed = e.call == Call::Managed;
                 // The same key again means its free was missed (a lost
                 // event): the old entry goes, so it is not counted twice.
-                if let Some(old) = a.live.remove(&key) {
-                    a.live_bytes -= old.size;
-                    if old.managed {
-                        a.managed_bytes -= old.size;
-                    }
-                    a.remove_size(old.size);
+                if a.forget(&key) {
                     remembered -= 1;
                 }
                 if room || remembered < 0 {
@@ -134,12 +139,7 @@ impl Book {
             }
             Kind::Free => {
                 a.frees += 1;
-                if let Some(old) = a.live.remove(&key) {
-                    a.live_bytes -= old.size;
-                    if old.managed {
-                        a.managed_bytes -= old.size;
-                    }
-                    a.remove_size(old.size);
+                if a.forget(&key) {
                     remembered -= 1;
                 }
             }
