@@ -32,28 +32,25 @@ pub(super) async fn accepted(
     let cfg = app.web.current();
     let cap = cfg.limits.max_header_bytes.saturating_mul(2);
     let timeout = cfg.limits.header_read_timeout;
-    let Some(tls) = cfg.tls.clone() else {
-        let bounds = Bounds {
-            place: &place,
-            timeout,
-            shutdown: &mut stop,
-        };
-        let Some(prefix) = waiting::header(&mut stream, cap, bounds).await else {
-            return;
-        };
-        return served(app, Prefixed::new(prefix, stream), peer.ip(), &cfg, place, stop).await;
-    };
-    let bounds = Bounds {
+    // One set of bounds for every wait before the request: the header (and,
+    // with TLS, the first byte before the handshake).
+    let mut bounds = Bounds {
         place: &place,
         timeout,
         shutdown: &mut stop,
     };
-    if !waiting::first_byte(&stream, bounds).await {
+    let Some(tls) = cfg.tls.clone() else {
+        let Some(prefix) = waiting::header(&mut stream, cap, &mut bounds).await else {
+            return;
+        };
+        return served(app, Prefixed::new(prefix, stream), peer.ip(), &cfg, place, stop).await;
+    };
+    if !waiting::first_byte(&stream, &mut bounds).await {
         return;
     }
     let handshake = tokio::time::timeout(cfg.limits.tls_handshake_timeout, tls_accept(tls, stream));
     let mut stream = tokio::select! {
-        _ = stopped(&mut stop) => return,
+        _ = stopped(bounds.shutdown) => return,
         () = place.pushed_out() => return,
         r = handshake => match r {
             Ok(Ok(Some(s))) => s,
@@ -62,12 +59,7 @@ pub(super) async fn accepted(
             Err(_) => return tracing::debug!(peer = %peer, "TLS handshake timed out"),
         },
     };
-    let bounds = Bounds {
-        place: &place,
-        timeout,
-        shutdown: &mut stop,
-    };
-    let Some(prefix) = waiting::header(&mut stream, cap, bounds).await else {
+    let Some(prefix) = waiting::header(&mut stream, cap, &mut bounds).await else {
         return;
     };
     served(app, Prefixed::new(prefix, stream), peer.ip(), &cfg, place, stop).await;

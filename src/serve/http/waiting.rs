@@ -25,7 +25,7 @@ pub struct Bounds<'a> {
 /// Waits for the first byte only (TLS: the handshake comes next, under its
 /// own timeout, then the header). `false` when the client sent
 /// nothing in time, left, was pushed out, or shutdown came.
-pub async fn first_byte(stream: &TcpStream, b: Bounds<'_>) -> bool {
+pub async fn first_byte(stream: &TcpStream, b: &mut Bounds<'_>) -> bool {
     let mut one = [0u8; 1];
     tokio::select! {
         _ = b.shutdown.wait_for(|s| *s) => false,
@@ -37,7 +37,7 @@ pub async fn first_byte(stream: &TcpStream, b: Bounds<'_>) -> bool {
 /// Reads until the blank line that ends the request header (or `cap`
 /// bytes: hyper then answers 431). `None` when the client sent no whole
 /// header in time, left, was pushed out, or shutdown came.
-pub async fn header<S: AsyncRead + Unpin>(stream: &mut S, cap: usize, b: Bounds<'_>) -> Option<Vec<u8>> {
+pub async fn header<S: AsyncRead + Unpin>(stream: &mut S, cap: usize, b: &mut Bounds<'_>) -> Option<Vec<u8>> {
     let deadline = tokio::time::Instant::now() + b.timeout;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
