@@ -18,8 +18,8 @@ use crate::data::snapshot::{Device, Who};
 pub(super) struct Listed {
     /// (PID, index into `uuids`, who as listed there), sorted by PID and
     /// then device: a PID's rows sit together, in device order. One vector
-    /// refilled each poll: at a few hundred processes a sort is cheaper
-    /// than a map's upkeep, and it keeps no entry past its poll.
+    /// refilled each poll keeps no entry past its poll and holds 24 bytes a
+    /// row; the map it replaced held about 115 bytes a process.
     rows: Vec<(u32, usize, Arc<Who>)>,
     /// The UUIDs of the latest poll's devices.
     uuids: Vec<String>,
