@@ -26,15 +26,57 @@ fn started(
     let scenario = crate::collect::source::scenario::Scenario::resolve("default").expect("the built-in scenario");
     let source =
         crate::collect::source::simulated::SimulatedSource::new(scenario, Duration::from_millis(20), 1_767_225_600.0);
-    let pipeline = Pipeline::for_source(&crate::app::config::Processes::default(), &source);
+    started_with(Box::new(source), timeout)
+}
+
+/// `source` polled every 20 ms with a deadline of `timeout`.
+fn started_with(
+    source: Box<dyn GpuSource>,
+    timeout: Duration,
+) -> (
+    Started<impl Future<Output = Result<(), PollerError>>>,
+    watch::Sender<bool>,
+) {
+    let pipeline = Pipeline::for_source(&crate::app::config::Processes::default(), source.as_ref());
     let settings = PollSettings {
         interval: Duration::from_millis(20),
         timeout,
         utilization_interval: Duration::from_secs(10),
     };
     let (stop_tx, stop_rx) = watch::channel(false);
-    let started = start(Box::new(source), pipeline, settings, stop_rx).expect("poller starts");
+    let started = start(source, pipeline, settings, stop_rx).expect("poller starts");
     (started, stop_tx)
+}
+
+/// A source whose polls wait until the gate opens: a poll that outlives
+/// its deadline whatever the machine's speed. Dropping it opens the gate,
+/// so the poll thread can end with the test.
+#[derive(Clone, Default)]
+struct Gate(Arc<(Mutex<bool>, std::sync::Condvar)>);
+
+impl Gate {
+    fn open(&self) {
+        *self.0.0.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.0.1.notify_all();
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+impl GpuSource for Gate {
+    fn poll(&mut self, _: bool) -> Result<crate::collect::source::RawPoll, SourceError> {
+        let (open, turn) = &*self.0;
+        let guard = open.lock().unwrap_or_else(PoisonError::into_inner);
+        drop(
+            turn.wait_while(guard, |open| !*open)
+                .unwrap_or_else(PoisonError::into_inner),
+        );
+        Ok(crate::collect::source::RawPoll::default())
+    }
 }
 
 /// Waits (with a deadline) until `count` says at least `n`.
@@ -90,7 +132,8 @@ async fn the_poll_thread_publishes_and_follows_without_waking_the_supervisor() {
 /// reaches the follower from the supervisor's side.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_poll_past_its_deadline_rings_the_alarm_and_is_served_stale() {
-    let (started, _stop) = started(Duration::from_nanos(1));
+    let gate = Gate::default();
+    let (started, _stop) = started_with(Box::new(gate.clone()), Duration::from_millis(1));
     let shared = started.follow.0.clone();
     let supervisor = tokio::spawn(started.supervisor);
     let stale = Arc::new(std::sync::atomic::AtomicU64::new(0));
