@@ -6,6 +6,7 @@
 //! golden test can pass fixed values). It reads nothing but `/proc`.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use crate::collect::attribution::{parse_btime, parse_stat};
 
@@ -41,18 +42,26 @@ impl SelfStats {
             ticks_per_second: rustix::param::clock_ticks_per_second(),
             page_size: rustix::param::page_size() as u64,
         };
-        SelfStats::read_from(Path::new("/proc"), "self", units)
+        // The boot time is read once, as attribution does: the kernel
+        // recomputes it on each read, and a second's jitter would move
+        // `process_start_time_seconds` as a restart does; and each read of
+        // `/proc/stat` sums every CPU's and interrupt's counters.
+        static BOOT: OnceLock<u64> = OnceLock::new();
+        let root = Path::new("/proc");
+        let boot = BOOT
+            .get()
+            .copied()
+            .or_else(|| boot_time(root).map(|b| *BOOT.get_or_init(|| b)));
+        SelfStats::read_from(root, "self", units, boot)
     }
 
-    /// Reads process `pid` (or `self`) under `proc_root`. Each value is
-    /// read on its own: one unreadable file leaves the others.
-    pub fn read_from(proc_root: &Path, pid: &str, units: Units) -> SelfStats {
+    /// Reads process `pid` (or `self`) under `proc_root`, for a host
+    /// booted at Unix time `boot` (see `boot_time`). Each value is read on
+    /// its own: one unreadable file leaves the others.
+    pub fn read_from(proc_root: &Path, pid: &str, units: Units, boot: Option<u64>) -> SelfStats {
         let dir = proc_root.join(pid);
         let read = |name: &str| std::fs::read_to_string(dir.join(name)).ok();
         let stat = std::fs::read(dir.join("stat")).ok().and_then(|b| parse_stat(&b).ok());
-        let boot = std::fs::read_to_string(proc_root.join("stat"))
-            .ok()
-            .and_then(|s| parse_btime(&s));
         let ticks = Some(units.ticks_per_second as f64).filter(|&t| t > 0.0);
         let stat = stat.as_ref();
         let cpu = stat.and_then(|s| Some(s.utime?.saturating_add(s.stime?)));
@@ -70,6 +79,13 @@ impl SelfStats {
                 .map(|((s, b), t)| b as f64 + s.start_ticks as f64 / t),
         }
     }
+}
+
+/// The host's boot time, Unix seconds: `btime` of `proc_root/stat`.
+pub fn boot_time(proc_root: &Path) -> Option<u64> {
+    std::fs::read_to_string(proc_root.join("stat"))
+        .ok()
+        .and_then(|s| parse_btime(&s))
 }
 
 /// The soft "Max open files" of `/proc/<pid>/limits`.

@@ -6,6 +6,7 @@ use std::fs;
 use std::path::Path;
 
 use super::*;
+use crate::serve::metrics::selfproc::boot_time;
 
 const UNITS: Units = Units {
     ticks_per_second: 100,
@@ -50,7 +51,7 @@ fn stats_come_from_stat_limits_fd_and_boot_time() {
         ("stat-root", "cpu  1 2 3\nbtime 1767225600\nprocesses 9\n"),
     ];
     fixture(tmp.path(), &files, 3);
-    let s = SelfStats::read_from(tmp.path(), "42", UNITS);
+    let s = SelfStats::read_from(tmp.path(), "42", UNITS, boot_time(tmp.path()));
     assert_eq!(
         s,
         SelfStats {
@@ -69,7 +70,7 @@ fn what_proc_does_not_give_is_absent_and_its_family_left_out() {
     let tmp = tempdir();
     let unlimited = LIMITS.replace("1024                ", "unlimited           ");
     fixture(tmp.path(), &[("limits", &unlimited), ("stat", "42 (cut")], 0);
-    let s = SelfStats::read_from(tmp.path(), "42", UNITS);
+    let s = SelfStats::read_from(tmp.path(), "42", UNITS, boot_time(tmp.path()));
     assert_eq!(
         s,
         SelfStats {
