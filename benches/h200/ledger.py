@@ -19,11 +19,11 @@ OUT_DIR/ledger.json:
      with and without the daemon (goal: under 2 us added), and steps/s of a
      small training loop with and without it (goal: under 1% slower),
      alternated A B B A (LEDGER_COST_ROUNDS times, 1 by default; each
-     round's training figure is printed too). Each measured job starts after the daemon is
-     ready and waits, before timing, until the daemon probed libcuda
-     (gpumem_ebpf_libraries_probed >= 1) and books the job itself (its
-     `driver` object in /api/v1/snapshot); an attached run that cannot show
-     both is reported as not traced, not timed as if it were.
+     round's training figure is printed too). Each measured job starts
+     after the daemon is ready and waits, before timing, until the daemon
+     probed libcuda (gpumem_ebpf_libraries_probed >= 1) and books the job
+     itself (its `driver` object in /api/v1/snapshot); an attached run that
+     cannot show both is reported as not traced, not timed as if it were.
 Each phase that fails is reported and the next one still runs; the whole
 run is bounded (LEDGER_BUDGET_S, 345 s by default) and writes what it has.
 """
