@@ -7,9 +7,12 @@ GPU memory while each build in turn (alternated A B B A ... so drift shows)
 is measured for idle CPU, RSS and scrape latency; then each build serves a
 simulated 8 GPU x 64 process fleet (scrape p50), and the 64 x 1000 `large`
 fleet (poll time and RSS after BA_LARGE_SETTLE seconds), also A B B A. Writes
-OUT/before-after.json and prints a table of each figure per build.
-Environment: SBS_IDLE, SBS_SCRAPES, SBS_PROCS as side_by_side.py;
-BA_LARGE_SETTLE (default 45), BA_SKIP_LARGE=1, BA_SKIP_REAL=1.
+OUT/before-after.json (after each measurement, so a run cut short keeps
+what it measured) and prints each figure per build.
+Environment: SBS_IDLE, SBS_SCRAPES, SBS_PROCS, SBS_SCRAPE_CLIENT as
+side_by_side.py (the scrape client defaults to a `scrape` beside the first
+build, from `cargo build --release --example scrape`); BA_LARGE_SETTLE
+(default 45), BA_SKIP_LARGE=1, BA_SKIP_REAL=1.
 """
 
 import json
@@ -21,6 +24,9 @@ import time
 OUT = sys.argv[1]
 BUILDS = [a.split("=", 1) for a in sys.argv[2:]]
 sys.argv = [sys.argv[0], BUILDS[0][1], OUT]
+_client = os.path.join(os.path.dirname(os.path.abspath(BUILDS[0][1])), "scrape")
+if os.access(_client, os.X_OK):
+    os.environ.setdefault("SBS_SCRAPE_CLIENT", _client)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import side_by_side as sbs  # noqa: E402  (reads sys.argv at import)
 
@@ -28,6 +34,14 @@ import side_by_side as sbs  # noqa: E402  (reads sys.argv at import)
 def order():
     """A B ... then ... B A: each build measured twice, mirrored."""
     return BUILDS + BUILDS[::-1]
+
+
+def save(doc):
+    """Writes what is measured so far: a run cut off by its time bound
+    still leaves its finished parts."""
+    doc["summary"] = summary(doc)
+    with open(os.path.join(OUT, "before-after.json"), "w") as f:
+        json.dump(doc, f, indent=2)
 
 
 def real(doc):
@@ -41,6 +55,7 @@ def real(doc):
             rec = sbs.measure(name, [path, "--config", cfg, "--web.listen-address", "127.0.0.1:9947"], 9947,
                               ready_path="/-/ready", poll_timing=5)
             doc["real"].append(rec)
+            save(doc)
     finally:
         for p in procs:
             sbs.stop(p)
@@ -54,6 +69,7 @@ def simulated(doc):
         rec = sbs.measure(name, [path, "--demo", scen, "--web.listen-address", "127.0.0.1:9950"], 9950,
                           ready_path="/-/ready", idle=False, poll_timing=5)
         doc["sim_8x64"].append(rec)
+        save(doc)
     if os.environ.get("BA_SKIP_LARGE") == "1":
         return
     settle = float(os.environ.get("BA_LARGE_SETTLE", "45"))
@@ -62,6 +78,7 @@ def simulated(doc):
                           ready_path="/-/ready", idle=False, keep_body=False, scrapes=30, cap=20,
                           settle=settle, poll_timing=15)
         doc["large"].append(rec)
+        save(doc)
 
 
 def summary(doc):
@@ -77,9 +94,11 @@ def summary(doc):
             rows.append({
                 "part": part, "build": name, "runs": len(recs),
                 "idle_cpu_percent": med(lambda r: (r.get("idle") or {}).get("cpu_percent")),
+                "idle_sched_cpu_percent": med(lambda r: (r.get("idle") or {}).get("sched_cpu_percent")),
                 "rss_mib": med(lambda r: (r.get("rss_kib") or 0) / 1024 or None),
                 "hwm_mib": med(lambda r: (r.get("hwm_kib") or 0) / 1024 or None),
                 "scrape_p50_ms": med(lambda r: (r.get("scrapes") or {}).get("p50_ms")),
+                "scrape_cpu_us": med(lambda r: ((r.get("scrapes") or {}).get("sched_per_scrape") or {}).get("cpu_us")),
                 "poll_ms": med(lambda r: (r.get("poll_timing") or {}).get("poll_ms")),
             })
     return rows
@@ -91,9 +110,7 @@ def main():
     if os.environ.get("BA_SKIP_REAL") != "1":
         real(doc)
     simulated(doc)
-    doc["summary"] = summary(doc)
-    with open(os.path.join(OUT, "before-after.json"), "w") as f:
-        json.dump(doc, f, indent=2)
+    save(doc)
     for row in doc["summary"]:
         print(json.dumps(row))
 

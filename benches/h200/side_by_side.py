@@ -23,7 +23,9 @@ Environment overrides (for trying it without a GPU): SBS_IDLE (seconds),
 SBS_SCRAPES, SBS_PROCS, SBS_WORKLOAD (a shell command run per workload
 process, with READY set to the file it must create once it holds memory),
 SBS_GPUMEMD_ARGS (extra gpumemd arguments, e.g. --demo), SBS_NVIDIA_SMI
-(the nvidia-smi to run), SBS_BUDGET (seconds the whole run may take).
+(the nvidia-smi to run), SBS_BUDGET (seconds the whole run may take),
+SBS_SCRAPE_CLIENT (the `scrape` example's binary; default BIN_DIR/scrape,
+else Python's http.client).
 """
 
 import http.client
@@ -91,6 +93,36 @@ def cpu_seconds(root):
         except (OSError, ValueError, IndexError):
             pass
     return total / HZ
+
+
+def sched(root):
+    """Scheduler figures of the tree's live threads, from
+    /proc/PID/task/TID/schedstat: nanoseconds on a CPU, nanoseconds waiting
+    on a run queue, and times scheduled in. Nanoseconds where the tick
+    count of `cpu_seconds` has 10 ms steps; threads that exited between two
+    readings are missing from the second, so this is for short windows."""
+    on = wait = slices = 0
+    for p in tree(root):
+        try:
+            tids = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for t in tids:
+            try:
+                with open(f"/proc/{p}/task/{t}/schedstat") as f:
+                    a, b, c = (int(x) for x in f.read().split()[:3])
+            except (OSError, ValueError):
+                continue
+            on, wait, slices = on + a, wait + b, slices + c
+    return on, wait, slices
+
+
+def per(n, before, after):
+    """`sched` deltas over `n` events: microseconds on CPU and waiting on a
+    run queue, and times scheduled in, each per event."""
+    d = [y - x for x, y in zip(before, after)]
+    return {"cpu_us": round(d[0] / 1e3 / n, 2), "runq_us": round(d[1] / 1e3 / n, 2),
+            "switches": round(d[2] / n, 2)}
 
 
 def memory(root):
@@ -194,9 +226,9 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
         rec["ready_s"] = round(time.monotonic() - t, 2)
         time.sleep(settle)
         # Idle: no scrapes at all, the exporter's own interval work only.
-        c0, w0 = cpu_seconds(proc.pid), time.monotonic()
+        c0, w0, s0 = cpu_seconds(proc.pid), time.monotonic(), sched(proc.pid)
         time.sleep(IDLE if idle else 0.01)
-        c1, w1 = cpu_seconds(proc.pid), time.monotonic()
+        c1, w1, s1 = cpu_seconds(proc.pid), time.monotonic(), sched(proc.pid)
         idle_rate = (c1 - c0) / (w1 - w0) if idle else 0.0
         rss, hwm, threads = memory(proc.pid)
         rec["idle"] = {
@@ -204,18 +236,19 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
             "cpu_seconds": round(c1 - c0, 4),
             "cpu_percent": round(100 * idle_rate, 4),
             "tick_resolution_percent": round(100 / HZ / (w1 - w0), 4),
+            "sched_cpu_percent": round(100 * (s1[0] - s0[0]) / 1e9 / (w1 - w0), 4),
         }
         rec["rss_kib"], rec["hwm_kib"], rec["threads"] = rss, hwm, threads
         log(f"{name}: idle {rec['idle']['cpu_percent']}% of a core, RSS {rss} KiB, {threads} threads")
         # Scrapes, sequential, one connection each: with BIN/scrape (the
         # `scrape` example, a Rust client) when present, so the client's
         # own cost stays out of sub-millisecond figures; else Python.
-        c0, w0 = cpu_seconds(proc.pid), time.monotonic()
-        client = os.path.join(BIN, "scrape")
+        c0, w0, s0 = cpu_seconds(proc.pid), time.monotonic(), sched(proc.pid)
+        client = os.environ.get("SBS_SCRAPE_CLIENT") or os.path.join(BIN, "scrape")
         if os.access(client, os.X_OK):
             r = subprocess.run([client, f"127.0.0.1:{port}", "/metrics", str(scrapes), "--cap-s", str(cap)],
                                capture_output=True, text=True)
-            c1, w1 = cpu_seconds(proc.pid), time.monotonic()
+            c1, w1, s1 = cpu_seconds(proc.pid), time.monotonic(), sched(proc.pid)
             try:
                 sc = json.loads(r.stdout.strip().splitlines()[-1])
             except (ValueError, IndexError):
@@ -239,7 +272,7 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
                 lat.append(time.perf_counter() - s)
                 if time.monotonic() - w0 > cap:
                     break
-            c1, w1 = cpu_seconds(proc.pid), time.monotonic()
+            c1, w1, s1 = cpu_seconds(proc.pid), time.monotonic(), sched(proc.pid)
             lat.sort()
             n = len(lat)
             sc = {"count": n, "errors": errors, "p50_ms": round(1e3 * pct(lat, 0.50), 3),
@@ -258,6 +291,9 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
             "cpu_ms_per_scrape_raw": round(1e3 * (c1 - c0) / n, 4),
             # Less the exporter's own background work over the same time.
             "cpu_ms_per_scrape": round(1e3 * max(0.0, (c1 - c0) - idle_rate * (w1 - w0)) / n, 4),
+            # The same from the scheduler, in microseconds (idle work
+            # included), with the run-queue wait and switches per scrape.
+            "sched_per_scrape": per(n, s0, s1),
         }
         rec["rss_after_scrapes_kib"], rec["hwm_after_scrapes_kib"] = rss2, hwm2
         rec["series"] = series(body)
@@ -267,7 +303,8 @@ def measure(name, cmd, port, env=None, ready_path="/metrics", version=None, idle
         if keep_body:
             with open(os.path.join(OUT, f"{name}.prom"), "wb") as f:
                 f.write(body)
-        log(f"{name}: scrapes p50 {rec['scrapes']['p50_ms']} ms p99 {rec['scrapes']['p99_ms']} ms, {rec['series']} series, {len(body)} bytes")
+        log(f"{name}: scrapes p50 {rec['scrapes']['p50_ms']} ms p99 {rec['scrapes']['p99_ms']} ms, {rec['series']} series, "
+            f"{len(body)} bytes, per scrape {rec['scrapes']['sched_per_scrape']}")
         if name == "gpumemd":
             for line in body.decode().splitlines():
                 if line.startswith(("gpumem_poll_duration_seconds", "gpumem_poll_source_duration_seconds",
