@@ -276,6 +276,26 @@ fn a_failed_poll_ends_nothing() {
 }
 
 #[test]
+fn a_job_names_its_pids_in_order_on_every_gpu_even_one_without_figures() {
+    let reports = Reports::in_memory();
+    let (a, mut b) = (
+        gpu(vec![held(7, "9", GIB, Holder::Live), held(8, "9", GIB, Holder::Live)]),
+        gpu(vec![held(5, "9", GIB, Holder::Live), held(7, "9", GIB, Holder::Live)]),
+    );
+    b.uuid = "GPU-b".into();
+    // GPU b lists its processes, but its memory could not be read: the job
+    // gets no figures there, and its PID there is remembered all the same.
+    b.memory = None;
+    reports.observe(&snapshot(1, 1.0, vec![a, b]));
+    let r = one(&reports, job("9"));
+    assert_eq!((r.pids.as_slice(), r.gpus.len()), ([7, 8, 5].as_slice(), 1));
+    // A PID seen again is not named twice; a new one joins the end.
+    let again = gpu(vec![held(8, "9", GIB, Holder::Live), held(6, "9", GIB, Holder::Live)]);
+    reports.observe(&snapshot(2, 2.0, vec![again]));
+    assert_eq!(one(&reports, job("9")).pids, [7, 8, 5, 6]);
+}
+
+#[test]
 fn reports_survive_a_restart_and_a_bad_line_is_skipped() {
     let dir = tempfile::tempdir().expect("tempdir");
     let reports = Reports::persisted(dir.path(), 1.0);
