@@ -9,6 +9,8 @@
 //! - `pipeline_build_1s`: the same at 1 s per poll, so one poll in ten
 //!   closes a bucket: the mean cost of a poll at the default interval;
 //! - `rules_eval`: the default rule set against the resulting snapshot;
+//! - `peaks_observe`, `history_record` and `report_observe`: the peak
+//!   windows, and the follower's history and job-end reports, per snapshot;
 //! - `render_prometheus`: `/metrics` in the text format, default config
 //!   (top 50 processes per GPU), with the alert view.
 //! - `rules_eval_demo` and `render_prometheus_demo` (8 x 64 and 64 x 1000
@@ -38,6 +40,7 @@ use gpumemd::collect::source::GpuSource;
 use gpumemd::collect::source::scenario::large;
 use gpumemd::collect::source::simulated::SimulatedSource;
 use gpumemd::data::snapshot::{PollStats, Snapshot};
+use gpumemd::judge::report::Reports;
 use gpumemd::judge::rules::eval::{self, EvalState};
 use gpumemd::serve::metrics::{self, DaemonState, Format};
 
@@ -181,9 +184,9 @@ fn hot_paths(c: &mut Criterion) {
             demo_rules(c, &snap, (gpus, per_gpu), &build);
         }
 
-        // Issue 15's additions, to set beside pipeline_build: the peak
-        // windows the pipeline keeps (one observe per process and per device
-        // each poll) and the history the follower task records per snapshot.
+        // To set beside pipeline_build: the peak windows the pipeline keeps
+        // (one observe per process and per device each poll), and what the
+        // follower does with each snapshot: history, job-end reports.
         let mut peaks = PeakTracker::new(60.0);
         let mut device_peaks = PeakTracker::new(60.0);
         let mut t = EPOCH;
@@ -209,6 +212,18 @@ fn hot_paths(c: &mut Criterion) {
                     next.seq += 1;
                     next.timestamp += 1.0;
                     recent.record(black_box(&next));
+                });
+            });
+
+        // Every subject live and followed: the tracker's steady state.
+        let reports = Reports::in_memory();
+        let mut next = snap.clone();
+        c.benchmark_group("report_observe")
+            .bench_function(id(gpus, per_gpu), |b| {
+                b.iter(|| {
+                    next.seq += 1;
+                    next.timestamp += 1.0;
+                    reports.observe(black_box(&next));
                 });
             });
 
