@@ -12,7 +12,7 @@ what it measured) and prints each figure per build.
 Environment: SBS_IDLE, SBS_SCRAPES, SBS_PROCS, SBS_SCRAPE_CLIENT as
 side_by_side.py (the scrape client defaults to a `scrape` beside the first
 build, from `cargo build --release --example scrape`); BA_LARGE_SETTLE
-(default 45), BA_SKIP_LARGE=1, BA_SKIP_REAL=1.
+(default 45), BA_SKIP_REAL=1, BA_SKIP_8X64=1, BA_SKIP_LARGE=1.
 """
 
 import json
@@ -65,7 +65,7 @@ def simulated(doc):
     scen = f"{sbs.TMP}/8x64.toml"
     with open(scen, "w") as f:
         f.write(sbs.fleet_toml(8, 64))
-    for name, path in order():
+    for name, path in order() if os.environ.get("BA_SKIP_8X64") != "1" else []:
         rec = sbs.measure(name, [path, "--demo", scen, "--web.listen-address", "127.0.0.1:9950"], 9950,
                           ready_path="/-/ready", idle=False, poll_timing=5)
         doc["sim_8x64"].append(rec)
