@@ -9,9 +9,7 @@
 //! poll that could not see its GPUs (a failed poll ends nothing).
 
 use arcstr::ArcStr;
-use std::collections::hash_map::Entry;
-
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::gpu::{GpuAcc, PollFigures, suggest};
 use super::{Report, ReportState, Subject};
@@ -47,9 +45,6 @@ struct Open {
     last_live: f64,
     /// The first poll that found none of its processes live.
     ended: Option<f64>,
-    /// The number of the latest poll that found it live (see
-    /// `Tracker::polls`): a flag that needs no set of this poll's keys.
-    live_at: u64,
     gpus: Vec<GpuAcc>,
 }
 
@@ -58,8 +53,6 @@ struct Open {
 pub struct Tracker {
     open: FxHashMap<Key, Open>,
     prev: Option<f64>,
-    /// Polls observed so far.
-    polls: u64,
     full_logged: bool,
 }
 
@@ -81,15 +74,13 @@ fn keys(p: &Process) -> impl Iterator<Item = Key> + '_ {
 }
 
 /// One subject's figures of one poll: per device index, the figures and
-/// whether a live process of it there was not flagged idle; who its first
-/// live process is; and, for a group, the PIDs of its live processes in
-/// the order seen (a process subject's PID is in its key).
+/// whether a live process of it there was not flagged idle; and who its
+/// first live process is.
 #[derive(Default)]
 struct Seen {
     per_dev: Vec<(usize, PollFigures, bool)>,
     user: ArcStr,
     comm: ArcStr,
-    pids: Vec<u32>,
 }
 
 type Figures = FxHashMap<Key, Seen>;
@@ -109,8 +100,6 @@ impl Tracker {
         let now = snap.timestamp;
         let dt = self.prev.map_or(0.0, |p| (now - p).clamp(0.0, MAX_DT));
         self.prev = Some(now);
-        self.polls += 1;
-        let poll = self.polls;
         let readable = |d: &Device| d.up && !d.processes_unreadable && d.memory.is_some();
         let unattributed: Vec<u64> = snap
             .devices
@@ -123,8 +112,8 @@ impl Tracker {
         let mut room = MAX_OPEN.saturating_sub(self.open.len());
         let mut refused = false;
         let open = &self.open;
-        let figs = live_figures(&snap.devices, &readable, dt, &mut idle_users, |k| {
-            if open.contains_key(k) {
+        let figs = live_figures(&snap.devices, &readable, dt, &mut idle_users, |k, figs| {
+            if figs.contains_key(k) || open.contains_key(k) {
                 return true;
             }
             let Some(left) = room.checked_sub(1) else {
@@ -140,38 +129,20 @@ impl Tracker {
                 "too many GPU memory holders to report on; new ones are not reported"
             );
         }
+        let mut live_now = FxHashSet::default();
         for (key, seen) in figs {
-            let Seen {
-                per_dev,
-                user,
-                comm,
-                pids,
-            } = seen;
-            let pid = match key {
-                Key::Process(pid, _) => Some(pid),
-                Key::Group(..) => None,
-            };
-            let o = self.open.entry(key).or_insert_with(|| Open {
+            let Seen { per_dev, user, comm } = seen;
+            let o = self.open.entry(key.clone()).or_insert_with(|| Open {
                 user,
                 comm,
                 pids: Vec::new(),
                 started: now,
                 last_live: now,
                 ended: None,
-                live_at: poll,
                 gpus: Vec::new(),
             });
             o.ended = None;
             o.last_live = now;
-            o.live_at = poll;
-            for p in pid.into_iter().chain(pids) {
-                if o.pids.len() >= MAX_PIDS {
-                    break;
-                }
-                if !o.pids.contains(&p) {
-                    o.pids.push(p);
-                }
-            }
             for (i, mut f, busy) in per_dev {
                 f.idle = !busy;
                 let d = &snap.devices[i];
@@ -188,24 +159,21 @@ impl Tracker {
                 };
                 acc.live(&f, unattributed[i], dt);
             }
+            live_now.insert(key);
         }
-        self.note_pids(snap, &readable);
-        let closed = self.judge_ended(snap, &unattributed, now);
+        self.note_pids(snap, &live_now);
+        let closed = self.judge_ended(snap, &live_now, &unattributed, now);
         (closed, idle_users.into_iter().collect())
     }
 
-    /// Remembers the PIDs (up to [`MAX_PIDS`] each) that live subjects have
-    /// on GPUs whose figures could not be read: those on the others came
-    /// with the figures.
-    fn note_pids(&mut self, snap: &Snapshot, readable: &dyn Fn(&Device) -> bool) {
-        let poll = self.polls;
-        for p in snap.devices.iter().filter(|d| !readable(d)).flat_map(|d| &d.processes) {
+    /// Remembers the PIDs of live subjects (up to [`MAX_PIDS`] each).
+    fn note_pids(&mut self, snap: &Snapshot, live: &FxHashSet<Key>) {
+        for p in snap.devices.iter().flat_map(|d| &d.processes) {
             if p.holder != Some(Holder::Live) {
                 continue;
             }
-            for k in keys(p) {
+            for k in keys(p).filter(|k| live.contains(k)) {
                 if let Some(o) = self.open.get_mut(&k)
-                    && o.live_at == poll
                     && o.pids.len() < MAX_PIDS
                     && !o.pids.contains(&p.pid)
                 {
@@ -217,8 +185,7 @@ impl Tracker {
 
     /// Follows the subjects not live this poll; closes those whose memory
     /// is gone from every GPU (or has been left behind too long).
-    fn judge_ended(&mut self, snap: &Snapshot, unattributed: &[u64], now: f64) -> Vec<Report> {
-        let poll = self.polls;
+    fn judge_ended(&mut self, snap: &Snapshot, live: &FxHashSet<Key>, unattributed: &[u64], now: f64) -> Vec<Report> {
         let by_uuid: FxHashMap<&str, usize> = snap
             .devices
             .iter()
@@ -236,7 +203,7 @@ impl Tracker {
         }
         let mut closed = Vec::new();
         let mut gone = Vec::new();
-        for (key, o) in self.open.iter_mut().filter(|(_, o)| o.live_at != poll) {
+        for (key, o) in self.open.iter_mut().filter(|(k, _)| !live.contains(*k)) {
             let at: Vec<Option<usize>> = o.gpus.iter().map(|g| by_uuid.get(g.uuid.as_str()).copied()).collect();
             // A GPU that could not be read this poll says nothing.
             let unreadable = at.iter().flatten().any(|&i| {
@@ -289,14 +256,14 @@ impl Tracker {
 }
 
 /// Each subject's figures of one poll, per device, for the subjects
-/// `follow` admits (asked once a poll per subject, at its first process);
-/// adds each idle live process's byte-seconds to its user in `idle_users`.
+/// `follow` admits; adds each idle live process's byte-seconds to its user
+/// in `idle_users`.
 fn live_figures(
     devices: &[Device],
     readable: &dyn Fn(&Device) -> bool,
     dt: f64,
     idle_users: &mut FxHashMap<ArcStr, f64>,
-    mut follow: impl FnMut(&Key) -> bool,
+    mut follow: impl FnMut(&Key, &Figures) -> bool,
 ) -> Figures {
     let mut figs: Figures = FxHashMap::default();
     for (i, d) in devices.iter().enumerate().filter(|(_, d)| readable(d)) {
@@ -306,18 +273,13 @@ fn live_figures(
                 *idle_users.entry(p.who.user.clone()).or_default() += used as f64 * dt;
             }
             for k in keys(p) {
-                let group = matches!(k, Key::Group(..));
-                let seen = match figs.entry(k) {
-                    Entry::Occupied(e) => e.into_mut(),
-                    Entry::Vacant(e) if follow(e.key()) => e.insert(Seen {
-                        user: p.who.user.clone(),
-                        comm: p.who.comm.clone(),
-                        ..Seen::default()
-                    }),
-                    Entry::Vacant(_) => continue,
-                };
-                if group {
-                    seen.pids.push(p.pid);
+                if !follow(&k, &figs) {
+                    continue;
+                }
+                let seen = figs.entry(k).or_default();
+                if seen.per_dev.is_empty() {
+                    seen.user = p.who.user.clone();
+                    seen.comm = p.who.comm.clone();
                 }
                 let list = &mut seen.per_dev;
                 if list.last().is_none_or(|(at, _, _)| *at != i) {
