@@ -42,20 +42,27 @@ impl LogLevel {
 }
 
 /// Installs the global subscriber. An explicit `--log.level` wins; without
-/// it `RUST_LOG` (per-module filters, for debugging) applies, else
-/// `default_level`. A second call (tests) is a no-op.
+/// it `RUST_LOG` (`target=level` directives, for debugging one module)
+/// applies, else `default_level`. A second call (tests) is a no-op.
 pub fn init(format: LogFormat, level: Option<LogLevel>, default_level: &str) {
-    use tracing_subscriber::EnvFilter;
-    let filter = match level {
-        Some(l) => EnvFilter::new(l.directive()),
-        None => EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level)),
+    use tracing_subscriber::filter::Targets;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let parse = |s: &str| s.parse::<Targets>().ok();
+    let from_env = || {
+        let v = std::env::var("RUST_LOG").ok()?;
+        // An empty or unreadable RUST_LOG is as good as none.
+        parse(v.trim()).filter(|_| !v.trim().is_empty())
     };
-    let b = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+    let filter = match level {
+        Some(l) => parse(l.directive()),
+        None => from_env().or_else(|| parse(default_level)),
+    }
+    .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
+    let b = tracing_subscriber::fmt().with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Logfmt => b.event_format(Logfmt).try_init(),
-        LogFormat::Json => b.event_format(Json).try_init(),
+        LogFormat::Logfmt => b.event_format(Logfmt).finish().with(filter).try_init(),
+        LogFormat::Json => b.event_format(Json).finish().with(filter).try_init(),
     };
 }
 
