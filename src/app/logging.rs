@@ -31,12 +31,12 @@ pub enum LogLevel {
 }
 
 impl LogLevel {
-    fn directive(self) -> &'static str {
+    fn level(self) -> tracing::Level {
         match self {
-            Self::Debug => "debug",
-            Self::Info => "info",
-            Self::Warn => "warn",
-            Self::Error => "error",
+            Self::Debug => tracing::Level::DEBUG,
+            Self::Info => tracing::Level::INFO,
+            Self::Warn => tracing::Level::WARN,
+            Self::Error => tracing::Level::ERROR,
         }
     }
 }
@@ -48,17 +48,17 @@ pub fn init(format: LogFormat, level: Option<LogLevel>, default_level: &str) {
     use tracing_subscriber::filter::Targets;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    let parse = |s: &str| s.parse::<Targets>().ok();
+    // An empty or unreadable RUST_LOG is as good as none.
     let from_env = || {
         let v = std::env::var("RUST_LOG").ok()?;
-        // An empty or unreadable RUST_LOG is as good as none.
-        parse(v.trim()).filter(|_| !v.trim().is_empty())
+        Some(v.trim()).filter(|v| !v.is_empty())?.parse::<Targets>().ok()
     };
     let filter = match level {
-        Some(l) => parse(l.directive()),
-        None => from_env().or_else(|| parse(default_level)),
-    }
-    .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO));
+        Some(l) => Targets::new().with_default(l.level()),
+        None => from_env()
+            .or_else(|| default_level.parse().ok())
+            .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO)),
+    };
     let b = tracing_subscriber::fmt().with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Logfmt => b.event_format(Logfmt).finish().with(filter).try_init(),
