@@ -84,11 +84,19 @@ pub fn parse_stat_ref(bytes: &[u8]) -> Result<(StatFields, Cow<'_, str>), StatEr
 /// The fields after the comm, separated by any run of whitespace (the
 /// comm left empty).
 fn fields(after: &[u8]) -> Result<StatFields, StatError> {
-    // Only the fields up to rss are kept, without allocating.
+    // Only the fields up to rss are kept, without allocating. A plain loop,
+    // not `split().filter()`: this runs for every listed process every poll
+    // and the iterator chain was most of its cost.
     let mut rest: [&[u8]; RSS_INDEX + 1] = [b""; RSS_INDEX + 1];
-    let fields = after.split(u8::is_ascii_whitespace).filter(|f| !f.is_empty());
-    for (slot, field) in rest.iter_mut().zip(fields) {
-        *slot = field;
+    let mut left = after;
+    for slot in &mut rest {
+        let Some(start) = left.iter().position(|b| !b.is_ascii_whitespace()) else {
+            break;
+        };
+        let field = &left[start..];
+        let len = field.iter().position(u8::is_ascii_whitespace).unwrap_or(field.len());
+        *slot = &field[..len];
+        left = &field[len..];
     }
     let state = match rest[0] {
         [c] => ProcState::from_code(char::from(*c)),
@@ -121,14 +129,20 @@ fn fields(after: &[u8]) -> Result<StatFields, StatError> {
     })
 }
 
-fn number<T: std::str::FromStr>(fields: &[&[u8]], index: usize, name: &str) -> Result<T, StatError> {
+/// Field `index` as an unsigned decimal: the kernel prints these fields
+/// as plain digits, so anything else (a sign included) is malformed.
+fn number<T: TryFrom<u64>>(fields: &[&[u8]], index: usize, name: &str) -> Result<T, StatError> {
     let raw = fields
         .get(index)
         .filter(|raw| !raw.is_empty())
         .ok_or_else(|| StatError::Malformed(format!("missing {name}")))?;
-    std::str::from_utf8(raw)
-        .ok()
-        .and_then(|text| text.parse().ok())
+    raw.iter()
+        .try_fold(0u64, |n, &b| {
+            let digit = b.wrapping_sub(b'0');
+            (digit < 10).then_some(())?;
+            n.checked_mul(10)?.checked_add(u64::from(digit))
+        })
+        .and_then(|n| T::try_from(n).ok())
         .ok_or_else(|| StatError::Malformed(format!("{name} is not a number: {:?}", String::from_utf8_lossy(raw))))
 }
 
@@ -215,6 +229,7 @@ mod tests {
             "1 (x) S 1 2 3".into(),
             "1 (x) S -1".into(),
             full.replace("123456", "-5"),
+            full.replace("123456", "+5"),
             full.replace("123456", "99999999999999999999999"),
             full[..full.find("123456").unwrap_or(0)].to_string(),
             "\u{1F600}(\u{1F600}) \u{1F600}".into(),
