@@ -94,15 +94,6 @@ use at::At;
 use eval::{Scratch, evaluate, persistence_buckets};
 use ring::Ring;
 
-/// One downsampling bucket: the lowest value seen in it. The minimum is all
-/// the method needs (a leak is memory that is never given back).
-#[derive(Debug, Clone, Copy)]
-struct Bucket {
-    /// `floor(t / bucket_width)`, saturating for absurd `t`.
-    idx: i64,
-    min: u64,
-}
-
 /// One key's history, for callers that keep it in their own record (the
 /// pipeline keeps one record per process: one map lookup a poll).
 #[derive(Debug)]

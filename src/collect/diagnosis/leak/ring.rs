@@ -6,8 +6,6 @@
 
 use std::num::NonZeroU64;
 
-use super::Bucket;
-
 /// Fixed storage for the closed buckets of one key: each slot holds its
 /// bucket's exact minimum plus one, or nothing. The offset lets `Option`
 /// use the zero niche: 8 bytes a slot, not 16 (a process keeps 60).
@@ -43,9 +41,10 @@ impl Ring {
         self.slots.fill(None);
     }
 
-    /// Calls `f` with the closed buckets with an index in `lo..hi` (at most
-    /// `len` apart), oldest first.
-    pub(super) fn for_each(&self, lo: i64, hi: i64, mut f: impl FnMut(Bucket)) {
+    /// Calls `f` with (index, minimum) of the closed buckets with an index
+    /// in `lo..hi` (at most `len` apart), oldest first.
+    #[cfg(test)]
+    pub(super) fn for_each(&self, lo: i64, hi: i64, mut f: impl FnMut(i64, u64)) {
         let n = usize::try_from(hi.saturating_sub(lo))
             .unwrap_or(0)
             .min(self.slots.len());
@@ -54,10 +53,7 @@ impl Ring {
         let walk = self.slots[first..].iter().chain(&self.slots[..first]).take(n);
         for (k, min) in walk.enumerate() {
             if let Some(stored) = *min {
-                f(Bucket {
-                    idx: lo.saturating_add(k as i64),
-                    min: stored.get() - 1,
-                });
+                f(lo.saturating_add(k as i64), stored.get() - 1);
             }
         }
     }
@@ -66,13 +62,25 @@ impl Ring {
     /// apart) as (minimum, index), the earliest on ties; `None` when none
     /// is filled. A segment's floor.
     pub(super) fn min_in(&self, lo: i64, hi: i64) -> Option<(u64, i64)> {
-        let mut best: Option<(u64, i64)> = None;
-        self.for_each(lo, hi, |b| {
-            if best.is_none_or(|(m, _)| b.min < m) {
-                best = Some((b.min, b.idx));
+        let n = usize::try_from(hi.saturating_sub(lo))
+            .unwrap_or(0)
+            .min(self.slots.len());
+        let first = self.slot(lo);
+        // The range is at most two runs of slots: `first..` then `..first`.
+        let (wrapped, tail) = self.slots.split_at(first);
+        let head = &tail[..n.min(tail.len())];
+        let wrapped = &wrapped[..n - head.len()];
+        // One loop over the two runs, no per-bucket callback: a leak
+        // verdict takes the floor of every segment of each key it judges.
+        let mut best: Option<(u64, usize)> = None;
+        for (k, slot) in head.iter().chain(wrapped).enumerate() {
+            if let Some(stored) = *slot
+                && best.is_none_or(|(m, _)| stored.get() < m)
+            {
+                best = Some((stored.get(), k));
             }
-        });
-        best
+        }
+        best.map(|(stored, k)| (stored - 1, lo.saturating_add(k as i64)))
     }
 
     /// How many slots hold a bucket.

@@ -8,7 +8,7 @@ const MIB: u64 = 1 << 20;
 /// The ring's buckets in `lo..hi`, as `for_each` reports them.
 fn listed(r: &Ring, lo: i64, hi: i64) -> Vec<(i64, u64)> {
     let mut out = Vec::new();
-    r.for_each(lo, hi, |b| out.push((b.idx, b.min)));
+    r.for_each(lo, hi, |idx, min| out.push((idx, min)));
     out
 }
 
