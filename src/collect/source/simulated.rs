@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::scenario::{Exit, Scenario, SimProcess};
-use super::{GpuSource, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
+use super::{GpuSource, ProcessKinds, RawDevice, RawPoll, RawProcess, SourceError, Utilization};
 use crate::collect::attribution::{ProcState, ProcTree};
 use crate::data::snapshot::{Device, DriverInfo, Memory};
 
@@ -26,9 +26,10 @@ pub struct SimulatedSource {
     epoch: f64,
     poll: u64,
     procs: proctree::SimProcTree,
-    /// Indices of the scenario's processes by GPU, in file order: a GPU's
-    /// poll walks its own, not the whole fleet's.
-    on_gpu: Vec<Vec<usize>>,
+    /// Indices of the scenario's processes by GPU, in file order, with the
+    /// lists each is in (its `type`, read once): a GPU's poll walks its
+    /// own, not the whole fleet's.
+    on_gpu: Vec<Vec<(usize, ProcessKinds)>>,
     /// Processes ended by a (simulated) signal.
     ends: ends::Ends,
 }
@@ -51,7 +52,7 @@ impl SimulatedSource {
         for (i, p) in scenario.processes.iter().enumerate() {
             // Scenario::check refuses a GPU it lacks; such a process is on none.
             if let Some(list) = on_gpu.get_mut(p.gpu as usize) {
-                list.push(i);
+                list.push((i, p.kinds()));
             }
         }
         Self {
@@ -104,9 +105,11 @@ impl SimulatedSource {
             ..shell
         };
         let mut used = 0u64;
-        let mut util = Vec::new();
-        let mine = self.on_gpu[g].iter().map(|&i| &self.scenario.processes[i]);
-        for p in mine.filter(|p| p.instance.map(|i| i as usize) == instance) {
+        let mine = &self.on_gpu[g];
+        let mut util = Vec::with_capacity(mine.len());
+        dev.processes.reserve(mine.len());
+        let mine = mine.iter().map(|&(i, kinds)| (&self.scenario.processes[i], kinds));
+        for (p, kinds) in mine.filter(|(p, _)| p.instance.map(|i| i as usize) == instance) {
             let ph = self.phase(p, t);
             used = used.saturating_add(ph.pending_release);
             if !ph.listed {
@@ -119,7 +122,7 @@ impl SimulatedSource {
             dev.processes.push(RawProcess {
                 pid: p.pid,
                 used_bytes: (!p.unavailable).then_some(ph.bytes),
-                kinds: p.kinds(),
+                kinds,
             });
         }
         let used = used.min(total.saturating_sub(reserved));
