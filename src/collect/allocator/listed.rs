@@ -16,15 +16,17 @@ use crate::data::snapshot::{Device, Who};
 /// The latest poll's listing.
 #[derive(Debug, Default)]
 pub(super) struct Listed {
-    /// (PID, index into `uuids`, who as listed there), sorted by PID and
-    /// then device: a PID's rows sit together, in device order. One vector
-    /// refilled each poll keeps no entry past its poll and holds 24 bytes a
-    /// row; the map it replaced held about 115 bytes a process.
+    /// (PID, index into `uuids`, who as listed there); once `sorted`, by
+    /// PID and then device, so a PID's rows sit together in device order.
+    /// One vector refilled each poll keeps no entry past its poll and holds
+    /// 24 bytes a row; the map it replaced held about 115 bytes a process.
     rows: Vec<(u32, usize, Arc<Who>)>,
+    /// Whether `rows` is sorted. Sorted at the first lookup after a
+    /// refill, not at the refill: most polls see no report and no OOM, and
+    /// the sort was nearly all of the listing's cost.
+    sorted: bool,
     /// The UUIDs of the latest poll's devices.
     uuids: Vec<String>,
-    /// How many distinct PIDs `rows` holds.
-    distinct: usize,
 }
 
 impl Listed {
@@ -37,11 +39,19 @@ impl Listed {
             self.rows
                 .extend(d.processes.iter().map(|p| (p.pid, gpu, p.who.clone())));
         }
-        self.rows.sort_unstable_by_key(|&(pid, gpu, _)| (pid, gpu));
-        self.distinct = self.rows.chunk_by(|a, b| a.0 == b.0).count();
+        self.sorted = false;
     }
 
-    /// The rows of `pid`, in device order.
+    /// The rows, sorted.
+    fn sorted(&mut self) -> &Self {
+        if !self.sorted {
+            self.rows.sort_unstable_by_key(|&(pid, gpu, _)| (pid, gpu));
+            self.sorted = true;
+        }
+        self
+    }
+
+    /// The rows of `pid`, in device order (`rows` sorted).
     fn of(&self, pid: u32) -> &[(u32, usize, Arc<Who>)] {
         let lo = self.rows.partition_point(|r| r.0 < pid);
         let hi = self.rows.partition_point(|r| r.0 <= pid);
@@ -49,26 +59,27 @@ impl Listed {
     }
 
     /// Whether NVML listed `pid` at the latest poll.
-    pub(super) fn contains(&self, pid: u32) -> bool {
-        !self.of(pid).is_empty()
+    pub(super) fn contains(&mut self, pid: u32) -> bool {
+        !self.sorted().of(pid).is_empty()
     }
 
     /// The comm and user of `pid` as listed on its first GPU, when listed.
-    pub(super) fn names(&self, pid: u32) -> Option<(&ArcStr, &ArcStr)> {
-        self.of(pid).first().map(|(_, _, who)| (&who.comm, &who.user))
+    pub(super) fn names(&mut self, pid: u32) -> Option<(&ArcStr, &ArcStr)> {
+        self.sorted().of(pid).first().map(|(_, _, who)| (&who.comm, &who.user))
     }
 
     /// The UUIDs of the GPUs `pid` is listed on, in device order.
-    pub(super) fn uuids_of(&self, pid: u32) -> impl Iterator<Item = &str> {
-        self.of(pid)
+    pub(super) fn uuids_of(&mut self, pid: u32) -> impl Iterator<Item = &str> {
+        let this = self.sorted();
+        this.of(pid)
             .iter()
-            .filter_map(|&(_, g, _)| self.uuids.get(g))
+            .filter_map(|&(_, g, _)| this.uuids.get(g))
             .map(String::as_str)
     }
 
     /// How many distinct PIDs are listed.
-    pub(super) fn pids(&self) -> usize {
-        self.distinct
+    pub(super) fn pids(&mut self) -> usize {
+        self.sorted().rows.chunk_by(|a, b| a.0 == b.0).count()
     }
 }
 

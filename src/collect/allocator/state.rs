@@ -304,7 +304,7 @@ impl AllocatorState {
 
     /// PIDs with a report, a rate bucket or a listing: what is held.
     pub fn tracked(&self) -> (usize, usize, usize) {
-        let g = self.lock();
+        let mut g = self.lock();
         (g.reports.len(), g.buckets.len(), g.listed.pids())
     }
 }
