@@ -233,7 +233,15 @@ async fn a_missing_cuda_driver_refuses_suspend_and_monitoring_goes_on() {
     let r = start("", &extra).await;
     let line = audited(&r.d, "suspend", "refused").await;
     assert_eq!(line["reason"], "cuda_unavailable");
-    assert!(r.d.logs().iter().any(|l| l.contains("no usable CUDA driver")));
+    // The log comes through the child's stderr on a reader thread, which
+    // may not have passed it on when the audit line is already written.
+    wait_until(WAIT, "the missing-driver warning", || async {
+        r.d.logs()
+            .iter()
+            .any(|l| l.contains("no usable CUDA driver"))
+            .then_some(())
+    })
+    .await;
     let body = r.d.metrics().await;
     assert!(
         body.contains("gpumem_reclaim_actions_total{action=\"suspend\",result=\"refused\"} 1"),
