@@ -196,6 +196,16 @@ impl Daemon {
         self.logs.lock().expect("log lock").clone()
     }
 
+    /// Waits for a log line for which `matches` holds, and returns it. The
+    /// child's stderr is read on a thread, so a line can arrive after what
+    /// the daemon did next (an audit line, an answer) is already visible.
+    pub async fn logged(&self, what: &str, matches: impl Fn(&str) -> bool) -> String {
+        common::wait_until(WAIT, what, || {
+            std::future::ready(self.logs().into_iter().find(|l| matches(l)))
+        })
+        .await
+    }
+
     /// Asks the child to stop cleanly (SIGTERM).
     pub fn terminate(&self) {
         let pid = rustix::process::Pid::from_raw(self.child.id() as i32).expect("a child has a positive pid");

@@ -233,15 +233,8 @@ async fn a_missing_cuda_driver_refuses_suspend_and_monitoring_goes_on() {
     let r = start("", &extra).await;
     let line = audited(&r.d, "suspend", "refused").await;
     assert_eq!(line["reason"], "cuda_unavailable");
-    // The log comes through the child's stderr on a reader thread, which
-    // may not have passed it on when the audit line is already written.
-    wait_until(WAIT, "the missing-driver warning", || async {
-        r.d.logs()
-            .iter()
-            .any(|l| l.contains("no usable CUDA driver"))
-            .then_some(())
-    })
-    .await;
+    r.d.logged("the missing-driver warning", |l| l.contains("no usable CUDA driver"))
+        .await;
     let body = r.d.metrics().await;
     assert!(
         body.contains("gpumem_reclaim_actions_total{action=\"suspend\",result=\"refused\"} 1"),
@@ -298,13 +291,8 @@ async fn a_hung_lock_is_reported_and_the_process_unlocked_when_it_returns() {
         line["reason"].as_str().unwrap_or("").contains("did not return"),
         "{line}"
     );
-    wait_until(WAIT, "the late lock is undone", || async {
-        r.d.logs()
-            .iter()
-            .any(|l| l.contains("the late CUDA call returned"))
-            .then_some(())
-    })
-    .await;
+    r.d.logged("the late lock is undone", |l| l.contains("the late CUDA call returned"))
+        .await;
     let after = post(&r.d, &pid, "suspend").await;
     assert_eq!(
         after.status, 200,

@@ -15,16 +15,9 @@ async fn a_driver_that_will_not_initialise_refuses_suspend_and_monitoring_goes_o
     let line = audited(&r.d, "suspend", "refused").await;
     assert_eq!(line["reason"], "cuda_unavailable", "{line}");
     // The audit line can land before the child's stderr is read: wait.
-    wait_until(
-        WAIT,
-        "a warning naming cuInit and its error 3 (NOT_INITIALIZED)",
-        || async {
-            r.d.logs()
-                .iter()
-                .any(|l| l.contains("no usable CUDA driver") && l.contains("cuInit") && l.contains("(3)"))
-                .then_some(())
-        },
-    )
+    r.d.logged("a warning naming cuInit and its error 3 (NOT_INITIALIZED)", |l| {
+        l.contains("no usable CUDA driver") && l.contains("cuInit") && l.contains("(3)")
+    })
     .await;
     let pid = r.v.0.id();
     assert!(listed(&r.d.snapshot().await, pid), "monitoring goes on");
