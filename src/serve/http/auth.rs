@@ -59,12 +59,30 @@ pub struct BasicAuth {
     /// The hash of the highest cost: what an unknown user's password is
     /// checked against, so that it costs as much as the costliest user.
     costliest: String,
-    allowed: Mutex<HashMap<[u8; 32], ()>>,
-    denied: Mutex<HashMap<[u8; 32], ()>>,
+    /// Shared with the checks on the blocking pool, which write to it.
+    outcomes: Arc<Outcomes>,
     workers: Arc<Semaphore>,
     sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+/// What finished checks leave: verdicts by credentials, and the sources
+/// with a recent wrong password. A check writes here when bcrypt ends,
+/// whether or not its request still waits: one that timed out must still
+/// mark its source failing, or a flood whose queue is longer than the
+/// request timeout would never be moved out of the fair queue.
+#[derive(Default)]
+struct Outcomes {
+    allowed: Mutex<HashMap<[u8; 32], ()>>,
+    denied: Mutex<HashMap<[u8; 32], ()>>,
     /// Source to when its last wrong password was seen.
     failing: Mutex<HashMap<IpAddr, Instant>>,
+}
+
+/// Who asked for a check, for [`Outcomes::record`].
+struct Asker {
+    key: [u8; 32],
+    known: bool,
+    ip: IpAddr,
 }
 
 impl std::fmt::Debug for BasicAuth {
@@ -120,11 +138,9 @@ impl BasicAuth {
         Ok(Self {
             users: users.into_iter().collect(),
             costliest: costliest.map(|(_, h)| h).unwrap_or_default(),
-            allowed: Mutex::new(HashMap::new()),
-            denied: Mutex::new(HashMap::new()),
+            outcomes: Arc::default(),
             workers: Arc::new(Semaphore::new(pool_size())),
             sources: Arc::new(Mutex::new(HashMap::new())),
-            failing: Mutex::new(HashMap::new()),
         })
     }
 
@@ -158,26 +174,76 @@ impl BasicAuth {
         let key = cache_key(&user, hash, &pass);
         // Consulted before any queue: a scraper that logged in once never
         // waits behind guessers again.
-        if self.allowed.lock().is_ok_and(|c| c.contains_key(&key)) {
+        let o = &self.outcomes;
+        if o.allowed.lock().is_ok_and(|c| c.contains_key(&key)) {
             return if known { Verdict::Allow } else { Verdict::Deny };
         }
-        if self.denied.lock().is_ok_and(|c| c.contains_key(&key)) {
+        if o.denied.lock().is_ok_and(|c| c.contains_key(&key)) {
             return Verdict::Deny;
         }
         let ip = source_of(peer);
-        let failing = self.is_failing(ip);
+        let failing = o.is_failing(ip);
         let Some(place) = self.admit(ip, if failing { 1 } else { PER_SOURCE }) else {
             return Verdict::Busy;
         };
-        let Some(ok) = self.verify(pass, hash.to_string(), place, failing).await else {
-            return Verdict::Busy;
-        };
-        remember(if ok { &self.allowed } else { &self.denied }, key);
-        let allow = ok && known;
-        if !allow {
-            self.failed(ip);
+        let asker = Asker { key, known, ip };
+        match self.verify(pass, hash.to_string(), place, failing, asker).await {
+            Some(true) => Verdict::Allow,
+            Some(false) => Verdict::Deny,
+            None => Verdict::Busy,
         }
-        if allow { Verdict::Allow } else { Verdict::Deny }
+    }
+
+    /// A place in the pool for source `ip`, unless it already holds `share`.
+    fn admit(&self, ip: IpAddr, share: usize) -> Option<Admitted> {
+        let mut s = self.sources.lock().ok()?;
+        let n = s.entry(ip).or_insert(0);
+        if *n >= share {
+            return None;
+        }
+        *n += 1;
+        Some(Admitted {
+            sources: self.sources.clone(),
+            ip,
+        })
+    }
+
+    /// One bcrypt on the blocking pool, whether the credentials get in. A
+    /// source without failures waits for a worker (first come, first
+    /// served: tokio's semaphore is fair and hands a freed worker to a
+    /// waiter before `try_acquire` can take it); a failing one takes an
+    /// idle worker or is refused (`None`). The worker, `place` and the
+    /// recording of the outcome go with the bcrypt, so a dropped request
+    /// frees neither and loses no verdict.
+    async fn verify(&self, pass: Vec<u8>, hash: String, place: Admitted, failing: bool, asker: Asker) -> Option<bool> {
+        let worker = if failing {
+            self.workers.clone().try_acquire_owned().ok()?
+        } else {
+            self.workers.clone().acquire_owned().await.ok()?
+        };
+        let outcomes = self.outcomes.clone();
+        let check = move || {
+            let ok = bcrypt::verify(&pass, &hash).unwrap_or(false);
+            // Recorded before the place is given back: the source's next
+            // request already counts as failing.
+            let allow = outcomes.record(&asker, ok);
+            drop((worker, place));
+            allow
+        };
+        Some(tokio::task::spawn_blocking(check).await.unwrap_or(false))
+    }
+}
+
+impl Outcomes {
+    /// Remembers a finished check's verdict, marks its source failing
+    /// unless it got in, and says whether it did.
+    fn record(&self, asker: &Asker, ok: bool) -> bool {
+        remember(if ok { &self.allowed } else { &self.denied }, asker.key);
+        let allow = ok && asker.known;
+        if !allow {
+            self.failed(asker.ip);
+        }
+        allow
     }
 
     fn is_failing(&self, ip: IpAddr) -> bool {
@@ -195,39 +261,6 @@ impl BasicAuth {
             }
         }
         f.insert(ip, Instant::now());
-    }
-
-    /// A place in the pool for source `ip`, unless it already holds `share`.
-    fn admit(&self, ip: IpAddr, share: usize) -> Option<Admitted> {
-        let mut s = self.sources.lock().ok()?;
-        let n = s.entry(ip).or_insert(0);
-        if *n >= share {
-            return None;
-        }
-        *n += 1;
-        Some(Admitted {
-            sources: self.sources.clone(),
-            ip,
-        })
-    }
-
-    /// One bcrypt on the blocking pool. A source without failures waits for
-    /// a worker (first come, first served: tokio's semaphore is fair and
-    /// hands a freed worker to a waiter before `try_acquire` can take it); a
-    /// failing one takes an idle worker or is refused (`None`). The worker
-    /// and `place` go with the bcrypt, so a dropped request frees neither.
-    async fn verify(&self, pass: Vec<u8>, hash: String, place: Admitted, failing: bool) -> Option<bool> {
-        let worker = if failing {
-            self.workers.clone().try_acquire_owned().ok()?
-        } else {
-            self.workers.clone().acquire_owned().await.ok()?
-        };
-        let check = move || {
-            let ok = bcrypt::verify(&pass, &hash).unwrap_or(false);
-            drop((worker, place));
-            ok
-        };
-        Some(tokio::task::spawn_blocking(check).await.unwrap_or(false))
     }
 }
 
@@ -384,5 +417,20 @@ mod tests {
         assert!(admit(v6b).is_none(), "one /64 is one source");
         drop(held);
         assert!(admit(ip).is_some(), "places come back");
+    }
+
+    #[tokio::test]
+    async fn a_check_whose_request_timed_out_still_marks_its_source_failing() {
+        // Cost 10: the check outlives the 1 ms its request waits.
+        let users = BTreeMap::from([("u".to_string(), bcrypt::hash("p", 10).unwrap())]);
+        let auth = BasicAuth::new(users).unwrap();
+        let mut headers = HeaderMap::new();
+        let guess = base64::engine::general_purpose::STANDARD.encode("u:wrong");
+        headers.insert(header::AUTHORIZATION, format!("Basic {guess}").parse().unwrap());
+        let ip: IpAddr = [10, 0, 0, 9].into();
+        let asked = tokio::time::timeout(Duration::from_millis(1), auth.check(&headers, ip)).await;
+        assert!(asked.is_err(), "the request gave up before bcrypt ended");
+        crate::tests::wait_true("the source marked failing", || auth.outcomes.is_failing(ip));
+        crate::tests::wait_true("its place given back", || auth.admit(ip, 1).is_some());
     }
 }
