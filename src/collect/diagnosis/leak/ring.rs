@@ -41,17 +41,23 @@ impl Ring {
         self.slots.fill(None);
     }
 
+    /// The slots of the indices `lo..hi` (at most `len` apart), oldest
+    /// first: slot `first + k` (wrapped) holds index `lo + k`, so the range
+    /// is at most two runs, `first..` then `..first`.
+    fn window(&self, lo: i64, hi: i64) -> impl Iterator<Item = &Option<NonZeroU64>> {
+        let n = usize::try_from(hi.saturating_sub(lo))
+            .unwrap_or(0)
+            .min(self.slots.len());
+        let (wrapped, tail) = self.slots.split_at(self.slot(lo));
+        let head = &tail[..n.min(tail.len())];
+        head.iter().chain(&wrapped[..n - head.len()])
+    }
+
     /// Calls `f` with (index, minimum) of the closed buckets with an index
     /// in `lo..hi` (at most `len` apart), oldest first.
     #[cfg(test)]
     pub(super) fn for_each(&self, lo: i64, hi: i64, mut f: impl FnMut(i64, u64)) {
-        let n = usize::try_from(hi.saturating_sub(lo))
-            .unwrap_or(0)
-            .min(self.slots.len());
-        let first = self.slot(lo);
-        // Slot `first + k` (wrapped) holds index `lo + k`.
-        let walk = self.slots[first..].iter().chain(&self.slots[..first]).take(n);
-        for (k, min) in walk.enumerate() {
+        for (k, min) in self.window(lo, hi).enumerate() {
             if let Some(stored) = *min {
                 f(lo.saturating_add(k as i64), stored.get() - 1);
             }
@@ -62,18 +68,10 @@ impl Ring {
     /// apart) as (minimum, index), the earliest on ties; `None` when none
     /// is filled. A segment's floor.
     pub(super) fn min_in(&self, lo: i64, hi: i64) -> Option<(u64, i64)> {
-        let n = usize::try_from(hi.saturating_sub(lo))
-            .unwrap_or(0)
-            .min(self.slots.len());
-        let first = self.slot(lo);
-        // The range is at most two runs of slots: `first..` then `..first`.
-        let (wrapped, tail) = self.slots.split_at(first);
-        let head = &tail[..n.min(tail.len())];
-        let wrapped = &wrapped[..n - head.len()];
-        // One loop over the two runs, no per-bucket callback: a leak
-        // verdict takes the floor of every segment of each key it judges.
+        // One loop, no per-bucket callback: a leak verdict takes the floor
+        // of every segment of each key it judges.
         let mut best: Option<(u64, usize)> = None;
-        for (k, slot) in head.iter().chain(wrapped).enumerate() {
+        for (k, slot) in self.window(lo, hi).enumerate() {
             if let Some(stored) = *slot
                 && best.is_none_or(|(m, _)| stored.get() < m)
             {
