@@ -88,10 +88,12 @@ const PHASES: u8 = 64;
 mod at;
 mod eval;
 mod judge;
+mod quiet;
 mod ring;
 
 use at::At;
-use eval::{Scratch, evaluate, persistence_buckets};
+use eval::{Scratch, evaluate, persistence_buckets, quiet_gap};
+use quiet::Quiet;
 use ring::Ring;
 
 /// One key's history, for callers that keep it in their own record (the
@@ -110,6 +112,8 @@ pub struct Series {
     /// ring: bucket `idx` lives in slot `idx mod buckets`, which holds its
     /// minimum unless empty.
     closed: Ring,
+    /// The run of equal minima the ring ends with, for flat verdicts.
+    quiet: Quiet,
     /// Buckets from the first sample's to the open one, saturating: how
     /// long the process has been seen (a count, not an index: 4 bytes).
     seen: u32,
@@ -252,6 +256,7 @@ impl Series {
             open_min: 0,
             started: false,
             closed: Ring::new(buckets),
+            quiet: Quiet::default(),
             seen: 0,
             last_t: f64::NEG_INFINITY,
             trend: None,
@@ -307,6 +312,7 @@ impl Series {
             }
             if done_idx >= oldest {
                 self.closed.set(done_idx, done_min);
+                self.quiet.file(done_idx, done_min, quiet_gap(cfg));
             }
         }
         // Deferred only while samples come at least twice a bucket (not at
@@ -335,7 +341,7 @@ impl Series {
         // No verdict (too short a history, a gap) lowers the flag: the next
         // one starts afresh.
         let flagged = self.flagged;
-        let judged = evaluate(&self.closed, start, idx, flagged, cfg, scratch);
+        let judged = evaluate(&self.closed, &self.quiet, start, idx, flagged, cfg, scratch);
         // The flag flips only once the verdicts have disagreed with it for
         // `persistence` of the window: floors that jitter line up by
         // chance for a verdict or two, and noise can hide a leak's rise as

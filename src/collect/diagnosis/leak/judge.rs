@@ -55,7 +55,7 @@ pub(super) fn judge(
 }
 
 /// What [`judge`] finds for floors that are all equal.
-fn flat(covered: f64) -> Judged {
+pub(super) fn flat(covered: f64) -> Judged {
     let trend = Trend {
         growth_bytes_per_second: 0.0,
         suspected: false,

@@ -328,3 +328,5 @@ mod traces;
 mod rates;
 
 mod phases;
+
+mod quiet;
