@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use super::NotifyError;
+use super::{NotifierStats, NotifyError};
 
 mod reopen;
 
@@ -276,6 +276,26 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
     pub fn len(&self) -> usize {
         self.entries.len()
     }
+}
+
+/// The delivery counters of `notifier`, summed over its outboxes.
+pub(crate) fn stats<'a, T: 'a>(
+    notifier: &'static str,
+    outboxes: impl IntoIterator<Item = &'a std::sync::Mutex<Outbox<T>>>,
+) -> NotifierStats {
+    let mut s = NotifierStats {
+        notifier,
+        ..NotifierStats::default()
+    };
+    for o in outboxes {
+        let o = lock(o);
+        s.sent_ok += o.counters.sent_ok;
+        s.failed += o.counters.failed;
+        s.dropped += o.counters.dropped;
+        s.persist_errors += o.counters.persist_errors;
+        s.queue_length += o.entries.len() as u64;
+    }
+    s
 }
 
 /// Why an outbox file is set aside; the text goes to the log.
