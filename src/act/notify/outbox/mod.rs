@@ -79,16 +79,7 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
         let probe = dir.join(".probe.tmp");
         write_atomic(&probe, b"probe").map_err(err)?;
         fs::remove_file(&probe).map_err(err)?;
-        let mut outbox = Outbox {
-            dir: dir.to_path_buf(),
-            detached: None,
-            disk_failing: false,
-            entries: BTreeMap::new(),
-            by_key: HashMap::new(),
-            next_seq: 0,
-            max: max.max(1),
-            counters: Counters::default(),
-        };
+        let mut outbox = Self::empty(dir, max);
         let mut max_seq = outbox.load()?;
         if max_seq.is_some_and(|s| s > reopen::SEQ_SANE_MAX) {
             max_seq = outbox.renumber();
@@ -98,6 +89,20 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
         outbox.next_seq = max_seq.map_or(0, |s| s.saturating_add(1)).max(now_micros());
         outbox.enforce_bound();
         Ok(outbox)
+    }
+
+    /// An outbox of `dir` holding nothing, attached and with no counts.
+    fn empty(dir: &Path, max: usize) -> Self {
+        Outbox {
+            dir: dir.to_path_buf(),
+            detached: None,
+            disk_failing: false,
+            entries: BTreeMap::new(),
+            by_key: HashMap::new(),
+            next_seq: 0,
+            max: max.max(1),
+            counters: Counters::default(),
+        }
     }
 
     fn load(&mut self) -> Result<Option<u64>, NotifyError> {
