@@ -223,10 +223,7 @@ fn oom_instances<'a>(m: &Matchers, d: &'a Device, f: &mut dyn FnMut(Instance<'a>
 /// `match` of an OOM, which knows only the user of its process.
 fn process_matches_user(m: &Matchers, user: &str) -> bool {
     (m.user.is_empty() || m.user.iter().any(|u| u == user))
-        && m.container.is_empty()
-        && m.pod.is_empty()
-        && m.unit.is_empty()
-        && m.job.is_empty()
+        && [&m.container, &m.pod, &m.unit, &m.job].iter().all(|l| l.is_empty())
 }
 
 fn process_instance<'a>(
