@@ -71,16 +71,8 @@ impl AlertEngine {
         self.changed = true;
         self.state.retain(|rule, a| {
             let keep = kept.iter().any(|n| n == rule);
-            if !keep && a.state == State::Firing {
-                let mut r = a.clone();
-                r.state = State::Resolved;
-                r.resolved_at = Some(now);
-                out.push(Transition {
-                    from: Some(State::Firing),
-                    to: State::Resolved,
-                    at: now,
-                    alert: r,
-                });
+            if !keep {
+                eval::resolve(a, now, &mut out);
             }
             keep
         });

@@ -45,8 +45,8 @@ pub fn reclaim_targets(transitions: &[Transition]) -> Vec<Target> {
 pub fn targets_of(transitions: &[Transition], action: RuleAction) -> Vec<Target> {
     transitions
         .iter()
-        .filter(|t| t.to == State::Firing)
-        .flat_map(|t| alert_targets(&t.alert, action))
+        .filter(|t| t.to == State::Firing && t.alert.action == Some(action))
+        .flat_map(|t| t.alert.targets.iter().cloned())
         .collect()
 }
 
@@ -54,16 +54,9 @@ pub fn targets_of(transitions: &[Transition], action: RuleAction) -> Vec<Target>
 /// `action`: what a refused suspend is retried on.
 pub fn firing_targets_of<'a>(alerts: impl Iterator<Item = &'a Alert>, action: RuleAction) -> Vec<Target> {
     alerts
-        .filter(|a| a.state == State::Firing)
-        .flat_map(|a| alert_targets(a, action))
+        .filter(|a| a.state == State::Firing && a.action == Some(action))
+        .flat_map(|a| a.targets.iter().cloned())
         .collect()
-}
-
-fn alert_targets(a: &Alert, action: RuleAction) -> Vec<Target> {
-    if a.action != Some(action) {
-        return Vec::new();
-    }
-    a.targets.clone()
 }
 
 #[cfg(test)]

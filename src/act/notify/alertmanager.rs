@@ -15,8 +15,8 @@ use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::http::{self, Backoff, ClientOptions, SendError};
-use super::outbox::{Outbox, lock};
+use super::http::{self, Backoff, SendError};
+use super::outbox::{self, Outbox, lock};
 use super::{AlertPayload, AlertStatus, AlertmanagerConfig, NotifierStats, NotifyError, Secret, fingerprint, wire};
 
 const NAME: &str = "alertmanager";
@@ -74,12 +74,12 @@ impl Alertmanager {
         shutdown: &watch::Receiver<bool>,
         tasks: &mut Vec<JoinHandle<()>>,
     ) -> Result<Self, NotifyError> {
-        let client = http::client(&ClientOptions {
-            notifier: NAME,
-            timeout: cfg.timeout,
-            tls_ca_file: cfg.tls_ca_file.as_deref(),
-            tls_insecure_skip_verify: cfg.tls_insecure_skip_verify,
-        })?;
+        let client = http::client(
+            NAME,
+            cfg.timeout,
+            cfg.tls_ca_file.as_deref(),
+            cfg.tls_insecure_skip_verify,
+        )?;
         let auth = match (&cfg.basic_auth, &cfg.bearer_token) {
             (Some(b), _) => Auth::Basic(b.username.clone(), b.password.clone()),
             (None, Some(t)) => Auth::Bearer(t.clone()),
@@ -154,19 +154,7 @@ impl Alertmanager {
     }
 
     pub fn stats(&self) -> NotifierStats {
-        let mut s = NotifierStats {
-            notifier: NAME,
-            ..NotifierStats::default()
-        };
-        for t in &self.targets {
-            let outbox = lock(&t.outbox);
-            s.sent_ok += outbox.counters.sent_ok;
-            s.failed += outbox.counters.failed;
-            s.dropped += outbox.counters.dropped;
-            s.persist_errors += outbox.counters.persist_errors;
-            s.queue_length += outbox.len() as u64;
-        }
-        s
+        outbox::stats(NAME, self.targets.iter().map(|t| &t.outbox))
     }
 }
 
@@ -195,7 +183,7 @@ async fn run(t: Arc<Target>, s: Settings, mut stop: watch::Receiver<bool>) {
             continue;
         }
         let (seqs, alerts): (Vec<u64>, Vec<AlertPayload>) = batch.into_iter().unzip();
-        let body = wire::alertmanager_body(&alerts, wire::now_unix(), w.s.resend);
+        let body = wire::alertmanager_body(&alerts, crate::data::clock::unix_now(), w.s.resend);
         let req = w.s.auth.apply(w.s.client.post(&w.t.endpoint));
         let result = tokio::select! {
             r = http::post(req, body) => r,

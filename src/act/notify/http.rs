@@ -12,39 +12,33 @@ use tokio::sync::watch;
 use super::NotifyError;
 
 /// Why a POST did not deliver.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum SendError {
     /// Worth retrying: timeout, refused connection, 5xx, 408, 429.
+    #[error("{0}")]
     Transient(String),
     /// Retrying cannot help: another 4xx, a redirect.
+    #[error("{0}")]
     Permanent(String),
 }
 
-impl std::fmt::Display for SendError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SendError::Transient(s) | SendError::Permanent(s) => f.write_str(s),
-        }
-    }
-}
-
-pub(crate) struct ClientOptions<'a> {
-    pub notifier: &'static str,
-    pub timeout: Duration,
-    pub tls_ca_file: Option<&'a Path>,
-    pub tls_insecure_skip_verify: bool,
-}
-
-pub(crate) fn client(o: &ClientOptions<'_>) -> Result<reqwest::Client, NotifyError> {
+/// The client of `notifier`: `timeout` per request and per connect, the
+/// extra CA roots of `tls_ca_file`, no redirects.
+pub(crate) fn client(
+    notifier: &'static str,
+    timeout: Duration,
+    tls_ca_file: Option<&Path>,
+    insecure_skip_verify: bool,
+) -> Result<reqwest::Client, NotifyError> {
     let mut b = reqwest::Client::builder()
-        .timeout(o.timeout)
-        .connect_timeout(o.timeout)
+        .timeout(timeout)
+        .connect_timeout(timeout)
         // A redirected POST turns into a GET on many servers; a receiver that
         // redirects is misconfigured and should say so, not half-work.
         .redirect(reqwest::redirect::Policy::none())
         .user_agent(concat!("gpumemd/", env!("CARGO_PKG_VERSION")))
-        .danger_accept_invalid_certs(o.tls_insecure_skip_verify);
-    if let Some(path) = o.tls_ca_file {
+        .danger_accept_invalid_certs(insecure_skip_verify);
+    if let Some(path) = tls_ca_file {
         let tls_err = |reason: String| NotifyError::TlsCa {
             path: path.to_path_buf(),
             reason,
@@ -59,7 +53,7 @@ pub(crate) fn client(o: &ClientOptions<'_>) -> Result<reqwest::Client, NotifyErr
         }
     }
     b.build().map_err(|e| NotifyError::Client {
-        notifier: o.notifier,
+        notifier,
         reason: error_chain(&e),
     })
 }

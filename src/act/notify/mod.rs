@@ -206,14 +206,8 @@ impl Notifiers {
 
     /// One entry per configured notifier.
     pub fn stats(&self) -> Vec<NotifierStats> {
-        let mut out = Vec::new();
-        if let Some(am) = &self.alertmanager {
-            out.push(am.stats());
-        }
-        if let Some(wh) = &self.webhook {
-            out.push(wh.stats());
-        }
-        out
+        let am = self.alertmanager.iter().map(alertmanager::Alertmanager::stats);
+        am.chain(self.webhook.iter().map(webhook::Webhook::stats)).collect()
     }
 
     /// Waits for the delivery tasks to end; they end when `shutdown` turns

@@ -4,14 +4,15 @@
 //! set. Failures are retried with jittered exponential backoff; a 4xx other
 //! than 408/429 is permanent. Must not coalesce: every transition counts.
 
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
-use super::http::{self, Backoff, ClientOptions, SendError};
-use super::outbox::{Outbox, lock};
+use super::http::{self, Backoff, SendError};
+use super::outbox::{self, Outbox, lock};
 use super::{AlertPayload, NotifierStats, NotifyError, Secret, WebhookConfig, wire};
 
 const NAME: &str = "webhook";
@@ -25,14 +26,11 @@ pub fn signature(secret: &str, body: &[u8]) -> String {
     out.push_str("sha256=");
     // ring is already linked for TLS; its HMAC takes keys of any length.
     let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
-    for &b in ring::hmac::sign(&key, body).as_ref() {
-        out.push(char::from(HEX[usize::from(b >> 4)]));
-        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    for b in ring::hmac::sign(&key, body).as_ref() {
+        let _ = write!(out, "{b:02x}");
     }
     out
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 pub(crate) struct Webhook {
     inner: Arc<Inner>,
@@ -54,12 +52,12 @@ impl Webhook {
         shutdown: &watch::Receiver<bool>,
         tasks: &mut Vec<JoinHandle<()>>,
     ) -> Result<Self, NotifyError> {
-        let client = http::client(&ClientOptions {
-            notifier: NAME,
-            timeout: cfg.timeout,
-            tls_ca_file: cfg.tls_ca_file.as_deref(),
-            tls_insecure_skip_verify: cfg.tls_insecure_skip_verify,
-        })?;
+        let client = http::client(
+            NAME,
+            cfg.timeout,
+            cfg.tls_ca_file.as_deref(),
+            cfg.tls_insecure_skip_verify,
+        )?;
         let inner = Arc::new(Inner {
             url: cfg.url.clone(),
             log_url: http::redact_url(&cfg.url),
@@ -93,15 +91,7 @@ impl Webhook {
     }
 
     pub fn stats(&self) -> NotifierStats {
-        let outbox = lock(&self.inner.outbox);
-        NotifierStats {
-            notifier: NAME,
-            sent_ok: outbox.counters.sent_ok,
-            failed: outbox.counters.failed,
-            dropped: outbox.counters.dropped,
-            queue_length: outbox.len() as u64,
-            persist_errors: outbox.counters.persist_errors,
-        }
+        outbox::stats(NAME, [&self.inner.outbox])
     }
 }
 
@@ -139,7 +129,7 @@ impl Worker {
                 self.attempts = 0;
                 self.backoff.reset();
             }
-            let body = wire::webhook_body(seq, &alerts, wire::now_unix());
+            let body = wire::webhook_body(seq, &alerts, crate::data::clock::unix_now());
             let mut req = self.client.post(&self.inner.url);
             if let Some(secret) = &self.inner.secret {
                 req = req.header(SIGNATURE_HEADER, signature(secret.expose(), &body));

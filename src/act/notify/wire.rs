@@ -128,8 +128,3 @@ pub(crate) fn rfc3339(unix: f64, fallback: f64) -> String {
     let t = UNIX_EPOCH + Duration::from_secs_f64(secs);
     humantime::format_rfc3339_millis(t).to_string()
 }
-
-/// Now as Unix seconds.
-pub(crate) fn now_unix() -> f64 {
-    crate::data::clock::unix_now()
-}

@@ -191,15 +191,18 @@ fn stamp() -> (String, f64) {
 
 fn summary(suppressed: u64) -> io::Result<Vec<u8>> {
     let (time, ts) = stamp();
-    let s = Suppressed {
+    json_line(&Suppressed {
         time,
         ts,
         action: "audit",
         result: "suppressed",
         reason: "rate_limit",
         suppressed,
-    };
-    let mut line = serde_json::to_vec(&s).map_err(io::Error::other)?;
+    })
+}
+
+fn json_line<T: Serialize>(v: &T) -> io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(v).map_err(io::Error::other)?;
     line.push(b'\n');
     Ok(line)
 }
@@ -207,7 +210,7 @@ fn summary(suppressed: u64) -> io::Result<Vec<u8>> {
 fn record(target: &Target, entry: Entry<'_>) -> io::Result<Vec<u8>> {
     let (result, reason) = entry.outcome.result_and_reason();
     let (time, ts) = stamp();
-    let record = AuditRecord {
+    json_line(&AuditRecord {
         time,
         ts,
         action: entry.action.as_str(),
@@ -225,10 +228,7 @@ fn record(target: &Target, entry: Entry<'_>) -> io::Result<Vec<u8>> {
         gpu_uuid: &target.gpu_uuid,
         used_bytes: target.used_bytes,
         grace_ms: entry.grace_ms,
-    };
-    let mut line = serde_json::to_vec(&record).map_err(io::Error::other)?;
-    line.push(b'\n');
-    Ok(line)
+    })
 }
 
 /// Every (action, result) pair that can happen. They are exported from zero
@@ -278,10 +278,7 @@ impl ReclaimStats {
 
     /// One count; 0 when it never happened.
     pub fn get(&self, action: &str, result: &str) -> u64 {
-        self.counts
-            .iter()
-            .find(|((a, r), _)| *a == action && *r == result)
-            .map_or(0, |(_, &n)| n)
+        self.counts.get(&(action, result)).copied().unwrap_or(0)
     }
 
     pub(super) fn add(&mut self, action: Action, outcome: &Outcome) {

@@ -27,6 +27,7 @@ pub enum Host {
     },
 }
 
+#[cfg(test)]
 impl Host {
     pub fn is_simulated(&self) -> bool {
         matches!(self, Host::Simulated { .. })

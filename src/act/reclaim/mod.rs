@@ -231,6 +231,7 @@ impl Reclaimer {
     }
 
     /// Whether it acts on a simulated fleet (never on real processes).
+    #[cfg(test)]
     pub fn is_simulated(&self) -> bool {
         matches!(self.shared.procs, Procs::Simulated(_))
     }

@@ -340,14 +340,8 @@ impl Reclaimer {
         let Some(p) = parked else {
             let t = Target {
                 pid,
-                start_time: None,
-                start_ticks: None,
-                uid: None,
-                user: String::new(),
-                comm: String::new(),
                 rule: why.into(),
-                gpu_uuid: String::new(),
-                used_bytes: None,
+                ..Target::default()
             };
             let o = Outcome::Refused("not_suspended");
             sh.record(Action::Resume, &t, &o, false, None);

@@ -218,7 +218,8 @@ fn visit(
     }
 }
 
-fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
+/// Appends the resolution of `old` to `out` if it was firing.
+pub fn resolve(old: &Alert, now: f64, out: &mut Vec<Transition>) {
     // A pending alert that clears never fired: nothing to notify.
     if old.state == State::Firing {
         let mut a = old.clone();

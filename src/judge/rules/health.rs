@@ -6,6 +6,7 @@
 //! has no instance, so an alert about it resolves rather than reads 0.
 
 use super::instances::{Instance, device_matches};
+use super::subject::Subject;
 use super::{Rule, RuleKind};
 pub use crate::data::snapshot::health::MEMORY_XID_WINDOW;
 use crate::data::snapshot::{Device, Snapshot};
@@ -48,5 +49,5 @@ fn instance(kind: RuleKind, d: &Device, now: f64) -> Option<Instance<'_>> {
         }
         _ => return None,
     };
-    Some(Instance::of_device(d, xid, value, holds))
+    Some(Instance::new(Subject::Device { d, holder: None, xid }, value, holds))
 }

@@ -24,11 +24,10 @@ pub(super) struct Instance<'a> {
 }
 
 impl<'a> Instance<'a> {
-    /// An instance about device `d` as a whole: keyed by its UUID, no
-    /// processes to act on.
-    pub(super) fn of_device(d: &'a Device, xid: Option<u64>, value: f64, holds: Option<bool>) -> Self {
+    /// An instance with no processes to act on.
+    pub(super) fn new(subject: Subject<'a>, value: f64, holds: Option<bool>) -> Self {
         Instance {
-            subject: Subject::Device { d, holder: None, xid },
+            subject,
             value,
             holds,
             targets: vec![],
@@ -126,12 +125,11 @@ pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(In
     match rule.cfg.kind {
         RuleKind::PollFailing => {
             let failing = !(snap.poll.success && snap.nvml_up);
-            f(Instance {
-                subject: Subject::Poller,
-                value: f64::from(u8::from(failing)),
-                holds: Some(failing),
-                targets: vec![],
-            });
+            f(Instance::new(
+                Subject::Poller,
+                f64::from(u8::from(failing)),
+                Some(failing),
+            ));
         }
         RuleKind::GroupUsedBytes => group_instances(rule, devices, f),
         RuleKind::ProcessOom => devices.for_each(|d| oom_instances(m, d, f)),
@@ -151,26 +149,14 @@ pub(super) fn for_each<'a>(rule: &Rule, snap: &'a Snapshot, f: &mut dyn FnMut(In
                 if !hits.is_empty() {
                     let count = hits.len() as f64;
                     let top = grouped::top_of(rule, &mut hits);
-                    f(Instance {
-                        subject: Subject::Gpu { d, top },
-                        value: count,
-                        holds: Some(true),
-                        targets: vec![],
-                    });
+                    f(Instance::new(Subject::Gpu { d, top }, count, Some(true)));
                 }
             }
         }
         RuleKind::DeviceFullForecast => devices.for_each(|d| {
             if let Some(secs) = d.full_in_seconds.filter(|_| d.up) {
-                f(Instance {
-                    subject: Subject::Gpu {
-                        d,
-                        top: grouped::growers_of(d),
-                    },
-                    value: secs,
-                    holds: None,
-                    targets: vec![],
-                });
+                let top = grouped::growers_of(d);
+                f(Instance::new(Subject::Gpu { d, top }, secs, None));
             }
         }),
         k if k.is_process() => {
@@ -206,13 +192,8 @@ fn device_instance<'a>(rule: &Rule, kind: RuleKind, d: &'a Device) -> Option<Ins
         };
         (v, None)
     };
-    let mut i = Instance::of_device(d, None, value, holds);
-    i.subject = Subject::Device {
-        d,
-        holder: rule.cfg.holder,
-        xid: None,
-    };
-    Some(i)
+    let holder = rule.cfg.holder;
+    Some(Instance::new(Subject::Device { d, holder, xid: None }, value, holds))
 }
 
 /// How recently the allocator's retries must have risen for
@@ -235,22 +216,14 @@ fn oom_instances<'a>(m: &Matchers, d: &'a Device, f: &mut dyn FnMut(Instance<'a>
         if d.ooms[..i].iter().any(|n| n.pid == o.pid) || !process_matches_user(m, &o.user) {
             continue;
         }
-        f(Instance {
-            subject: Subject::Oom { d, o },
-            value: 1.0,
-            holds: Some(true),
-            targets: vec![],
-        });
+        f(Instance::new(Subject::Oom { d, o }, 1.0, Some(true)));
     }
 }
 
 /// `match` of an OOM, which knows only the user of its process.
 fn process_matches_user(m: &Matchers, user: &str) -> bool {
     (m.user.is_empty() || m.user.iter().any(|u| u == user))
-        && m.container.is_empty()
-        && m.pod.is_empty()
-        && m.unit.is_empty()
-        && m.job.is_empty()
+        && [&m.container, &m.pod, &m.unit, &m.job].iter().all(|l| l.is_empty())
 }
 
 fn process_instance<'a>(

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 
-use super::NotifyError;
+use super::{NotifierStats, NotifyError};
 
 mod reopen;
 
@@ -79,16 +79,7 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
         let probe = dir.join(".probe.tmp");
         write_atomic(&probe, b"probe").map_err(err)?;
         fs::remove_file(&probe).map_err(err)?;
-        let mut outbox = Outbox {
-            dir: dir.to_path_buf(),
-            detached: None,
-            disk_failing: false,
-            entries: BTreeMap::new(),
-            by_key: HashMap::new(),
-            next_seq: 0,
-            max: max.max(1),
-            counters: Counters::default(),
-        };
+        let mut outbox = Self::empty(dir, max);
         let mut max_seq = outbox.load()?;
         if max_seq.is_some_and(|s| s > reopen::SEQ_SANE_MAX) {
             max_seq = outbox.renumber();
@@ -98,6 +89,20 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
         outbox.next_seq = max_seq.map_or(0, |s| s.saturating_add(1)).max(now_micros());
         outbox.enforce_bound();
         Ok(outbox)
+    }
+
+    /// An outbox of `dir` holding nothing, attached and with no counts.
+    fn empty(dir: &Path, max: usize) -> Self {
+        Outbox {
+            dir: dir.to_path_buf(),
+            detached: None,
+            disk_failing: false,
+            entries: BTreeMap::new(),
+            by_key: HashMap::new(),
+            next_seq: 0,
+            max: max.max(1),
+            counters: Counters::default(),
+        }
     }
 
     fn load(&mut self) -> Result<Option<u64>, NotifyError> {
@@ -276,6 +281,26 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
     pub fn len(&self) -> usize {
         self.entries.len()
     }
+}
+
+/// The delivery counters of `notifier`, summed over its outboxes.
+pub(crate) fn stats<'a, T: 'a>(
+    notifier: &'static str,
+    outboxes: impl IntoIterator<Item = &'a std::sync::Mutex<Outbox<T>>>,
+) -> NotifierStats {
+    let mut s = NotifierStats {
+        notifier,
+        ..NotifierStats::default()
+    };
+    for o in outboxes {
+        let o = lock(o);
+        s.sent_ok += o.counters.sent_ok;
+        s.failed += o.counters.failed;
+        s.dropped += o.counters.dropped;
+        s.persist_errors += o.counters.persist_errors;
+        s.queue_length += o.entries.len() as u64;
+    }
+    s
 }
 
 /// Why an outbox file is set aside; the text goes to the log.

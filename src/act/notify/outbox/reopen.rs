@@ -3,13 +3,12 @@
 //! delays durability, never delivery), and entries numbered past any clock
 //! are renumbered in order. It must not know about HTTP or payloads.
 
-use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde::{Serialize, de::DeserializeOwned};
 
-use super::{Counters, Outbox, now_micros};
+use super::{Outbox, now_micros};
 
 /// Delays between attempts to open an outbox that could not be opened.
 const RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -29,19 +28,12 @@ impl<T: Serialize + DeserializeOwned + Clone> Outbox<T> {
             Ok(o) => o,
             Err(e) => {
                 tracing::error!(error = %e, "outbox unusable; notifications are kept in memory and the outbox retried");
-                Outbox {
-                    dir: dir.to_path_buf(),
-                    detached: Some((Instant::now() + RETRY_FIRST, RETRY_FIRST)),
-                    disk_failing: true,
-                    entries: BTreeMap::new(),
-                    by_key: HashMap::new(),
-                    next_seq: now_micros(),
-                    max: max.max(1),
-                    counters: Counters {
-                        persist_errors: 1,
-                        ..Counters::default()
-                    },
-                }
+                let mut o = Self::empty(dir, max);
+                o.detached = Some((Instant::now() + RETRY_FIRST, RETRY_FIRST));
+                o.disk_failing = true;
+                o.next_seq = now_micros();
+                o.counters.persist_errors = 1;
+                o
             }
         }
     }
