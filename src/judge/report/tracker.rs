@@ -35,7 +35,7 @@ enum Key {
 }
 
 /// One subject while it holds memory or its memory is left behind.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Open {
     user: ArcStr,
     comm: ArcStr,
@@ -135,29 +135,24 @@ impl Tracker {
             let o = self.open.entry(key.clone()).or_insert_with(|| Open {
                 user,
                 comm,
-                pids: Vec::new(),
                 started: now,
-                last_live: now,
-                ended: None,
-                gpus: Vec::new(),
+                ..Open::default()
             });
             o.ended = None;
             o.last_live = now;
             for (i, mut f, busy) in per_dev {
                 f.idle = !busy;
                 let d = &snap.devices[i];
-                let total = d.memory.map_or(0, |m| m.total_bytes);
-                let acc = match o.gpus.iter().position(|g| g.uuid == d.uuid) {
-                    Some(at) => &mut o.gpus[at],
+                let (at, dt) = match o.gpus.iter().position(|g| g.uuid == d.uuid) {
+                    Some(at) => (at, dt),
                     None => {
+                        let total = d.memory.map_or(0, |m| m.total_bytes);
                         o.gpus.push(GpuAcc::new(&d.uuid, d.index, total));
-                        let at = o.gpus.len() - 1;
                         // Its first poll on this GPU counts no time.
-                        o.gpus[at].live(&f, unattributed[i], 0.0);
-                        continue;
+                        (o.gpus.len() - 1, 0.0)
                     }
                 };
-                acc.live(&f, unattributed[i], dt);
+                o.gpus[at].live(&f, unattributed[i], dt);
             }
             live_now.insert(key);
         }
