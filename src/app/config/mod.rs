@@ -248,12 +248,12 @@ impl Config {
     /// The rules to evaluate: the built-in set (or the demo's) unless turned
     /// off, with `[[rule]]`s replacing built-ins of the same name.
     pub fn effective_rules(&self) -> Vec<crate::judge::rules::Rule> {
-        let base = if !self.alerting.default_rules {
-            Vec::new()
-        } else if self.demo {
-            crate::judge::rules::parse_rule_set(crate::judge::rules::DEMO_RULES).unwrap_or_default()
+        use crate::judge::rules::{DEFAULT_RULES, DEMO_RULES, parse_rule_set};
+        let set = if self.demo { DEMO_RULES } else { DEFAULT_RULES };
+        let base = if self.alerting.default_rules {
+            parse_rule_set(set).unwrap_or_default()
         } else {
-            crate::judge::rules::parse_rule_set(crate::judge::rules::DEFAULT_RULES).unwrap_or_default()
+            Vec::new()
         };
         // Built-in rules link to their runbook section (absolute, for
         // receivers that know nothing of gpumemd's docs).
