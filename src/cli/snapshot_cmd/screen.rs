@@ -5,7 +5,7 @@
 //! terminal size (the window, else `$COLUMNS`/`$LINES`, else 80x24) and the
 //! layout; it must not fetch, filter or write.
 
-use crate::cli::table::{self, Align, Cell, human, printable};
+use crate::cli::table::{self, Align, Cell, RED, YELLOW, human, printable};
 use crate::data::snapshot::{Device, Holder, Process, Snapshot};
 
 /// A terminal's size in character cells.
@@ -145,11 +145,11 @@ fn gpu_cells(d: &Device) -> Vec<Cell> {
         })
         .unwrap_or(0);
     let (word, colour) = if !d.up {
-        ("DOWN", Some("1;31"))
+        ("DOWN", Some(RED))
     } else if d.processes.iter().any(|p| p.leak_suspected) {
-        ("LEAK", Some("1;31"))
+        ("LEAK", Some(RED))
     } else if !d.unreleased.is_empty() {
-        ("NOT RELEASED", Some("33"))
+        ("NOT RELEASED", Some(YELLOW))
     } else {
         ("", None)
     };
@@ -159,7 +159,7 @@ fn gpu_cells(d: &Device) -> Vec<Cell> {
             format!("{word} full in {}", crate::data::units::human_seconds(s))
                 .trim_start()
                 .to_string(),
-            colour.or(Some("33")),
+            colour.or(Some(YELLOW)),
         ),
         None => Cell::painted(word.into(), colour),
     };
@@ -169,7 +169,7 @@ fn gpu_cells(d: &Device) -> Vec<Cell> {
         mem(|m| m.used_bytes),
         mem(|m| m.total_bytes),
         mem(|m| m.free_bytes),
-        Cell::painted(human(not_live), (not_live > 0).then_some("33")),
+        Cell::painted(human(not_live), (not_live > 0).then_some(YELLOW)),
         (d.processes.len() + d.processes_omitted).to_string().into(),
         state,
     ]
