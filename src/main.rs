@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use gpumemd::app::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
-use gpumemd::cli::check::{Criteria, Scope, Verdict, fetch_snapshot};
+use gpumemd::cli::check::{Criteria, Scope, Verdict};
 use gpumemd::cli::{
     CheckArgs, Cli, ClientArgs, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SnapshotOpts,
     SourceArgs,
@@ -77,7 +77,7 @@ enum CliError {
     #[error("cannot encode the snapshot: {0}")]
     Encode(serde_json::Error),
     #[error("cannot tell: {0}")]
-    CannotTell(gpumemd::cli::check::FetchError),
+    CannotTell(gpumemd::cli::remote::ClientError),
 }
 
 fn main() -> ExitCode {
@@ -271,9 +271,9 @@ fn snapshot(src: &SourceArgs, opts: &SnapshotOpts, client: &ClientArgs) -> Resul
         if src.demo.is_some() || src.nvml_lib.is_some() {
             return Err(CliError::UrlWithLocalSource);
         }
-        let daemon = snapshot_cmd::remote::connect(client, url).map_err(SnapshotError::from)?;
+        let daemon = client.connect(url, snapshot_cmd::REMOTE_TIMEOUT)?;
         let feed = Feed {
-            fetch: Box::new(move || snapshot_cmd::remote::fetch(&daemon).map_err(SnapshotError::from)),
+            fetch: Box::new(move || snapshot_cmd::fetch_remote(&daemon)),
             has_history: true,
         };
         return Ok(snapshot_cmd::run(opts, feed)?);
@@ -374,7 +374,8 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
     };
     let timeout = gpumemd::data::units::parse_duration(&a.timeout).map_err(CliError::Timeout)?;
     let daemon = a.client.connect(url, timeout.get()).map_err(CliError::CannotTell)?;
-    let body = gpumemd::cli::remote::block_on(fetch_snapshot(&daemon)).map_err(CliError::CannotTell)?;
+    let body = gpumemd::cli::remote::block_on(daemon.get(gpumemd::cli::remote::SNAPSHOT_PATH))
+        .map_err(CliError::CannotTell)?;
     Ok(gpumemd::cli::check::judge_json(&body, c))
 }
 

@@ -18,6 +18,9 @@ use std::time::Duration;
 /// The daemon a client subcommand asks when `--url` is not given (where
 /// one is needed: `suspend`, `resume`).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:9947";
+/// The daemon's snapshot, which `check --url`, `snapshot --url` and
+/// `suspend` / `resume` (for the process's name and size) read.
+pub const SNAPSHOT_PATH: &str = "/api/v1/snapshot";
 
 /// The options of every subcommand that talks to a daemon. The basic-auth
 /// user is `--auth-user` because `check` and `snapshot` use `--user` as a
@@ -272,7 +275,7 @@ impl Daemon {
 ///
 /// # Errors
 /// The runtime could not start, or what `f` returns.
-pub fn block_on<T>(f: impl std::future::Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
+pub fn block_on<T, E: From<ClientError>>(f: impl std::future::Future<Output = Result<T, E>>) -> Result<T, E> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -1,15 +1,12 @@
 //! `gpumemd check`: judges one snapshot (the running daemon's
 //! `/api/v1/snapshot`, or one poll) for GPU memory left behind, for Slurm
 //! epilogs and node health checks. Owns the criteria and the one-line
-//! verdict with its exit code (here, tested on fixtures alone) and asking
-//! the daemon (`fetch.rs`); it must not poll NVML or print (main.rs does).
+//! verdict with its exit code (here, tested on fixtures alone); it must
+//! not poll NVML, ask the daemon (the shared client does, `--url` as a
+//! base URL or the full path) or print (main.rs does).
 //!
 //! Exit codes: 0 nothing left behind, 1 memory left behind (the line says
 //! where and by whom), 2 cannot tell (GPU or NVML down, bad answer).
-
-mod fetch;
-
-pub use fetch::{FetchError, fetch_snapshot};
 
 use serde::Deserialize;
 

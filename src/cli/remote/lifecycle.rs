@@ -6,7 +6,7 @@
 //! Owns: the request and the wording of every answer. Must not: decide
 //! anything the daemon decides, or act on processes itself.
 
-use super::{ClientError, Daemon};
+use super::{ClientError, Daemon, SNAPSHOT_PATH};
 use crate::data::snapshot::Snapshot;
 use crate::data::units::{human, printable};
 
@@ -34,7 +34,7 @@ pub struct About {
 /// No answer came (unreachable, timed out).
 pub async fn request(d: &Daemon, pid: u32, action: &str) -> Result<Answer, ClientError> {
     // Best effort: without it the message names only the PID.
-    let about = match d.get("/api/v1/snapshot").await {
+    let about = match d.get(SNAPSHOT_PATH).await {
         Ok(body) => serde_json::from_str::<Snapshot>(&body)
             .ok()
             .and_then(|s| about(&s, pid, action)),
