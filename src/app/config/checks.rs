@@ -165,10 +165,6 @@ pub(super) fn keyed_error(origin: &str, doc: &Located<'_>, e: crate::act::notify
             None => path = path.key(part),
         }
     }
-    ConfigError::Invalid {
-        origin: origin.to_string(),
-        line: doc.line_of(&path),
-        key: e.key,
-        message: e.problem.to_string(),
-    }
+    // The path prints as the key it was read from.
+    ConfigError::at(origin, doc, &path, e.problem.to_string())
 }
