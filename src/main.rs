@@ -295,15 +295,6 @@ fn snapshot(src: &SourceArgs, opts: &SnapshotOpts, client: &ClientArgs) -> Resul
     Ok(snapshot_cmd::run(opts, feed)?)
 }
 
-/// One poll through the production pipeline, for `check`.
-fn poll_once(src: &SourceArgs) -> Result<Snapshot, CliError> {
-    gpumemd::app::logging::init(LogFormat::Logfmt, None, "warn");
-    let cfg = load_config(src, &overrides(src, None)?)?;
-    let mut source = make_source(&cfg, src.demo.as_deref())?;
-    let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
-    poll_with(source.as_mut(), &mut pipeline, 1)
-}
-
 /// Poll number `seq` of `source` through `pipeline`, as a snapshot.
 fn poll_with(source: &mut dyn GpuSource, pipeline: &mut Pipeline, seq: u64) -> Result<Snapshot, CliError> {
     let now = unix_now();
@@ -368,7 +359,12 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
         if let Some(flag) = a.client.set_without_url() {
             return Err(CliError::ClientFlagWithoutUrl(flag));
         }
-        let snap = poll_once(&a.source)?;
+        // One poll through the production pipeline.
+        gpumemd::app::logging::init(LogFormat::Logfmt, None, "warn");
+        let cfg = load_config(&a.source, &overrides(&a.source, None)?)?;
+        let mut source = make_source(&cfg, a.source.demo.as_deref())?;
+        let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
+        let snap = poll_with(source.as_mut(), &mut pipeline, 1)?;
         let body = serde_json::to_string(&snap).map_err(CliError::Encode)?;
         return Ok(gpumemd::cli::check::judge_json(&body, c));
     };
@@ -415,6 +411,7 @@ fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let said = gpumemd::data::units::printable(body.lines().next().unwrap_or("").trim());
+    let cannot = |why: &str| Err(CliError::Lifecycle(format!("cannot ask PID {pid} to record: {why}")));
     match status {
         200..=299 => {
             let spool = serde_json::from_str::<serde_json::Value>(&body)
@@ -424,17 +421,13 @@ fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
             print_out(format_args!("asked PID {pid} to {what}{}\n", to.unwrap_or_default()));
             Ok(())
         }
-        403 => Err(CliError::Lifecycle(format!(
-            "cannot ask PID {pid} to record: the daemon's lifecycle API is off; set `[server] enable_lifecycle = \
-             true` in its config and reload it"
-        ))),
-        401 => Err(CliError::Lifecycle(format!(
-            "cannot ask PID {pid} to record: the daemon asks for credentials; give --auth-user NAME with \
-             --password-file FILE (or GPUMEMD_PASSWORD)"
-        ))),
-        _ => Err(CliError::Lifecycle(format!(
-            "cannot ask PID {pid} to record: {said} (HTTP {status})"
-        ))),
+        403 => cannot(
+            "the daemon's lifecycle API is off; set `[server] enable_lifecycle = true` in its config and reload it",
+        ),
+        401 => cannot(
+            "the daemon asks for credentials; give --auth-user NAME with --password-file FILE (or GPUMEMD_PASSWORD)",
+        ),
+        _ => cannot(&format!("{said} (HTTP {status})")),
     }
 }
 
