@@ -216,6 +216,7 @@ impl Reports {
     }
 
     /// (open subjects, kept reports), for checks that both stay bounded.
+    #[cfg(test)]
     pub fn sizes(&self) -> (usize, usize) {
         let g = self.lock();
         (g.tracker.open_len(), g.kept.len())

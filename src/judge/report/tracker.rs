@@ -87,6 +87,7 @@ type Figures = FxHashMap<Key, Seen>;
 
 impl Tracker {
     /// Subjects followed now.
+    #[cfg(test)]
     pub fn open_len(&self) -> usize {
         self.open.len()
     }
