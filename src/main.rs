@@ -370,7 +370,7 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
     };
     let timeout = gpumemd::data::units::parse_duration(&a.timeout).map_err(CliError::Timeout)?;
     let daemon = a.client.connect(url, timeout.get()).map_err(CliError::CannotTell)?;
-    let body = gpumemd::cli::remote::block_on(daemon.get(gpumemd::cli::remote::SNAPSHOT_PATH))
+    let body = gpumemd::cli::remote::block_on(daemon.get(gpumemd::cli::remote::SNAPSHOT_PATH, &[]))
         .map_err(CliError::CannotTell)?;
     Ok(gpumemd::cli::check::judge_json(&body, c))
 }

@@ -212,19 +212,12 @@ impl Daemon {
         u
     }
 
-    /// The body of `GET path` on a 2xx answer.
+    /// The body of `GET path?query` (the pairs encoded; none: no `?`) on a
+    /// 2xx answer.
     ///
     /// # Errors
     /// Unreachable (with the cause), or any other status.
-    pub async fn get(&self, path: &str) -> Result<String, ClientError> {
-        self.get_query(path, &[]).await
-    }
-
-    /// The body of `GET path?query` on a 2xx answer (the pairs encoded).
-    ///
-    /// # Errors
-    /// As [`Daemon::get`].
-    pub async fn get_query(&self, path: &str, query: &[(&str, &str)]) -> Result<String, ClientError> {
+    pub async fn get(&self, path: &str, query: &[(&str, &str)]) -> Result<String, ClientError> {
         let (status, body, url) = self.send(reqwest::Method::GET, self.with_query(path, query)).await?;
         if (200..300).contains(&status) {
             Ok(body)
@@ -355,7 +348,7 @@ mod tests {
             .unwrap_or(9);
         let url = format!("http://127.0.0.1:{port}");
         let d = ClientArgs::default().connect(&url, T).expect("client");
-        let e = block_on(d.get("/api/v1/snapshot")).err().map(|e| e.to_string());
+        let e = block_on(d.get("/api/v1/snapshot", &[])).err().map(|e| e.to_string());
         let want = format!("cannot ask {url}/api/v1/snapshot: Connection refused");
         assert!(e.as_deref().is_some_and(|e| e.starts_with(&want)), "{e:?}");
     }

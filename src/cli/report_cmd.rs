@@ -84,7 +84,7 @@ pub fn run(args: &ReportArgs) -> Result<(u8, String), ReportCmdError> {
     let deadline = wait.map(|w| Instant::now() + w);
     let reports = block_on(async {
         loop {
-            let body = daemon.get_query("/api/v1/reports", &query).await?;
+            let body = daemon.get("/api/v1/reports", &query).await?;
             let reports = serde_json::from_str::<Answer>(&body)
                 .map_err(ReportCmdError::Answer)?
                 .reports;

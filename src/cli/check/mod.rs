@@ -49,13 +49,11 @@ impl Scope {
 
 /// The fields of `/api/v1/snapshot` the check reads; the rest is ignored,
 /// so a newer daemon's additions do not break an older `check`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct View {
-    #[serde(default)]
     pub nvml_up: bool,
-    #[serde(default)]
     pub nvml_error: Option<String>,
-    #[serde(default)]
     pub devices: Vec<Device>,
 }
 

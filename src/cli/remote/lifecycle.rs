@@ -34,7 +34,7 @@ pub struct About {
 /// No answer came (unreachable, timed out).
 pub async fn request(d: &Daemon, pid: u32, action: &str) -> Result<Answer, ClientError> {
     // Best effort: without it the message names only the PID.
-    let about = match d.get(SNAPSHOT_PATH).await {
+    let about = match d.get(SNAPSHOT_PATH, &[]).await {
         Ok(body) => serde_json::from_str::<Snapshot>(&body)
             .ok()
             .and_then(|s| about(&s, pid, action)),
@@ -47,21 +47,16 @@ pub async fn request(d: &Daemon, pid: u32, action: &str) -> Result<Answer, Clien
 /// The process's name and the bytes at stake: for a suspend, what it holds
 /// on the GPU; for a resume, what is parked in host memory.
 pub fn about(s: &Snapshot, pid: u32, action: &str) -> Option<About> {
-    s.devices.iter().find_map(|d| {
+    let (comm, bytes) = s.devices.iter().find_map(|d| {
         if action == "resume" {
             let p = d.suspended.iter().find(|p| p.pid == pid)?;
-            Some(About {
-                comm: p.comm.to_string(),
-                bytes: p.suspended_bytes,
-            })
+            Some((p.comm.to_string(), p.suspended_bytes))
         } else {
             let p = d.processes.iter().find(|p| p.pid == pid)?;
-            Some(About {
-                comm: p.comm.to_string(),
-                bytes: p.used_bytes.unwrap_or(0),
-            })
+            Some((p.comm.to_string(), p.used_bytes.unwrap_or(0)))
         }
-    })
+    })?;
+    Some(About { comm, bytes })
 }
 
 #[derive(serde::Deserialize)]

@@ -51,7 +51,7 @@ pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(5);
 /// # Errors
 /// Unreachable, a non-200 answer, a timeout, or a body that is not a snapshot.
 pub fn fetch_remote(d: &Daemon) -> Result<Snapshot, SnapshotError> {
-    let body = block_on(d.get(SNAPSHOT_PATH))?;
+    let body = block_on(d.get(SNAPSHOT_PATH, &[]))?;
     serde_json::from_str(&body).map_err(|source| SnapshotError::NotASnapshot {
         url: d.endpoint(SNAPSHOT_PATH).to_string(),
         source,

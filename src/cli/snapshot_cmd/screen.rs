@@ -97,13 +97,11 @@ fn compact(snap: &Snapshot, color: bool, rows: usize, title: &str) -> Vec<String
         out.extend(table::grid(&heads, &rows, color));
     }
     let (more_gpus, more_procs) = (n - gpus_shown, total_procs - procs_shown);
-    let mut left = Vec::new();
-    if more_gpus > 0 {
-        left.push(format!("{more_gpus} more GPUs"));
-    }
-    if more_procs > 0 {
-        left.push(format!("{more_procs} more processes"));
-    }
+    let left: Vec<String> = [(more_gpus, "GPUs"), (more_procs, "processes")]
+        .into_iter()
+        .filter(|&(n, _)| n > 0)
+        .map(|(n, what)| format!("{n} more {what}"))
+        .collect();
     if !left.is_empty() {
         out.push(format!("... and {}", left.join(" and ")));
     }
