@@ -324,13 +324,9 @@ fn poll_with(source: &mut dyn GpuSource, pipeline: &mut Pipeline, seq: u64) -> R
 /// `gpumemd check`: one line on stdout, exit 0/1/2 (2 also when it cannot
 /// ask: bad arguments, daemon unreachable, no NVML).
 fn check(args: &CheckArgs) -> ExitCode {
-    let verdict = match check_criteria(args).and_then(|c| check_verdict(args, &c)) {
-        Ok(v) => v,
-        Err(msg) => Verdict {
-            code: 2,
-            line: format!("UNKNOWN: {msg}"),
-        },
-    };
+    let verdict = check_criteria(args)
+        .and_then(|c| check_verdict(args, &c))
+        .unwrap_or_else(|msg| Verdict::unknown(msg.to_string()));
     // Names and command lines come from processes: no terminal escapes.
     print_out(format_args!("{}\n", gpumemd::data::units::printable(&verdict.line)));
     ExitCode::from(verdict.code)

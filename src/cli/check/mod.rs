@@ -100,7 +100,8 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn unknown(line: String) -> Self {
+    /// Exit 2: `UNKNOWN: ` and why it cannot tell.
+    pub fn unknown(line: String) -> Self {
         Verdict {
             code: 2,
             line: format!("UNKNOWN: {line}"),
