@@ -138,7 +138,7 @@ fn print_out(text: std::fmt::Arguments<'_>) {
 /// must not hold the start forever.
 fn load_config(src: &SourceArgs, overrides: &Overrides) -> Result<Config, CliError> {
     let demo = src.demo.is_some();
-    let deadline = Some(gpumemd::app::reload::RELOAD_DEADLINE);
+    let deadline = gpumemd::app::reload::RELOAD_DEADLINE;
     let mut cfg = match &src.config {
         Some(p) => Config::load_within(p, demo, deadline)?,
         None if Path::new(DEFAULT_CONFIG_PATH).exists() => {

@@ -230,12 +230,8 @@ impl Config {
     ///
     /// # Errors
     /// As `load`, plus `Read` when the deadline passed.
-    pub fn load_within(path: &Path, demo: bool, deadline: Option<Duration>) -> Result<Config, ConfigError> {
-        let text = match deadline {
-            Some(d) => files::read_text_within(path, files::MAX_CONFIG_BYTES, d),
-            None => files::read_text(path, files::MAX_CONFIG_BYTES),
-        }
-        .map_err(|e| read_error(path, e))?;
+    pub fn load_within(path: &Path, demo: bool, deadline: Duration) -> Result<Config, ConfigError> {
+        let text = files::read_text_within(path, files::MAX_CONFIG_BYTES, deadline).map_err(|e| read_error(path, e))?;
         Config::from_file_text(&text, path, demo)
     }
 
