@@ -102,9 +102,7 @@ pub(super) struct GpuAcc {
     last_bytes: u64,
     unattributed_at_last: u64,
     left_bytes: u64,
-    /// When memory was last seen left behind; `left_clear` when first
-    /// seen gone after the subject ended.
-    left_seen: Option<f64>,
+    /// When memory was first seen gone after the subject ended.
     left_clear: Option<f64>,
 }
 
@@ -159,7 +157,6 @@ impl GpuAcc {
         let left = f.departed_bytes.saturating_add(unlisted);
         if left > 0 {
             self.left_bytes = self.left_bytes.max(left);
-            self.left_seen = Some(now);
             true
         } else {
             self.left_clear = Some(now);

@@ -162,13 +162,12 @@ impl Writer {
                     count.fetch_add(1, std::sync::atomic::Ordering::Release);
                 }
             });
-        match spawned {
-            Ok(_) => Some(Writer { tx, written }),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot start the report writer; keeping reports in memory only");
-                None
-            }
-        }
+        spawned
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "cannot start the report writer; keeping reports in memory only"),
+            )
+            .ok()
+            .map(|_| Writer { tx, written })
     }
 
     /// Hands `r` to the writer; a full queue keeps it in memory only.

@@ -101,7 +101,6 @@ impl Tracker {
         let now = snap.timestamp;
         let dt = self.prev.map_or(0.0, |p| (now - p).clamp(0.0, MAX_DT));
         self.prev = Some(now);
-        let readable = |d: &Device| d.up && !d.processes_unreadable && d.memory.is_some();
         let unattributed: Vec<u64> = snap
             .devices
             .iter()
@@ -113,7 +112,7 @@ impl Tracker {
         let mut room = MAX_OPEN.saturating_sub(self.open.len());
         let mut refused = false;
         let open = &self.open;
-        let figs = live_figures(&snap.devices, &readable, dt, &mut idle_users, |k, figs| {
+        let figs = live_figures(&snap.devices, dt, &mut idle_users, |k, figs| {
             if figs.contains_key(k) || open.contains_key(k) {
                 return true;
             }
@@ -251,17 +250,17 @@ impl Tracker {
     }
 }
 
-/// Each subject's figures of one poll, per device, for the subjects
-/// `follow` admits; adds each idle live process's byte-seconds to its user
-/// in `idle_users`.
+/// Each subject's figures of one poll, per readable device, for the
+/// subjects `follow` admits; adds each idle live process's byte-seconds to
+/// its user in `idle_users`.
 fn live_figures(
     devices: &[Device],
-    readable: &dyn Fn(&Device) -> bool,
     dt: f64,
     idle_users: &mut FxHashMap<ArcStr, f64>,
     mut follow: impl FnMut(&Key, &Figures) -> bool,
 ) -> Figures {
     let mut figs: Figures = FxHashMap::default();
+    let readable = |d: &Device| d.up && !d.processes_unreadable && d.memory.is_some();
     for (i, d) in devices.iter().enumerate().filter(|(_, d)| readable(d)) {
         for p in d.processes.iter().filter(|p| p.holder == Some(Holder::Live)) {
             let used = p.used_bytes.unwrap_or(0);
