@@ -188,12 +188,9 @@ fn tls_file(flag: &'static str, path: &Path, e: impl std::fmt::Display) -> Clien
 /// The innermost cause ("Connection refused (os error 111)", "invalid
 /// peer certificate: UnknownIssuer"): what a person can act on.
 fn root_cause(e: &dyn std::error::Error) -> String {
-    let mut last = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        last = c.to_string();
-        cur = c.source();
-    }
+    let last = std::iter::successors(Some(e), |c| c.source())
+        .last()
+        .map_or_else(String::new, ToString::to_string);
     if e.to_string().contains("timed out") || last.contains("timed out") {
         return "no answer in time (timed out)".into();
     }
