@@ -189,15 +189,13 @@ impl Config {
     pub fn from_toml(text: &str, origin: &str, demo: bool) -> Result<Config, ConfigError> {
         // Deserialize the text alone first: its errors then carry positions in
         // the file the operator wrote, not in a merged document.
-        let own: Config = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
+        let located = |e: toml::de::Error| ConfigError::from_toml(origin, text, &e);
+        let own: Config = toml::from_str(text).map_err(located)?;
         let mut cfg = if demo {
             let mut base: toml::Table = toml::from_str(DEMO_DEFAULTS)
                 .map_err(|e| ConfigError::from_toml("demo defaults", DEMO_DEFAULTS, &e))?;
-            let user: toml::Table = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
-            merge(&mut base, user);
-            toml::Value::Table(base)
-                .try_into()
-                .map_err(|e| ConfigError::from_toml(origin, text, &e))?
+            merge(&mut base, toml::from_str(text).map_err(located)?);
+            toml::Value::Table(base).try_into().map_err(located)?
         } else {
             own
         };
