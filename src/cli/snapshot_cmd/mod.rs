@@ -109,7 +109,7 @@ pub fn run(opts: &SnapshotOpts, mut feed: Feed<'_>) -> Result<(), SnapshotError>
                 }
             }
         };
-        if let Err(e) = write_all(&out, &text) {
+        if let Err(e) = (&out).write_all(text.as_bytes()).and_then(|()| (&out).flush()) {
             return quiet_pipe(e);
         }
         if frames == 0 && !feed.has_history && !opts.json && opts.watch.is_none() {
@@ -204,12 +204,6 @@ pub fn bound(snap: &mut Snapshot, n: usize) {
             d.processes.truncate(n);
         }
     }
-}
-
-fn write_all(out: &std::io::Stdout, text: &str) -> std::io::Result<()> {
-    let mut lock = out.lock();
-    lock.write_all(text.as_bytes())?;
-    lock.flush()
 }
 
 /// A reader that went away (`| head`) is the end of the output, not an error.

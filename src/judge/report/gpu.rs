@@ -34,8 +34,8 @@ impl Default for Percentiles {
 
 impl Percentiles {
     fn add(&mut self, share: f64) {
+        // At most 100; NaN casts to 0.
         let i = (share.clamp(0.0, 1.0) * 100.0).floor() as usize;
-        let i = i.min(100);
         if self.counts[i] == u16::MAX {
             for c in &mut self.counts {
                 *c /= 2;
