@@ -284,15 +284,11 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 }
 
 fn read_error(path: &Path, source: files::ReadError) -> ConfigError {
+    let path = path.to_path_buf();
     if source.is_not_found() {
-        ConfigError::NotFound {
-            path: path.to_path_buf(),
-        }
+        ConfigError::NotFound { path }
     } else {
-        ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        }
+        ConfigError::Read { path, source }
     }
 }
 
