@@ -98,13 +98,11 @@ impl Store {
     fn rewrite(&mut self, kept: &VecDeque<Report>) {
         let Some(path) = self.path.clone() else { return };
         let tmp = path.with_extension("jsonl.tmp");
-        let mut text = String::new();
-        for r in kept {
-            if let Ok(l) = serde_json::to_string(r) {
-                text.push_str(&l);
-                text.push('\n');
-            }
-        }
+        let text: String = kept
+            .iter()
+            .filter_map(|r| serde_json::to_string(r).ok())
+            .map(|line| line + "\n")
+            .collect();
         match std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
             Ok(()) => self.lines = kept.len(),
             Err(e) => self.give_up(&e),
