@@ -10,7 +10,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use gpumemd::app::config::{self, Config, DEFAULT_CONFIG_PATH, Overrides};
-use gpumemd::cli::check::{Criteria, Scope, Verdict, fetch_snapshot};
+use gpumemd::cli::check::{Criteria, Scope, Verdict};
 use gpumemd::cli::{
     CheckArgs, Cli, ClientArgs, Command, DEFAULT_TELEMETRY_PATH, LogFormat, RemoteArgs, RunArgs, SnapshotOpts,
     SourceArgs,
@@ -77,7 +77,7 @@ enum CliError {
     #[error("cannot encode the snapshot: {0}")]
     Encode(serde_json::Error),
     #[error("cannot tell: {0}")]
-    CannotTell(gpumemd::cli::check::FetchError),
+    CannotTell(gpumemd::cli::remote::ClientError),
 }
 
 fn main() -> ExitCode {
@@ -138,7 +138,7 @@ fn print_out(text: std::fmt::Arguments<'_>) {
 /// must not hold the start forever.
 fn load_config(src: &SourceArgs, overrides: &Overrides) -> Result<Config, CliError> {
     let demo = src.demo.is_some();
-    let deadline = Some(gpumemd::app::reload::RELOAD_DEADLINE);
+    let deadline = gpumemd::app::reload::RELOAD_DEADLINE;
     let mut cfg = match &src.config {
         Some(p) => Config::load_within(p, demo, deadline)?,
         None if Path::new(DEFAULT_CONFIG_PATH).exists() => {
@@ -271,9 +271,9 @@ fn snapshot(src: &SourceArgs, opts: &SnapshotOpts, client: &ClientArgs) -> Resul
         if src.demo.is_some() || src.nvml_lib.is_some() {
             return Err(CliError::UrlWithLocalSource);
         }
-        let daemon = snapshot_cmd::remote::connect(client, url).map_err(SnapshotError::from)?;
+        let daemon = client.connect(url, snapshot_cmd::REMOTE_TIMEOUT)?;
         let feed = Feed {
-            fetch: Box::new(move || snapshot_cmd::remote::fetch(&daemon).map_err(SnapshotError::from)),
+            fetch: Box::new(move || snapshot_cmd::fetch_remote(&daemon)),
             has_history: true,
         };
         return Ok(snapshot_cmd::run(opts, feed)?);
@@ -293,15 +293,6 @@ fn snapshot(src: &SourceArgs, opts: &SnapshotOpts, client: &ClientArgs) -> Resul
         has_history: false,
     };
     Ok(snapshot_cmd::run(opts, feed)?)
-}
-
-/// One poll through the production pipeline, for `check`.
-fn poll_once(src: &SourceArgs) -> Result<Snapshot, CliError> {
-    gpumemd::app::logging::init(LogFormat::Logfmt, None, "warn");
-    let cfg = load_config(src, &overrides(src, None)?)?;
-    let mut source = make_source(&cfg, src.demo.as_deref())?;
-    let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
-    poll_with(source.as_mut(), &mut pipeline, 1)
 }
 
 /// Poll number `seq` of `source` through `pipeline`, as a snapshot.
@@ -333,13 +324,9 @@ fn poll_with(source: &mut dyn GpuSource, pipeline: &mut Pipeline, seq: u64) -> R
 /// `gpumemd check`: one line on stdout, exit 0/1/2 (2 also when it cannot
 /// ask: bad arguments, daemon unreachable, no NVML).
 fn check(args: &CheckArgs) -> ExitCode {
-    let verdict = match check_criteria(args).and_then(|c| check_verdict(args, &c)) {
-        Ok(v) => v,
-        Err(msg) => Verdict {
-            code: 2,
-            line: format!("UNKNOWN: {msg}"),
-        },
-    };
+    let verdict = check_criteria(args)
+        .and_then(|c| check_verdict(args, &c))
+        .unwrap_or_else(|msg| Verdict::unknown(msg.to_string()));
     // Names and command lines come from processes: no terminal escapes.
     print_out(format_args!("{}\n", gpumemd::data::units::printable(&verdict.line)));
     ExitCode::from(verdict.code)
@@ -368,13 +355,19 @@ fn check_verdict(a: &CheckArgs, c: &Criteria) -> Result<Verdict, CliError> {
         if let Some(flag) = a.client.set_without_url() {
             return Err(CliError::ClientFlagWithoutUrl(flag));
         }
-        let snap = poll_once(&a.source)?;
+        // One poll through the production pipeline.
+        gpumemd::app::logging::init(LogFormat::Logfmt, None, "warn");
+        let cfg = load_config(&a.source, &overrides(&a.source, None)?)?;
+        let mut source = make_source(&cfg, a.source.demo.as_deref())?;
+        let mut pipeline = Pipeline::for_source(&cfg.processes, source.as_ref());
+        let snap = poll_with(source.as_mut(), &mut pipeline, 1)?;
         let body = serde_json::to_string(&snap).map_err(CliError::Encode)?;
         return Ok(gpumemd::cli::check::judge_json(&body, c));
     };
     let timeout = gpumemd::data::units::parse_duration(&a.timeout).map_err(CliError::Timeout)?;
     let daemon = a.client.connect(url, timeout.get()).map_err(CliError::CannotTell)?;
-    let body = gpumemd::cli::remote::block_on(fetch_snapshot(&daemon)).map_err(CliError::CannotTell)?;
+    let body = gpumemd::cli::remote::block_on(daemon.get(gpumemd::cli::remote::SNAPSHOT_PATH, &[]))
+        .map_err(CliError::CannotTell)?;
     Ok(gpumemd::cli::check::judge_json(&body, c))
 }
 
@@ -414,6 +407,7 @@ fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let said = gpumemd::data::units::printable(body.lines().next().unwrap_or("").trim());
+    let cannot = |why: &str| Err(CliError::Lifecycle(format!("cannot ask PID {pid} to record: {why}")));
     match status {
         200..=299 => {
             let spool = serde_json::from_str::<serde_json::Value>(&body)
@@ -423,17 +417,13 @@ fn record(r: &gpumemd::cli::RecordArgs) -> Result<(), CliError> {
             print_out(format_args!("asked PID {pid} to {what}{}\n", to.unwrap_or_default()));
             Ok(())
         }
-        403 => Err(CliError::Lifecycle(format!(
-            "cannot ask PID {pid} to record: the daemon's lifecycle API is off; set `[server] enable_lifecycle = \
-             true` in its config and reload it"
-        ))),
-        401 => Err(CliError::Lifecycle(format!(
-            "cannot ask PID {pid} to record: the daemon asks for credentials; give --auth-user NAME with \
-             --password-file FILE (or GPUMEMD_PASSWORD)"
-        ))),
-        _ => Err(CliError::Lifecycle(format!(
-            "cannot ask PID {pid} to record: {said} (HTTP {status})"
-        ))),
+        403 => cannot(
+            "the daemon's lifecycle API is off; set `[server] enable_lifecycle = true` in its config and reload it",
+        ),
+        401 => cannot(
+            "the daemon asks for credentials; give --auth-user NAME with --password-file FILE (or GPUMEMD_PASSWORD)",
+        ),
+        _ => cannot(&format!("{said} (HTTP {status})")),
     }
 }
 

@@ -62,13 +62,10 @@ pub(crate) fn start_notifiers(cfg: &Config, shutdown: watch::Receiver<bool>) -> 
     if cfg.notify.alertmanager.is_none() && cfg.notify.webhook.is_none() {
         return None;
     }
-    match notify::Notifiers::start(&cfg.notify, &cfg.state.dir, shutdown) {
-        Ok(n) => Some(Arc::new(n)),
-        Err(e) => {
-            tracing::error!(error = %e, "alert notifications disabled: cannot start the notifiers");
-            None
-        }
-    }
+    notify::Notifiers::start(&cfg.notify, &cfg.state.dir, shutdown)
+        .inspect_err(|e| tracing::error!(error = %e, "alert notifications disabled: cannot start the notifiers"))
+        .ok()
+        .map(Arc::new)
 }
 
 /// What happens after each evaluation: notifications for alerts that fired
@@ -135,14 +132,12 @@ pub(crate) fn reclaim_host(cfg: &reclaim::ReclaimConfig, proc_root: PathBuf, sou
         return reclaim::Host::Real(proc_root);
     }
     let cuda = source.simulated_cuda();
-    match (&cuda, cfg.enabled) {
-        (None, _) => {}
-        (Some(_), true) => {
-            tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
-        }
-        (Some(_), false) => tracing::info!(
+    if cuda.is_some() && cfg.enabled {
+        tracing::info!("DEMO MODE: suspend and resume act on a simulated CUDA driver, not on real processes");
+    } else if cuda.is_some() {
+        tracing::info!(
             "DEMO: to see suspend and resume (simulated CUDA checkpoint), run `gpumemd --demo --config config/demo-suspend.toml`"
-        ),
+        );
     }
     let kill = source
         .simulated_kill()

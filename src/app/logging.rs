@@ -59,49 +59,23 @@ pub fn init(format: LogFormat, level: Option<LogLevel>, default_level: &str) {
             .or_else(|| default_level.parse().ok())
             .unwrap_or_else(|| Targets::new().with_default(tracing::Level::INFO)),
     };
-    let b = tracing_subscriber::fmt().with_writer(std::io::stderr);
-    let _ = match format {
-        LogFormat::Logfmt => b.event_format(Logfmt).finish().with(filter).try_init(),
-        LogFormat::Json => b.event_format(Json).finish().with(filter).try_init(),
-    };
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .event_format(Lines(format))
+        .finish()
+        .with(filter)
+        .try_init();
 }
 
-/// The logfmt event format: `ts` (RFC 3339, UTC, milliseconds), `level`,
-/// `target`, `msg`, then the event's fields in the order they were given.
-/// Spans are not written: the daemon logs events with their fields.
-pub struct Logfmt;
+/// Both line formats, flat as Prometheus' own. Logfmt: `ts` (RFC 3339,
+/// UTC, milliseconds), `level`, `target`, `msg`, then the event's fields in
+/// the order they were given. JSON: `{"ts":"...","level":"info","target":
+/// "...","msg":"...","key":"value",...}` (tracing's default nests the
+/// fields and upper-cases the level). Spans are not written: the daemon
+/// logs events with their fields.
+struct Lines(LogFormat);
 
-impl<S, N> FormatEvent<S, N> for Logfmt
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-    N: for<'a> FormatFields<'a> + 'static,
-{
-    fn format_event(&self, _ctx: &FmtContext<'_, S, N>, mut w: Writer<'_>, event: &Event<'_>) -> fmt::Result {
-        let meta = event.metadata();
-        let level = meta.level().as_str().to_ascii_lowercase();
-        let mut line = format!("ts={} level={level} target={}", rfc3339_now(), meta.target());
-        let mut fields = Fields::default();
-        event.record(&mut fields);
-        if let Some(msg) = &fields.message {
-            line.push_str(" msg=");
-            push_value(&mut line, msg);
-        }
-        for (k, v) in &fields.pairs {
-            let _ = write!(line, " {k}=");
-            push_value(&mut line, v);
-        }
-        writeln!(w, "{line}")
-    }
-}
-
-/// The JSON event format, flat as Prometheus' own: `{"ts":"...","level":
-/// "info","target":"...","msg":"...","key":"value",...}` (tracing's
-/// default nests the fields and upper-cases the level). A field named like
-/// one of the four fixed keys is written as `field_<name>`, so no key
-/// repeats.
-pub struct Json;
-
-impl<S, N> FormatEvent<S, N> for Json
+impl<S, N> FormatEvent<S, N> for Lines
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
@@ -110,10 +84,30 @@ where
         let meta = event.metadata();
         let mut fields = Fields::default();
         event.record(&mut fields);
-        writeln!(w, "{}", json_line(meta.level(), meta.target(), &fields, &rfc3339_now()))
+        let line = match self.0 {
+            LogFormat::Logfmt => logfmt_line,
+            LogFormat::Json => json_line,
+        };
+        writeln!(w, "{}", line(meta.level(), meta.target(), &fields, &rfc3339_now()))
     }
 }
 
+fn logfmt_line(level: &tracing::Level, target: &str, fields: &Fields, ts: &str) -> String {
+    let level = level.as_str().to_ascii_lowercase();
+    let mut line = format!("ts={ts} level={level} target={target}");
+    if let Some(msg) = &fields.message {
+        line.push_str(" msg=");
+        push_value(&mut line, msg);
+    }
+    for (k, v) in &fields.pairs {
+        let _ = write!(line, " {k}=");
+        push_value(&mut line, v);
+    }
+    line
+}
+
+/// A field named like one of the four fixed keys is written as
+/// `field_<name>`, so no key repeats.
 fn json_line(level: &tracing::Level, target: &str, fields: &Fields, ts: &str) -> String {
     let q = |v: &str| serde_json::to_string(v).unwrap_or_else(|_| "\"\"".into());
     let mut line = format!(

@@ -74,13 +74,11 @@ pub async fn run(
     // The binary registered SIGHUP first thing at start; taking that
     // registration keeps a SIGHUP sent during start from being lost.
     let early = crate::app::shutdown::take_early_hangup();
-    let mut hup = match early.map(Ok).unwrap_or_else(|| signal(SignalKind::hangup())) {
-        Ok(s) => Some(s),
-        Err(e) => {
-            tracing::warn!(error = %e, "cannot listen for SIGHUP; reload only over HTTP");
-            None
-        }
-    };
+    let mut hup = early
+        .map(Ok)
+        .unwrap_or_else(|| signal(SignalKind::hangup()))
+        .inspect_err(|e| tracing::warn!(error = %e, "cannot listen for SIGHUP; reload only over HTTP"))
+        .ok();
     let reader = Reader::default();
     loop {
         let reply = tokio::select! {

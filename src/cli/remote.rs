@@ -18,6 +18,9 @@ use std::time::Duration;
 /// The daemon a client subcommand asks when `--url` is not given (where
 /// one is needed: `suspend`, `resume`).
 pub const DEFAULT_URL: &str = "http://127.0.0.1:9947";
+/// The daemon's snapshot, which `check --url`, `snapshot --url` and
+/// `suspend` / `resume` (for the process's name and size) read.
+pub const SNAPSHOT_PATH: &str = "/api/v1/snapshot";
 
 /// The options of every subcommand that talks to a daemon. The basic-auth
 /// user is `--auth-user` because `check` and `snapshot` use `--user` as a
@@ -185,12 +188,9 @@ fn tls_file(flag: &'static str, path: &Path, e: impl std::fmt::Display) -> Clien
 /// The innermost cause ("Connection refused (os error 111)", "invalid
 /// peer certificate: UnknownIssuer"): what a person can act on.
 fn root_cause(e: &dyn std::error::Error) -> String {
-    let mut last = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        last = c.to_string();
-        cur = c.source();
-    }
+    let last = std::iter::successors(Some(e), |c| c.source())
+        .last()
+        .map_or_else(String::new, ToString::to_string);
     if e.to_string().contains("timed out") || last.contains("timed out") {
         return "no answer in time (timed out)".into();
     }
@@ -209,19 +209,12 @@ impl Daemon {
         u
     }
 
-    /// The body of `GET path` on a 2xx answer.
+    /// The body of `GET path?query` (the pairs encoded; none: no `?`) on a
+    /// 2xx answer.
     ///
     /// # Errors
     /// Unreachable (with the cause), or any other status.
-    pub async fn get(&self, path: &str) -> Result<String, ClientError> {
-        self.get_query(path, &[]).await
-    }
-
-    /// The body of `GET path?query` on a 2xx answer (the pairs encoded).
-    ///
-    /// # Errors
-    /// As [`Daemon::get`].
-    pub async fn get_query(&self, path: &str, query: &[(&str, &str)]) -> Result<String, ClientError> {
+    pub async fn get(&self, path: &str, query: &[(&str, &str)]) -> Result<String, ClientError> {
         let (status, body, url) = self.send(reqwest::Method::GET, self.with_query(path, query)).await?;
         if (200..300).contains(&status) {
             Ok(body)
@@ -272,7 +265,7 @@ impl Daemon {
 ///
 /// # Errors
 /// The runtime could not start, or what `f` returns.
-pub fn block_on<T>(f: impl std::future::Future<Output = Result<T, ClientError>>) -> Result<T, ClientError> {
+pub fn block_on<T, E: From<ClientError>>(f: impl std::future::Future<Output = Result<T, E>>) -> Result<T, E> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -352,7 +345,7 @@ mod tests {
             .unwrap_or(9);
         let url = format!("http://127.0.0.1:{port}");
         let d = ClientArgs::default().connect(&url, T).expect("client");
-        let e = block_on(d.get("/api/v1/snapshot")).err().map(|e| e.to_string());
+        let e = block_on(d.get("/api/v1/snapshot", &[])).err().map(|e| e.to_string());
         let want = format!("cannot ask {url}/api/v1/snapshot: Connection refused");
         assert!(e.as_deref().is_some_and(|e| e.starts_with(&want)), "{e:?}");
     }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use clap::{ArgGroup, Args};
 
-use crate::cli::remote::{ClientArgs, ClientError, DEFAULT_URL};
+use crate::cli::remote::{ClientArgs, ClientError, DEFAULT_URL, block_on};
 use crate::data::units::human;
 use crate::judge::report::{GpuReport, Report, ReportState, Subject};
 
@@ -79,16 +79,12 @@ pub fn run(args: &ReportArgs) -> Result<(u8, String), ReportCmdError> {
     let daemon = args
         .client
         .connect(args.client.url.as_deref().unwrap_or(DEFAULT_URL), timeout)?;
-    let query = query(args);
-    let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| ClientError::Client(format!("cannot start a runtime: {e}")))?;
+    let subject = subject(args);
+    let query: Vec<(&str, &str)> = subject.iter().map(|(key, _, id)| (*key, id.as_str())).collect();
     let deadline = wait.map(|w| Instant::now() + w);
-    let reports = rt.block_on(async {
+    let reports = block_on(async {
         loop {
-            let body = daemon.get_query("/api/v1/reports", &query).await?;
+            let body = daemon.get("/api/v1/reports", &query).await?;
             let reports = serde_json::from_str::<Answer>(&body)
                 .map_err(ReportCmdError::Answer)?
                 .reports;
@@ -104,7 +100,8 @@ pub fn run(args: &ReportArgs) -> Result<(u8, String), ReportCmdError> {
         let list = serde_json::to_string_pretty(&serde_json::json!({ "reports": reports })).unwrap_or_default();
         format!("{list}\n")
     } else if reports.is_empty() {
-        format!("no GPU memory report for {}\n", wanted(args))
+        let wanted = subject.map_or_else(|| "that subject".to_string(), |(_, what, id)| format!("{what} {id}"));
+        format!("no GPU memory report for {wanted}\n")
     } else {
         reports.iter().map(render).collect::<Vec<_>>().join("\n")
     };
@@ -117,27 +114,14 @@ fn duration(flag: &'static str, text: &str) -> Result<Duration, ReportCmdError> 
         .map_err(|source| ReportCmdError::Duration { flag, source })
 }
 
-/// The subject's filter for `GET /api/v1/reports`.
-fn query(args: &ReportArgs) -> Vec<(&'static str, String)> {
-    let mut q = Vec::new();
-    if let Some(j) = &args.job {
-        q.push(("job", j.clone()));
-    }
-    if let Some(p) = &args.pod {
-        q.push(("pod", p.clone()));
-    }
-    if let Some(p) = args.pid {
-        q.push(("pid", p.to_string()));
-    }
-    q
-}
-
-fn wanted(args: &ReportArgs) -> String {
+/// The subject asked for (clap lets only one be given): its filter key for
+/// `GET /api/v1/reports`, its name in the text, and its id.
+fn subject(args: &ReportArgs) -> Option<(&'static str, &'static str, String)> {
     match (&args.job, &args.pod, args.pid) {
-        (Some(j), _, _) => format!("job {j}"),
-        (_, Some(p), _) => format!("pod {p}"),
-        (_, _, Some(p)) => format!("PID {p}"),
-        _ => "that subject".to_string(),
+        (Some(j), _, _) => Some(("job", "job", j.clone())),
+        (_, Some(p), _) => Some(("pod", "pod", p.clone())),
+        (_, _, Some(p)) => Some(("pid", "PID", p.to_string())),
+        _ => None,
     }
 }
 
@@ -239,7 +223,7 @@ mod tests {
     #[test]
     fn one_subject_is_the_filter_and_a_bad_url_is_named() {
         let a = parse(&["--job", "4 2&x", "--url", "http://me:pw@127.0.0.1:9947/"]).expect("args");
-        assert_eq!(query(&a), vec![("job", "4 2&x".to_string())]);
+        assert_eq!(subject(&a), Some(("job", "job", "4 2&x".to_string())));
         assert_eq!(a.client.url.as_deref(), Some("http://me:pw@127.0.0.1:9947/"));
         assert!(parse(&["--url", "http://x"]).is_err(), "a subject is required");
         assert!(parse(&["--job", "1", "--pid", "2"]).is_err(), "one subject");

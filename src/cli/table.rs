@@ -20,9 +20,14 @@ pub fn render(s: &Snapshot) -> String {
     render_styled(s, false)
 }
 
-/// ANSI colours when on: red for trouble (down, leak), yellow for memory
-/// nobody running holds, bold for headers. Colour only adds escapes around
-/// cells; the text and its alignment are the same as without.
+/// The SGR codes used: red for trouble (down, leak), yellow for memory
+/// nobody running holds, bold for headers.
+pub const RED: &str = "1;31";
+pub const YELLOW: &str = "33";
+pub const BOLD: &str = "1";
+
+/// ANSI colours when on. Colour only adds escapes around cells; the text
+/// and its alignment are the same as without.
 #[derive(Clone, Copy)]
 struct Paint(bool);
 
@@ -33,15 +38,6 @@ impl Paint {
         } else {
             text.to_string()
         }
-    }
-    fn bold(self, t: &str) -> String {
-        self.wrap("1", t)
-    }
-    fn red(self, t: &str) -> String {
-        self.wrap("1;31", t)
-    }
-    fn yellow(self, t: &str) -> String {
-        self.wrap("33", t)
     }
 }
 
@@ -82,7 +78,7 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
     let _ = write!(
         out,
         "\n{}  {}  {}",
-        paint.bold(&label),
+        paint.wrap(BOLD, &label),
         printable(&d.name),
         printable(&d.uuid)
     );
@@ -90,7 +86,7 @@ fn device(out: &mut String, d: &Device, paint: Paint) {
         let _ = writeln!(
             out,
             "  {}",
-            paint.red(&printable(&format!("DOWN: {}", d.errors.join("; "))))
+            paint.wrap(RED, &printable(&format!("DOWN: {}", d.errors.join("; "))))
         );
         return;
     }
@@ -132,7 +128,7 @@ fn memory_and_holders(out: &mut String, d: &Device, paint: Paint) {
             .map(|&c| {
                 let text = format!("{} {}", c.as_str(), human(h.get(c)));
                 if c != Holder::Live && h.get(c) > 0 {
-                    paint.yellow(&text)
+                    paint.wrap(YELLOW, &text)
                 } else {
                     text
                 }
@@ -157,7 +153,7 @@ fn left_behind_and_parked(out: &mut String, d: &Device, paint: Paint) {
             })
             .collect();
         let text = format!("FULL IN {} at this growth: {}", human_seconds(secs), who.join(", "));
-        let _ = writeln!(out, "  {}", paint.yellow(&text));
+        let _ = writeln!(out, "  {}", paint.wrap(YELLOW, &text));
     }
     for u in &d.unreleased {
         let text = format!(
@@ -167,7 +163,7 @@ fn left_behind_and_parked(out: &mut String, d: &Device, paint: Paint) {
             printable(&u.comm),
             printable(&u.user)
         );
-        let _ = writeln!(out, "  {}", paint.yellow(&text));
+        let _ = writeln!(out, "  {}", paint.wrap(YELLOW, &text));
     }
     for s in &d.suspended {
         let text = format!(
@@ -178,7 +174,7 @@ fn left_behind_and_parked(out: &mut String, d: &Device, paint: Paint) {
             printable(&s.user),
             printable(&s.rule)
         );
-        let _ = writeln!(out, "  {}", paint.yellow(&text));
+        let _ = writeln!(out, "  {}", paint.wrap(YELLOW, &text));
     }
 }
 
@@ -221,9 +217,9 @@ pub fn process_cells(p: &Process) -> Vec<Cell> {
         p.pid.to_string().into(),
         printable(&p.comm).into_owned().into(),
         printable(&p.user).into_owned().into(),
-        Cell::painted(holder, not_live.then_some("33")),
+        Cell::painted(holder, not_live.then_some(YELLOW)),
         used.into(),
-        Cell::painted(growth, p.leak_suspected.then_some("1;31")),
+        Cell::painted(growth, p.leak_suspected.then_some(RED)),
         printable(&owner).into_owned().into(),
         printable(&p.placement.unit).into_owned().into(),
         printable(&p.placement.job).into_owned().into(),

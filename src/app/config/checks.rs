@@ -92,28 +92,21 @@ impl Config {
         if self.processes.label_max_bytes < 8 {
             return Err(invalid(&["processes", "label_max_bytes"], "must be at least 8".into()));
         }
-        if let Err(e) = parse_listen(&self.server.listen) {
-            return Err(invalid(&["server", "listen"], e.to_string()));
-        }
+        parse_listen(&self.server.listen).map_err(|e| invalid(&["server", "listen"], e.to_string()))?;
         self.check_rules(origin, &doc)?;
         self.status_page.alias_runbook_into(&mut self.links);
         self.links.check().map_err(|e| invalid(&["links"], e.to_string()))?;
-        if let Err(message) = self.notify.validate() {
-            return Err(keyed_error(origin, &doc, message));
-        }
-        if let Err(e) = self
-            .reclaim
+        self.notify.validate().map_err(|e| keyed_error(origin, &doc, e))?;
+        self.reclaim
             .validate()
             .and_then(|()| self.reclaim.check_rules(&self.rules))
-        {
-            return Err(invalid(&["reclaim", e.key], e.message));
-        }
-        if let Err((key, message)) = self.allocator.check() {
-            return Err(invalid(&["allocator", key], message));
-        }
-        if let Err((key, message)) = self.ebpf.check() {
-            return Err(invalid(&["ebpf", key], message));
-        }
+            .map_err(|e| invalid(&["reclaim", e.key], e.message))?;
+        self.allocator
+            .check()
+            .map_err(|(key, message)| invalid(&["allocator", key], message))?;
+        self.ebpf
+            .check()
+            .map_err(|(key, message)| invalid(&["ebpf", key], message))?;
         self.processes.group_by.sort();
         self.processes.group_by.dedup();
         // Fill in the derived timeout so `check-config` prints what is used.
@@ -172,10 +165,6 @@ pub(super) fn keyed_error(origin: &str, doc: &Located<'_>, e: crate::act::notify
             None => path = path.key(part),
         }
     }
-    ConfigError::Invalid {
-        origin: origin.to_string(),
-        line: doc.line_of(&path),
-        key: e.key,
-        message: e.problem.to_string(),
-    }
+    // The path prints as the key it was read from.
+    ConfigError::at(origin, doc, &path, e.problem.to_string())
 }

@@ -37,21 +37,14 @@ impl ConfigError {
     /// Maps a TOML parse or type error to a one-line error at its position,
     /// naming the key toml's span points into.
     pub(crate) fn from_toml(origin: &str, text: &str, e: &toml::de::Error) -> ConfigError {
-        let (line, key) = match e.span() {
-            Some(span) => {
-                let key = Located::parse(text).path_at(span.start).to_string();
-                (Some(line_at(text, span.start)), key)
-            }
-            None => (None, String::new()),
-        };
-        // toml's message can span lines; the first line carries the meaning.
-        let message = e.message().lines().next().unwrap_or("invalid").trim().to_string();
-        let key = if key.is_empty() { "(document)".to_string() } else { key };
+        let at = e.span().map(|span| span.start);
+        let key = at.map(|at| Located::parse(text).path_at(at).to_string());
         ConfigError::Invalid {
             origin: origin.to_string(),
-            line,
-            key,
-            message,
+            line: at.map(|at| line_at(text, at)),
+            key: key.filter(|k| !k.is_empty()).unwrap_or_else(|| "(document)".into()),
+            // toml's message can span lines; the first line carries the meaning.
+            message: e.message().lines().next().unwrap_or("invalid").trim().to_string(),
         }
     }
 

@@ -189,15 +189,13 @@ impl Config {
     pub fn from_toml(text: &str, origin: &str, demo: bool) -> Result<Config, ConfigError> {
         // Deserialize the text alone first: its errors then carry positions in
         // the file the operator wrote, not in a merged document.
-        let own: Config = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
+        let located = |e: toml::de::Error| ConfigError::from_toml(origin, text, &e);
+        let own: Config = toml::from_str(text).map_err(located)?;
         let mut cfg = if demo {
             let mut base: toml::Table = toml::from_str(DEMO_DEFAULTS)
                 .map_err(|e| ConfigError::from_toml("demo defaults", DEMO_DEFAULTS, &e))?;
-            let user: toml::Table = toml::from_str(text).map_err(|e| ConfigError::from_toml(origin, text, &e))?;
-            merge(&mut base, user);
-            toml::Value::Table(base)
-                .try_into()
-                .map_err(|e| ConfigError::from_toml(origin, text, &e))?
+            merge(&mut base, toml::from_str(text).map_err(located)?);
+            toml::Value::Table(base).try_into().map_err(located)?
         } else {
             own
         };
@@ -230,12 +228,8 @@ impl Config {
     ///
     /// # Errors
     /// As `load`, plus `Read` when the deadline passed.
-    pub fn load_within(path: &Path, demo: bool, deadline: Option<Duration>) -> Result<Config, ConfigError> {
-        let text = match deadline {
-            Some(d) => files::read_text_within(path, files::MAX_CONFIG_BYTES, d),
-            None => files::read_text(path, files::MAX_CONFIG_BYTES),
-        }
-        .map_err(|e| read_error(path, e))?;
+    pub fn load_within(path: &Path, demo: bool, deadline: Duration) -> Result<Config, ConfigError> {
+        let text = files::read_text_within(path, files::MAX_CONFIG_BYTES, deadline).map_err(|e| read_error(path, e))?;
         Config::from_file_text(&text, path, demo)
     }
 
@@ -248,12 +242,12 @@ impl Config {
     /// The rules to evaluate: the built-in set (or the demo's) unless turned
     /// off, with `[[rule]]`s replacing built-ins of the same name.
     pub fn effective_rules(&self) -> Vec<crate::judge::rules::Rule> {
-        let base = if !self.alerting.default_rules {
-            Vec::new()
-        } else if self.demo {
-            crate::judge::rules::parse_rule_set(crate::judge::rules::DEMO_RULES).unwrap_or_default()
+        use crate::judge::rules::{DEFAULT_RULES, DEMO_RULES, parse_rule_set};
+        let set = if self.demo { DEMO_RULES } else { DEFAULT_RULES };
+        let base = if self.alerting.default_rules {
+            parse_rule_set(set).unwrap_or_default()
         } else {
-            crate::judge::rules::parse_rule_set(crate::judge::rules::DEFAULT_RULES).unwrap_or_default()
+            Vec::new()
         };
         // Built-in rules link to their runbook section (absolute, for
         // receivers that know nothing of gpumemd's docs).
@@ -290,15 +284,11 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 }
 
 fn read_error(path: &Path, source: files::ReadError) -> ConfigError {
+    let path = path.to_path_buf();
     if source.is_not_found() {
-        ConfigError::NotFound {
-            path: path.to_path_buf(),
-        }
+        ConfigError::NotFound { path }
     } else {
-        ConfigError::Read {
-            path: path.to_path_buf(),
-            source,
-        }
+        ConfigError::Read { path, source }
     }
 }
 

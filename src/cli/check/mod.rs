@@ -1,15 +1,12 @@
 //! `gpumemd check`: judges one snapshot (the running daemon's
 //! `/api/v1/snapshot`, or one poll) for GPU memory left behind, for Slurm
 //! epilogs and node health checks. Owns the criteria and the one-line
-//! verdict with its exit code (here, tested on fixtures alone) and asking
-//! the daemon (`fetch.rs`); it must not poll NVML or print (main.rs does).
+//! verdict with its exit code (here, tested on fixtures alone); it must
+//! not poll NVML, ask the daemon (the shared client does, `--url` as a
+//! base URL or the full path) or print (main.rs does).
 //!
 //! Exit codes: 0 nothing left behind, 1 memory left behind (the line says
 //! where and by whom), 2 cannot tell (GPU or NVML down, bad answer).
-
-mod fetch;
-
-pub use fetch::{FetchError, fetch_snapshot};
 
 use serde::Deserialize;
 
@@ -52,13 +49,11 @@ impl Scope {
 
 /// The fields of `/api/v1/snapshot` the check reads; the rest is ignored,
 /// so a newer daemon's additions do not break an older `check`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
 pub struct View {
-    #[serde(default)]
     pub nvml_up: bool,
-    #[serde(default)]
     pub nvml_error: Option<String>,
-    #[serde(default)]
     pub devices: Vec<Device>,
 }
 
@@ -105,7 +100,8 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    fn unknown(line: String) -> Self {
+    /// Exit 2: `UNKNOWN: ` and why it cannot tell.
+    pub fn unknown(line: String) -> Self {
         Verdict {
             code: 2,
             line: format!("UNKNOWN: {line}"),

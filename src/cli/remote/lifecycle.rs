@@ -6,7 +6,7 @@
 //! Owns: the request and the wording of every answer. Must not: decide
 //! anything the daemon decides, or act on processes itself.
 
-use super::{ClientError, Daemon};
+use super::{ClientError, Daemon, SNAPSHOT_PATH};
 use crate::data::snapshot::Snapshot;
 use crate::data::units::{human, printable};
 
@@ -34,7 +34,7 @@ pub struct About {
 /// No answer came (unreachable, timed out).
 pub async fn request(d: &Daemon, pid: u32, action: &str) -> Result<Answer, ClientError> {
     // Best effort: without it the message names only the PID.
-    let about = match d.get("/api/v1/snapshot").await {
+    let about = match d.get(SNAPSHOT_PATH, &[]).await {
         Ok(body) => serde_json::from_str::<Snapshot>(&body)
             .ok()
             .and_then(|s| about(&s, pid, action)),
@@ -47,21 +47,16 @@ pub async fn request(d: &Daemon, pid: u32, action: &str) -> Result<Answer, Clien
 /// The process's name and the bytes at stake: for a suspend, what it holds
 /// on the GPU; for a resume, what is parked in host memory.
 pub fn about(s: &Snapshot, pid: u32, action: &str) -> Option<About> {
-    s.devices.iter().find_map(|d| {
+    let (comm, bytes) = s.devices.iter().find_map(|d| {
         if action == "resume" {
             let p = d.suspended.iter().find(|p| p.pid == pid)?;
-            Some(About {
-                comm: p.comm.to_string(),
-                bytes: p.suspended_bytes,
-            })
+            Some((p.comm.to_string(), p.suspended_bytes))
         } else {
             let p = d.processes.iter().find(|p| p.pid == pid)?;
-            Some(About {
-                comm: p.comm.to_string(),
-                bytes: p.used_bytes.unwrap_or(0),
-            })
+            Some((p.comm.to_string(), p.used_bytes.unwrap_or(0)))
         }
-    })
+    })?;
+    Some(About { comm, bytes })
 }
 
 #[derive(serde::Deserialize)]
@@ -77,6 +72,7 @@ pub fn answer(action: &str, pid: u32, status: u16, body: String, about: Option<&
         None => String::new(),
     };
     let parsed = serde_json::from_str::<Body>(&body).ok();
+    let cannot = |why: &str| (false, format!("cannot {action} PID {pid}: {why}"));
     let (ok, message) = match (status, parsed) {
         (200..=299, Some(b)) if b.result == "dry_run" => (
             true,
@@ -88,49 +84,29 @@ pub fn answer(action: &str, pid: u32, status: u16, body: String, about: Option<&
         ),
         (200..=299, _) if action == "resume" => (true, format!("resumed PID {pid}{}", what(" back on the GPU"))),
         (200..=299, _) => (true, format!("suspended PID {pid}{}", what(" to host memory"))),
-        (_, Some(b)) => (false, refused(action, pid, &b)),
-        (401, None) if creds => (
-            false,
-            format!(
-                "cannot {action} PID {pid}: the daemon refused the credentials; check --auth-user and \
-                 --password-file"
-            ),
+        (_, Some(b)) => cannot(&refused(&b)),
+        (401, None) if creds => cannot("the daemon refused the credentials; check --auth-user and --password-file"),
+        (401, None) => cannot(
+            "the daemon asks for credentials; give --auth-user NAME with --password-file FILE (or GPUMEMD_PASSWORD)",
         ),
-        (401, None) => (
-            false,
-            format!(
-                "cannot {action} PID {pid}: the daemon asks for credentials; give --auth-user NAME with \
-                 --password-file FILE (or GPUMEMD_PASSWORD)"
-            ),
+        (403, None) => cannot(
+            "the daemon's lifecycle API is off; set `[server] enable_lifecycle = true` in its config and reload it \
+             (systemctl reload gpumemd)",
         ),
-        (403, None) => (
-            false,
-            format!(
-                "cannot {action} PID {pid}: the daemon's lifecycle API is off; set `[server] enable_lifecycle = \
-                 true` in its config and reload it (systemctl reload gpumemd)"
-            ),
-        ),
-        (503, None) => (
-            false,
-            format!(
-                "cannot {action} PID {pid}: reclaim is not running in the daemon; set `[reclaim] enabled = true` \
-                 in its config and reload it"
-            ),
-        ),
+        (503, None) => {
+            cannot("reclaim is not running in the daemon; set `[reclaim] enabled = true` in its config and reload it")
+        }
         (_, None) => {
             let first = body.lines().next().unwrap_or("").trim();
             let said = if first.is_empty() { "no reason given" } else { first };
-            (
-                false,
-                format!("cannot {action} PID {pid}: {} (HTTP {status})", printable(said)),
-            )
+            cannot(&format!("{} (HTTP {status})", printable(said)))
         }
     };
     Answer { ok, message, body }
 }
 
-/// A refusal or failure the daemon explained in JSON.
-fn refused(action: &str, pid: u32, b: &Body) -> String {
+/// Why a refusal or failure the daemon explained in JSON, and what to do.
+fn refused(b: &Body) -> String {
     let reason = b.reason.as_deref().unwrap_or("");
     let (why, todo) = match (b.result.as_str(), reason) {
         ("disabled", _) => (
@@ -181,11 +157,11 @@ fn refused(action: &str, pid: u32, b: &Body) -> String {
         } else {
             format!("{}: {}", b.result, printable(reason))
         };
-        return format!("cannot {action} PID {pid}: {detail}; see the daemon's log and its reclaim audit");
+        return format!("{detail}; see the daemon's log and its reclaim audit");
     }
     // The daemon's own words in brackets: what the audit log and metrics say.
     let said = [b.result.as_str(), reason].join(" ");
-    format!("cannot {action} PID {pid}: {why} ({}); {todo}", said.trim_end())
+    format!("{why} ({}); {todo}", said.trim_end())
 }
 
 #[cfg(test)]

@@ -3,17 +3,20 @@
 //! refreshing in place on a screen that fits the terminal, and output that
 //! ends quietly when the reader goes away (`| head`).
 //! It gets snapshots from a caller-given fetch (a local poll, built in
-//! `main.rs`, or [`remote::fetch`] from a running daemon); it never polls
-//! hardware itself and knows nothing of the HTTP server.
+//! `main.rs`, or [`fetch_remote`] from a running daemon: a bounded plain
+//! GET through the shared client, never retried or waited on past its
+//! timeout); it never polls hardware itself and knows nothing of the HTTP
+//! server.
 
 pub mod args;
-pub mod remote;
 pub mod screen;
 
 use std::io::{IsTerminal, Write};
+use std::time::Duration;
 
 use thiserror::Error;
 
+use crate::cli::remote::{ClientError, Daemon, SNAPSHOT_PATH, block_on};
 use crate::data::snapshot::Snapshot;
 pub use args::{ColorWhen, SnapshotOpts};
 
@@ -23,7 +26,9 @@ pub enum SnapshotError {
     #[error("{0}")]
     Source(String),
     #[error(transparent)]
-    Remote(#[from] remote::RemoteError),
+    Client(#[from] ClientError),
+    #[error("{url}: not a gpumemd snapshot: {source}")]
+    NotASnapshot { url: String, source: serde_json::Error },
     #[error("cannot print JSON: {0}")]
     Json(#[from] serde_json::Error),
     #[error("cannot write the output: {0}")]
@@ -36,6 +41,22 @@ pub enum SnapshotError {
 /// `--watch`, whose screen fits the terminal instead): a screenful per GPU
 /// or two, where a large node lists thousands.
 pub const DEFAULT_TOP_ON_TERMINAL: usize = 10;
+
+/// `snapshot --url`: the whole request, connect to last byte.
+pub const REMOTE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// One snapshot of the running daemon, whose processes carry the growth
+/// trend of its history, on a small runtime of its own (the CLI has none).
+///
+/// # Errors
+/// Unreachable, a non-200 answer, a timeout, or a body that is not a snapshot.
+pub fn fetch_remote(d: &Daemon) -> Result<Snapshot, SnapshotError> {
+    let body = block_on(d.get(SNAPSHOT_PATH, &[]))?;
+    serde_json::from_str(&body).map_err(|source| SnapshotError::NotASnapshot {
+        url: d.endpoint(SNAPSHOT_PATH).to_string(),
+        source,
+    })
+}
 
 /// Where the snapshots come from, and whether they carry a growth trend.
 pub struct Feed<'a> {
@@ -58,10 +79,8 @@ pub fn run(opts: &SnapshotOpts, mut feed: Feed<'_>) -> Result<(), SnapshotError>
         ColorWhen::Auto => tty && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()),
     };
     let top = match opts.top {
-        Some(0) => None,
-        Some(n) => Some(n),
         None if tty && !opts.json && opts.watch.is_none() => Some(DEFAULT_TOP_ON_TERMINAL),
-        None => None,
+        top => top.filter(|&n| n > 0),
     };
     let mut frames = 0u64;
     loop {
@@ -90,7 +109,7 @@ pub fn run(opts: &SnapshotOpts, mut feed: Feed<'_>) -> Result<(), SnapshotError>
                 }
             }
         };
-        if let Err(e) = write_all(&out, &text) {
+        if let Err(e) = (&out).write_all(text.as_bytes()).and_then(|()| (&out).flush()) {
             return quiet_pipe(e);
         }
         if frames == 0 && !feed.has_history && !opts.json && opts.watch.is_none() {
@@ -111,7 +130,7 @@ pub fn run(opts: &SnapshotOpts, mut feed: Feed<'_>) -> Result<(), SnapshotError>
 /// each line cleared to its end, the rest of the screen cleared, so the
 /// table never flickers through a blank screen. Piped, frames follow each
 /// other, each after a header line.
-fn frame(body: &str, every: std::time::Duration, n: u64, tty: bool) -> String {
+fn frame(body: &str, every: Duration, n: u64, tty: bool) -> String {
     let head = title(every, n) + "\n";
     if !tty {
         return format!("{head}{body}\n");
@@ -125,7 +144,7 @@ fn frame(body: &str, every: std::time::Duration, n: u64, tty: bool) -> String {
     s
 }
 
-fn title(every: std::time::Duration, n: u64) -> String {
+fn title(every: Duration, n: u64) -> String {
     format!(
         "Every {}: gpumemd snapshot (refresh {}, Ctrl-C to stop)",
         humantime::format_duration(every),
@@ -187,12 +206,6 @@ pub fn bound(snap: &mut Snapshot, n: usize) {
     }
 }
 
-fn write_all(out: &std::io::Stdout, text: &str) -> std::io::Result<()> {
-    let mut lock = out.lock();
-    lock.write_all(text.as_bytes())?;
-    lock.flush()
-}
-
 /// A reader that went away (`| head`) is the end of the output, not an error.
 fn quiet_pipe(e: std::io::Error) -> Result<(), SnapshotError> {
     if e.kind() == std::io::ErrorKind::BrokenPipe {
@@ -224,18 +237,14 @@ pub fn filter(snap: &mut Snapshot, opts: &SnapshotOpts) {
     if opts.user.is_empty() && opts.pid.is_empty() {
         return;
     }
+    let keep = |user: &str, pid: u32| {
+        (opts.user.is_empty() || opts.user.iter().any(|u| u == user))
+            && (opts.pid.is_empty() || opts.pid.contains(&pid))
+    };
     for d in &mut snap.devices {
-        d.processes.retain(|p| {
-            (opts.user.is_empty() || opts.user.iter().any(|u| *u == p.user))
-                && (opts.pid.is_empty() || opts.pid.contains(&p.pid))
-        });
-        d.unreleased.retain(|u| {
-            (opts.user.is_empty() || opts.user.iter().any(|n| *n == u.user))
-                && (opts.pid.is_empty() || opts.pid.contains(&u.pid))
-        });
-        d.suspended.retain(|s| {
-            (opts.user.is_empty() || opts.user.contains(&s.user)) && (opts.pid.is_empty() || opts.pid.contains(&s.pid))
-        });
+        d.processes.retain(|p| keep(&p.user, p.pid));
+        d.unreleased.retain(|u| keep(&u.user, u.pid));
+        d.suspended.retain(|s| keep(&s.user, s.pid));
     }
     snap.devices
         .retain(|d| !d.processes.is_empty() || !d.unreleased.is_empty() || !d.suspended.is_empty());

@@ -5,7 +5,7 @@
 //! terminal size (the window, else `$COLUMNS`/`$LINES`, else 80x24) and the
 //! layout; it must not fetch, filter or write.
 
-use crate::cli::table::{self, Align, Cell, human, printable};
+use crate::cli::table::{self, Align, Cell, RED, YELLOW, human, printable};
 use crate::data::snapshot::{Device, Holder, Process, Snapshot};
 
 /// A terminal's size in character cells.
@@ -97,13 +97,11 @@ fn compact(snap: &Snapshot, color: bool, rows: usize, title: &str) -> Vec<String
         out.extend(table::grid(&heads, &rows, color));
     }
     let (more_gpus, more_procs) = (n - gpus_shown, total_procs - procs_shown);
-    let mut left = Vec::new();
-    if more_gpus > 0 {
-        left.push(format!("{more_gpus} more GPUs"));
-    }
-    if more_procs > 0 {
-        left.push(format!("{more_procs} more processes"));
-    }
+    let left: Vec<String> = [(more_gpus, "GPUs"), (more_procs, "processes")]
+        .into_iter()
+        .filter(|&(n, _)| n > 0)
+        .map(|(n, what)| format!("{n} more {what}"))
+        .collect();
     if !left.is_empty() {
         out.push(format!("... and {}", left.join(" and ")));
     }
@@ -145,11 +143,11 @@ fn gpu_cells(d: &Device) -> Vec<Cell> {
         })
         .unwrap_or(0);
     let (word, colour) = if !d.up {
-        ("DOWN", Some("1;31"))
+        ("DOWN", Some(RED))
     } else if d.processes.iter().any(|p| p.leak_suspected) {
-        ("LEAK", Some("1;31"))
+        ("LEAK", Some(RED))
     } else if !d.unreleased.is_empty() {
-        ("NOT RELEASED", Some("33"))
+        ("NOT RELEASED", Some(YELLOW))
     } else {
         ("", None)
     };
@@ -159,7 +157,7 @@ fn gpu_cells(d: &Device) -> Vec<Cell> {
             format!("{word} full in {}", crate::data::units::human_seconds(s))
                 .trim_start()
                 .to_string(),
-            colour.or(Some("33")),
+            colour.or(Some(YELLOW)),
         ),
         None => Cell::painted(word.into(), colour),
     };
@@ -169,7 +167,7 @@ fn gpu_cells(d: &Device) -> Vec<Cell> {
         mem(|m| m.used_bytes),
         mem(|m| m.total_bytes),
         mem(|m| m.free_bytes),
-        Cell::painted(human(not_live), (not_live > 0).then_some("33")),
+        Cell::painted(human(not_live), (not_live > 0).then_some(YELLOW)),
         (d.processes.len() + d.processes_omitted).to_string().into(),
         state,
     ]

@@ -2,7 +2,7 @@
 //! layout shared by the snapshot table and the `--watch` screen. Owns
 //! widths, alignment and painting cells; it must not know what a row means.
 
-use super::Paint;
+use super::{BOLD, Paint};
 
 /// How a column lines its cells up.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,9 @@ pub fn grid(heads: &[(&str, Align)], rows: &[Vec<Cell>], color: bool) -> Vec<Str
     };
     let mut out = Vec::with_capacity(rows.len() + 1);
     out.push(line(
-        &mut heads.iter().map(|(h, _)| (h.to_string(), h.chars().count(), Some("1"))),
+        &mut heads
+            .iter()
+            .map(|(h, _)| (h.to_string(), h.chars().count(), Some(BOLD))),
     ));
     for r in rows {
         out.push(line(

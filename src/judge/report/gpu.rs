@@ -26,14 +26,16 @@ struct Percentiles {
     counts: [u16; 101],
 }
 
-impl Percentiles {
-    fn new() -> Self {
+impl Default for Percentiles {
+    fn default() -> Self {
         Percentiles { counts: [0; 101] }
     }
+}
 
+impl Percentiles {
     fn add(&mut self, share: f64) {
+        // At most 100; NaN casts to 0.
         let i = (share.clamp(0.0, 1.0) * 100.0).floor() as usize;
-        let i = i.min(100);
         if self.counts[i] == u16::MAX {
             for c in &mut self.counts {
                 *c /= 2;
@@ -79,7 +81,7 @@ pub(super) struct PollFigures {
 }
 
 /// One subject on one GPU, while it runs and after.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub(super) struct GpuAcc {
     pub uuid: String,
     pub index: Option<u32>,
@@ -100,9 +102,7 @@ pub(super) struct GpuAcc {
     last_bytes: u64,
     unattributed_at_last: u64,
     left_bytes: u64,
-    /// When memory was last seen left behind; `left_clear` when first
-    /// seen gone after the subject ended.
-    left_seen: Option<f64>,
+    /// When memory was first seen gone after the subject ended.
     left_clear: Option<f64>,
 }
 
@@ -112,21 +112,7 @@ impl GpuAcc {
             uuid: uuid.to_string(),
             index,
             total,
-            peak: 0,
-            hist: Percentiles::new(),
-            polls: 0,
-            above_90: 0.0,
-            idle_seconds: 0.0,
-            idle_byte_seconds: 0.0,
-            reserved_peak: None,
-            allocated_peak: None,
-            ooms: 0,
-            retries: 0,
-            last_bytes: 0,
-            unattributed_at_last: 0,
-            left_bytes: 0,
-            left_seen: None,
-            left_clear: None,
+            ..GpuAcc::default()
         }
     }
 
@@ -146,8 +132,9 @@ impl GpuAcc {
             self.idle_seconds += dt;
             self.idle_byte_seconds += b as f64 * dt;
         }
-        self.reserved_peak = max_opt(self.reserved_peak, f.reserved_peak);
-        self.allocated_peak = max_opt(self.allocated_peak, f.allocated_peak);
+        // None orders below any Some: the larger peak, or the one known.
+        self.reserved_peak = self.reserved_peak.max(f.reserved_peak);
+        self.allocated_peak = self.allocated_peak.max(f.allocated_peak);
         self.ooms = self.ooms.max(f.ooms);
         self.retries = self.retries.max(f.retries);
         self.last_bytes = b.saturating_add(f.departed_bytes);
@@ -170,7 +157,6 @@ impl GpuAcc {
         let left = f.departed_bytes.saturating_add(unlisted);
         if left > 0 {
             self.left_bytes = self.left_bytes.max(left);
-            self.left_seen = Some(now);
             true
         } else {
             self.left_clear = Some(now);
@@ -207,13 +193,6 @@ impl GpuAcc {
             left_behind_seconds,
             left_behind_ongoing: self.left_bytes > 0 && ended.is_some() && self.left_clear.is_none(),
         }
-    }
-}
-
-fn max_opt(a: Option<u64>, b: Option<u64>) -> Option<u64> {
-    match (a, b) {
-        (Some(x), Some(y)) => Some(x.max(y)),
-        (x, y) => x.or(y),
     }
 }
 
@@ -290,7 +269,7 @@ mod tests {
 
     #[test]
     fn p95_is_the_upper_edge_of_its_percent() {
-        let mut h = Percentiles::new();
+        let mut h = Percentiles::default();
         for _ in 0..95 {
             h.add(0.10);
         }
@@ -299,12 +278,12 @@ mod tests {
         }
         assert_eq!(h.quantile(0.95), Some(0.11));
         assert_eq!(h.quantile(0.96), Some(0.91));
-        assert_eq!(Percentiles::new().quantile(0.95), None);
+        assert_eq!(Percentiles::default().quantile(0.95), None);
     }
 
     #[test]
     fn full_counts_halve_and_keep_their_ratio() {
-        let mut h = Percentiles::new();
+        let mut h = Percentiles::default();
         for _ in 0..u32::from(u16::MAX) + 10 {
             h.add(0.5);
         }

@@ -30,9 +30,10 @@ pub use tracker::{LEFT_BEHIND_LIMIT, MAX_OPEN, Tracker};
 use crate::data::snapshot::Snapshot;
 
 /// What a report is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Subject {
+    #[default]
     Process,
     Job,
     Pod,
@@ -52,7 +53,7 @@ pub enum ReportState {
 }
 
 /// One subject's memory report.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Report {
     pub subject: Subject,
@@ -79,30 +80,6 @@ pub struct Report {
     /// Sized on the GPU it filled most.
     pub suggested: Option<Suggestion>,
     pub gpus: Vec<GpuReport>,
-}
-
-impl Default for Report {
-    fn default() -> Self {
-        Report {
-            subject: Subject::Process,
-            id: String::new(),
-            user: String::new(),
-            comm: String::new(),
-            pids: Vec::new(),
-            state: ReportState::Ended,
-            started: 0.0,
-            last_live: 0.0,
-            ended: None,
-            closed: None,
-            peak_bytes: 0,
-            ooms: 0,
-            alloc_retries: 0,
-            idle_gib_hours: 0.0,
-            left_behind_bytes: 0,
-            suggested: None,
-            gpus: Vec::new(),
-        }
-    }
 }
 
 /// Which reports a reader wants: all filters given must match.
@@ -239,6 +216,7 @@ impl Reports {
     }
 
     /// (open subjects, kept reports), for checks that both stay bounded.
+    #[cfg(test)]
     pub fn sizes(&self) -> (usize, usize) {
         let g = self.lock();
         (g.tracker.open_len(), g.kept.len())

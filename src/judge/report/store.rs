@@ -98,13 +98,11 @@ impl Store {
     fn rewrite(&mut self, kept: &VecDeque<Report>) {
         let Some(path) = self.path.clone() else { return };
         let tmp = path.with_extension("jsonl.tmp");
-        let mut text = String::new();
-        for r in kept {
-            if let Ok(l) = serde_json::to_string(r) {
-                text.push_str(&l);
-                text.push('\n');
-            }
-        }
+        let text: String = kept
+            .iter()
+            .filter_map(|r| serde_json::to_string(r).ok())
+            .map(|line| line + "\n")
+            .collect();
         match std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, &path)) {
             Ok(()) => self.lines = kept.len(),
             Err(e) => self.give_up(&e),
@@ -162,13 +160,12 @@ impl Writer {
                     count.fetch_add(1, std::sync::atomic::Ordering::Release);
                 }
             });
-        match spawned {
-            Ok(_) => Some(Writer { tx, written }),
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot start the report writer; keeping reports in memory only");
-                None
-            }
-        }
+        spawned
+            .inspect_err(
+                |e| tracing::warn!(error = %e, "cannot start the report writer; keeping reports in memory only"),
+            )
+            .ok()
+            .map(|_| Writer { tx, written })
     }
 
     /// Hands `r` to the writer; a full queue keeps it in memory only.

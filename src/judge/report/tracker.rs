@@ -35,7 +35,7 @@ enum Key {
 }
 
 /// One subject while it holds memory or its memory is left behind.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 struct Open {
     user: ArcStr,
     comm: ArcStr,
@@ -87,6 +87,7 @@ type Figures = FxHashMap<Key, Seen>;
 
 impl Tracker {
     /// Subjects followed now.
+    #[cfg(test)]
     pub fn open_len(&self) -> usize {
         self.open.len()
     }
@@ -100,7 +101,6 @@ impl Tracker {
         let now = snap.timestamp;
         let dt = self.prev.map_or(0.0, |p| (now - p).clamp(0.0, MAX_DT));
         self.prev = Some(now);
-        let readable = |d: &Device| d.up && !d.processes_unreadable && d.memory.is_some();
         let unattributed: Vec<u64> = snap
             .devices
             .iter()
@@ -112,7 +112,7 @@ impl Tracker {
         let mut room = MAX_OPEN.saturating_sub(self.open.len());
         let mut refused = false;
         let open = &self.open;
-        let figs = live_figures(&snap.devices, &readable, dt, &mut idle_users, |k, figs| {
+        let figs = live_figures(&snap.devices, dt, &mut idle_users, |k, figs| {
             if figs.contains_key(k) || open.contains_key(k) {
                 return true;
             }
@@ -135,29 +135,24 @@ impl Tracker {
             let o = self.open.entry(key.clone()).or_insert_with(|| Open {
                 user,
                 comm,
-                pids: Vec::new(),
                 started: now,
-                last_live: now,
-                ended: None,
-                gpus: Vec::new(),
+                ..Open::default()
             });
             o.ended = None;
             o.last_live = now;
             for (i, mut f, busy) in per_dev {
                 f.idle = !busy;
                 let d = &snap.devices[i];
-                let total = d.memory.map_or(0, |m| m.total_bytes);
-                let acc = match o.gpus.iter().position(|g| g.uuid == d.uuid) {
-                    Some(at) => &mut o.gpus[at],
+                let (at, dt) = match o.gpus.iter().position(|g| g.uuid == d.uuid) {
+                    Some(at) => (at, dt),
                     None => {
+                        let total = d.memory.map_or(0, |m| m.total_bytes);
                         o.gpus.push(GpuAcc::new(&d.uuid, d.index, total));
-                        let at = o.gpus.len() - 1;
                         // Its first poll on this GPU counts no time.
-                        o.gpus[at].live(&f, unattributed[i], 0.0);
-                        continue;
+                        (o.gpus.len() - 1, 0.0)
                     }
                 };
-                acc.live(&f, unattributed[i], dt);
+                o.gpus[at].live(&f, unattributed[i], dt);
             }
             live_now.insert(key);
         }
@@ -255,17 +250,17 @@ impl Tracker {
     }
 }
 
-/// Each subject's figures of one poll, per device, for the subjects
-/// `follow` admits; adds each idle live process's byte-seconds to its user
-/// in `idle_users`.
+/// Each subject's figures of one poll, per readable device, for the
+/// subjects `follow` admits; adds each idle live process's byte-seconds to
+/// its user in `idle_users`.
 fn live_figures(
     devices: &[Device],
-    readable: &dyn Fn(&Device) -> bool,
     dt: f64,
     idle_users: &mut FxHashMap<ArcStr, f64>,
     mut follow: impl FnMut(&Key, &Figures) -> bool,
 ) -> Figures {
     let mut figs: Figures = FxHashMap::default();
+    let readable = |d: &Device| d.up && !d.processes_unreadable && d.memory.is_some();
     for (i, d) in devices.iter().enumerate().filter(|(_, d)| readable(d)) {
         for p in d.processes.iter().filter(|p| p.holder == Some(Holder::Live)) {
             let used = p.used_bytes.unwrap_or(0);
