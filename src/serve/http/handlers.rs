@@ -200,7 +200,7 @@ fn json<T: serde::Serialize>(b: &ServerBudget, v: &T) -> Response {
     match serde_json::to_vec(v) {
         // Whole snapshots run to tens of MB, summaries to hundreds of KB:
         // counted, so stuck readers cannot pin one copy each.
-        Ok(body) => bodies::bounded(budget(b), body, "application/json"),
+        Ok(body) => bodies::bounded(budget(b), None, body, "application/json"),
         Err(e) => {
             tracing::error!(error = %e, "cannot serialise snapshot");
             (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response()

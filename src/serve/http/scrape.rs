@@ -72,7 +72,7 @@ pub async fn metrics(State(st): State<AppState>, b: ServerBudget, headers: Heade
     };
     let part = st.scrape_memo.part(&snap, &cfg, &st.build, format);
     let rest = metrics::render_daemon(&daemon, format, cfg.processes.label_max_bytes);
-    bodies::bounded_after(budget(&b), part, rest.into_bytes(), format.content_type())
+    bodies::bounded(budget(&b), Some(part), rest.into_bytes(), format.content_type())
 }
 
 #[cfg(test)]
