@@ -303,17 +303,10 @@ fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, TlsError> {
 
 /// Go's RequestClientCert / RequireAnyClientCert: ask for a certificate
 /// and check that the client holds its key, but trust any issuer.
+#[derive(Debug)]
 struct AnyClientCert {
     mandatory: bool,
     algs: WebPkiSupportedAlgorithms,
-}
-
-impl std::fmt::Debug for AnyClientCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnyClientCert")
-            .field("mandatory", &self.mandatory)
-            .finish()
-    }
 }
 
 impl ClientCertVerifier for AnyClientCert {
