@@ -109,8 +109,7 @@ impl Places {
     pub fn enter(self: &Arc<Self>, source: IpAddr) -> Result<Place, Refusal> {
         let mut g = self.lock();
         if g.per_source.get(&source).copied().unwrap_or(0) >= self.per_source {
-            let own = oldest(&g, |c| c.source == source && c.state != State::Busy);
-            match own {
+            match oldest(&g, |c| c.source == source && c.state != State::Busy) {
                 Some(id) => push_out(&mut g, id),
                 None => {
                     refused(&mut g, Refusal::SourceFull, source, self.per_source);
@@ -190,7 +189,7 @@ impl Place {
             return Ok(());
         }
         if g.serving >= p.max_serving {
-            match oldest_idle(&g) {
+            match oldest(&g, |c| matches!(c.state, State::Idle(_))) {
                 Some(id) => push_out(&mut g, id),
                 None => {
                     let source = g.conns.get(&self.id).map(|c| c.source);
@@ -209,9 +208,15 @@ impl Place {
         Ok(())
     }
 
-    /// A request is in flight: not to be pushed out until it is done.
+    /// A request is in flight: not to be pushed out until it is done (a
+    /// connection still waiting has its state changed by `serve` only).
     pub fn busy(&self) {
-        self.set(State::Busy);
+        let mut g = self.places.lock();
+        if let Some(c) = g.conns.get_mut(&self.id)
+            && c.state != State::Waiting
+        {
+            c.state = State::Busy;
+        }
     }
 
     /// No request in flight: may give way from now on.
@@ -223,15 +228,6 @@ impl Place {
             && c.state == State::Busy
         {
             c.state = State::Idle(tick);
-        }
-    }
-
-    fn set(&self, state: State) {
-        let mut g = self.places.lock();
-        if let Some(c) = g.conns.get_mut(&self.id)
-            && c.state != State::Waiting
-        {
-            c.state = state;
         }
     }
 }
@@ -260,10 +256,6 @@ fn oldest(g: &Inner, want: impl Fn(&Conn) -> bool) -> Option<u64> {
             _ => **id,
         })
         .map(|(id, _)| *id)
-}
-
-fn oldest_idle(g: &Inner) -> Option<u64> {
-    oldest(g, |c| matches!(c.state, State::Idle(_)))
 }
 
 /// Tells `id` to close and frees its place now: the newcomer need not wait
