@@ -19,8 +19,24 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-/// How often a kind of refusal may be logged.
+/// How often a kind of refusal (or a failed accept) may be logged.
 const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Logs at most one line per [`LOG_EVERY`] for conditions an attacker can
+/// repeat.
+#[derive(Default)]
+pub(super) struct Throttle(Option<Instant>);
+
+impl Throttle {
+    pub(super) fn ready(&mut self) -> bool {
+        let now = Instant::now();
+        let due = self.0.is_none_or(|t| now.duration_since(t) >= LOG_EVERY);
+        if due {
+            self.0 = Some(now);
+        }
+        due
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -54,7 +70,7 @@ pub enum Refusal {
 
 #[derive(Default)]
 struct Log {
-    last: Option<Instant>,
+    throttle: Throttle,
     refused: u64,
     pushed_out: u64,
 }
@@ -286,11 +302,9 @@ fn release(g: &mut Inner, c: &Conn) {
 /// refusals and push-outs since the last line.
 fn refused(g: &mut Inner, why: Refusal, source: IpAddr, limit: usize) {
     g.log.refused += 1;
-    let now = Instant::now();
-    if g.log.last.is_some_and(|t| now.duration_since(t) < LOG_EVERY) {
+    if !g.log.throttle.ready() {
         return;
     }
-    g.log.last = Some(now);
     let (refused, pushed_out) = (g.log.refused, g.log.pushed_out);
     g.log.refused = 0;
     g.log.pushed_out = 0;
