@@ -267,21 +267,19 @@ fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, TlsError> {
                 .cipher_suites
                 .iter()
                 .find(|s| is12(s) && s.suite().as_str() == Some(name.as_str()));
-            match found {
-                Some(s) => chosen.push(*s),
-                None => {
-                    let known: Vec<&str> = p
-                        .cipher_suites
-                        .iter()
-                        .filter(|s| is12(s))
-                        .filter_map(|s| s.suite().as_str())
-                        .collect();
-                    return Err(TlsError::UnknownSuite {
-                        name: name.clone(),
-                        known: known.join(", "),
-                    });
-                }
-            }
+            let Some(s) = found else {
+                let known: Vec<&str> = p
+                    .cipher_suites
+                    .iter()
+                    .filter(|s| is12(s))
+                    .filter_map(|s| s.suite().as_str())
+                    .collect();
+                return Err(TlsError::UnknownSuite {
+                    name: name.clone(),
+                    known: known.join(", "),
+                });
+            };
+            chosen.push(*s);
         }
         chosen.extend(p.cipher_suites.iter().filter(|s| !is12(s)).copied());
         p.cipher_suites = chosen;
