@@ -87,14 +87,13 @@ impl Budget {
 /// `serve`, uncounted), or a 503 when they do not fit. `head` is sent as it
 /// is: a text shared with other responses (the kept part of `/metrics`) is
 /// not copied.
-pub fn bounded(budget: Option<&Arc<Budget>>, head: Option<Arc<str>>, bytes: Vec<u8>, ct: &'static str) -> Response {
+pub fn bounded(budget: Option<&Arc<Budget>>, head: Option<Arc<[u8]>>, bytes: Vec<u8>, ct: &'static str) -> Response {
     let ct = [(header::CONTENT_TYPE, HeaderValue::from_static(ct))];
-    let head = head.map(Part::Shared);
     let Some(budget) = budget else {
         let frames = head.map(Bytes::from_owner).into_iter().chain([Bytes::from(bytes)]);
         return (ct, Body::new(Pinned(frames.collect()))).into_response();
     };
-    let n = head.as_ref().map_or(0, |h| h.as_ref().len()) + bytes.len();
+    let n = head.as_ref().map_or(0, |h| h.len()) + bytes.len();
     if n >= LARGE_BODY {
         budget.last_large.store(n, Ordering::SeqCst);
     }
@@ -105,8 +104,10 @@ pub fn bounded(budget: Option<&Arc<Budget>>, head: Option<Arc<str>>, bytes: Vec<
     }
     // The count goes with the bytes, not the body: hyper drops the body
     // once it has a frame and queues the bytes until written.
-    let held = |part| Bytes::from_owner(Held(Some(part), budget.clone()));
-    let frames = head.map(held).into_iter().chain([held(Part::Owned(bytes))]);
+    let head = head.map(|h| Bytes::from_owner(Held(Some(h), budget.clone())));
+    let frames = head
+        .into_iter()
+        .chain([Bytes::from_owner(Held(Some(bytes), budget.clone()))]);
     (ct, Body::new(Pinned(frames.collect()))).into_response()
 }
 
@@ -124,25 +125,11 @@ pub fn busy() -> Response {
         .into_response()
 }
 
-/// A frame's bytes: a body's own, or a text several bodies send.
-enum Part {
-    Owned(Vec<u8>),
-    Shared(Arc<str>),
-}
+/// A frame's bytes (a body's own, or a text several bodies send) with
+/// their share of the budget, freed together.
+struct Held<T: AsRef<[u8]>>(Option<T>, Arc<Budget>);
 
-impl AsRef<[u8]> for Part {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            Part::Owned(v) => v,
-            Part::Shared(s) => s.as_bytes(),
-        }
-    }
-}
-
-/// A frame's bytes with their share of the budget, freed together.
-struct Held(Option<Part>, Arc<Budget>);
-
-impl Drop for Held {
+impl<T: AsRef<[u8]>> Drop for Held<T> {
     fn drop(&mut self) {
         let n = self.as_ref().len();
         // The bytes themselves go first, then the pages they were on.
@@ -165,9 +152,9 @@ fn trim() {
     }
 }
 
-impl AsRef<[u8]> for Held {
+impl<T: AsRef<[u8]>> AsRef<[u8]> for Held<T> {
     fn as_ref(&self) -> &[u8] {
-        self.0.as_ref().map_or(&[], Part::as_ref)
+        self.0.as_ref().map_or(&[], T::as_ref)
     }
 }
 
@@ -253,7 +240,7 @@ mod tests {
     #[test]
     fn a_shared_head_goes_first_uncopied_and_counts_until_written() {
         let budget = Budget::new(10_000);
-        let head: Arc<str> = Arc::from("# kept part\n");
+        let head: Arc<[u8]> = Arc::from(&b"# kept part\n"[..]);
         let mut body = bounded(Some(&budget), Some(head.clone()), b"tail\n".to_vec(), "text/plain").into_body();
         assert_eq!(budget.held(), head.len() + 5);
         let first = futures_data(&mut body);
