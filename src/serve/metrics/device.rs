@@ -10,7 +10,7 @@ use crate::collect::source::PollErrorReason;
 use crate::data::snapshot::{Device, Holder, Memory, Snapshot};
 
 /// One `uuid`-labelled sample, when there is a value.
-fn by_uuid(d: &Device, v: Option<impl Into<Num>>, e: &mut Emit<'_>) {
+pub(super) fn by_uuid(d: &Device, v: Option<impl Into<Num>>, e: &mut Emit<'_>) {
     if let Some(v) = v {
         e(&[("uuid", &d.uuid)], v.into());
     }
