@@ -28,19 +28,18 @@ pub async fn healthy() -> &'static str {
     "Healthy\n"
 }
 
-pub async fn ready(State(st): State<AppState>) -> Response {
+pub async fn ready(State(st): State<AppState>) -> (StatusCode, &'static str) {
     let snap = st.snapshots.borrow().clone();
     if !snap.has_polled() {
-        return (
+        (
             StatusCode::SERVICE_UNAVAILABLE,
             "Not ready: the first poll has not finished\n",
         )
-            .into_response();
+    } else if !snap.nvml_up {
+        (StatusCode::SERVICE_UNAVAILABLE, "Not ready: NVML is not available\n")
+    } else {
+        (StatusCode::OK, "Ready\n")
     }
-    if !snap.nvml_up {
-        return (StatusCode::SERVICE_UNAVAILABLE, "Not ready: NVML is not available\n").into_response();
-    }
-    (StatusCode::OK, "Ready\n").into_response()
 }
 
 pub async fn snapshot(State(st): State<AppState>, b: ServerBudget) -> Response {
