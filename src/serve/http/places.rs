@@ -161,30 +161,14 @@ impl Places {
 
     /// Resolves once every [`Place`] is dropped: every connection has ended.
     pub async fn all_gone(&self) {
-        loop {
-            let gone = self.gone.notified();
-            tokio::pin!(gone);
-            gone.as_mut().enable();
-            if self.lock().live == 0 {
-                return;
-            }
-            gone.await;
-        }
+        until(&self.gone, || self.lock().live == 0).await;
     }
 }
 
 impl Place {
     /// Resolves once the connection is told to give way (at once if it was).
     pub async fn pushed_out(&self) {
-        loop {
-            let told = self.signal.notify.notified();
-            tokio::pin!(told);
-            told.as_mut().enable();
-            if self.is_pushed_out() {
-                return;
-            }
-            told.await;
-        }
+        until(&self.signal.notify, || self.is_pushed_out()).await;
     }
 
     pub fn is_pushed_out(&self) -> bool {
@@ -258,6 +242,20 @@ impl Drop for Place {
         if g.live == 0 {
             self.places.gone.notify_waiters();
         }
+    }
+}
+
+/// Resolves once `done` holds, looked at again each time `notify` wakes its
+/// waiters. Registered before each look, so a change in between still wakes.
+async fn until(notify: &Notify, done: impl Fn() -> bool) {
+    loop {
+        let woken = notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if done() {
+            return;
+        }
+        woken.await;
     }
 }
 
