@@ -189,14 +189,14 @@ pub async fn run(
     };
     let (status_tx, status_rx) = watch::channel(started);
     let (reload_tx, reload_rx) = tokio::sync::mpsc::channel(4);
-    let counters = serve::metrics::Counters::following(
-        Some(core.reclaimer.clone()),
-        core.notifiers.clone(),
-        core.state_dir_writable,
-    )
-    .with_allocator(core.allocator.clone())
-    .with_ledger(core.ledger.clone())
-    .with_reports(Some(core.reports.clone()));
+    let counters = serve::metrics::Counters {
+        reclaimer: Some(core.reclaimer.clone()),
+        notifiers: core.notifiers.clone(),
+        state_dir_writable: core.state_dir_writable,
+        allocator: core.allocator.clone(),
+        ledger: core.ledger.clone(),
+        reports: Some(core.reports.clone()),
+    };
     let state = serve::http::AppState {
         snapshots: core.snapshots.clone(),
         alerts: alerts_rx,

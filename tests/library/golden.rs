@@ -87,7 +87,10 @@ fn check(name: &str, got: &str) {
 fn demo_exposition_matches_golden() {
     let cfg = Config::defaults(true);
     let (snap, engine, reports) = demo_snapshot(&cfg);
-    let counters = metrics::Counters::default().with_reports(Some(std::sync::Arc::new(reports)));
+    let counters = metrics::Counters {
+        reports: Some(std::sync::Arc::new(reports)),
+        ..Default::default()
+    };
     let build = metrics::BuildInfo {
         version: "0.0.0-test",
         revision: "golden",

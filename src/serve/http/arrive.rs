@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use super::conn::{App, http, stopped};
 use super::places::Place;
-use super::waiting::{self, Bounds, Prefixed};
+use super::waiting::{self, Bounds};
 use super::webconfig::WebConfig;
 
 /// One connection from accept to close: in the waiting pool until its first
@@ -43,7 +43,7 @@ pub(super) async fn accepted(
         let Some(prefix) = waiting::header(&mut stream, cap, &mut bounds).await else {
             return;
         };
-        return served(app, Prefixed::new(prefix, stream), peer.ip(), &cfg, place, stop).await;
+        return served(app, stream, prefix, peer.ip(), &cfg, place, stop).await;
     };
     if !waiting::first_byte(&stream, &mut bounds).await {
         return;
@@ -62,18 +62,25 @@ pub(super) async fn accepted(
     let Some(prefix) = waiting::header(&mut stream, cap, &mut bounds).await else {
         return;
     };
-    served(app, Prefixed::new(prefix, stream), peer.ip(), &cfg, place, stop).await;
+    served(app, stream, prefix, peer.ip(), &cfg, place, stop).await;
 }
 
 /// Takes a serving place (refused: the connection closes) and serves.
-async fn served<I>(app: Arc<App>, io: I, peer: IpAddr, cfg: &WebConfig, place: Place, stop: watch::Receiver<bool>)
-where
+async fn served<I>(
+    app: Arc<App>,
+    io: I,
+    prefix: Vec<u8>,
+    peer: IpAddr,
+    cfg: &WebConfig,
+    place: Place,
+    stop: watch::Receiver<bool>,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     if place.serve().is_err() {
         return;
     }
-    http(app, io, peer, cfg, Arc::new(place), stop).await;
+    http(app, io, prefix, peer, cfg, Arc::new(place), stop).await;
 }
 
 /// The handshake, after a look at the first byte: a plain HTTP request on

@@ -155,10 +155,7 @@ impl BasicAuth {
                 found = Some(h.as_str());
             }
         }
-        match found {
-            Some(h) => (h, true),
-            None => (self.costliest.as_str(), false),
-        }
+        found.map_or((self.costliest.as_str(), false), |h| (h, true))
     }
 
     /// Whether the request's `Authorization: Basic` names a user with the

@@ -82,32 +82,18 @@ impl Budget {
     }
 }
 
-/// `bytes` as the body of a response with `content_type`, counted against
-/// `budget` (none: a router used without `serve`, uncounted), or a 503
-/// when they do not fit.
-pub fn bounded(budget: Option<&Arc<Budget>>, bytes: Vec<u8>, content_type: &'static str) -> Response {
-    respond(budget, None, bytes, content_type)
-}
-
-/// [`bounded`] with `head` before `bytes`, sent as it is: a text shared
-/// with other responses (the kept part of `/metrics`) is not copied.
-pub fn bounded_after(
-    budget: Option<&Arc<Budget>>,
-    head: Arc<str>,
-    bytes: Vec<u8>,
-    content_type: &'static str,
-) -> Response {
-    respond(budget, Some(head), bytes, content_type)
-}
-
-fn respond(budget: Option<&Arc<Budget>>, head: Option<Arc<str>>, bytes: Vec<u8>, ct: &'static str) -> Response {
+/// `head` (if any) then `bytes` as the body of a response with content
+/// type `ct`, counted against `budget` (none: a router used without
+/// `serve`, uncounted), or a 503 when they do not fit. `head` is sent as it
+/// is: a text shared with other responses (the kept part of `/metrics`) is
+/// not copied.
+pub fn bounded(budget: Option<&Arc<Budget>>, head: Option<Arc<[u8]>>, bytes: Vec<u8>, ct: &'static str) -> Response {
     let ct = [(header::CONTENT_TYPE, HeaderValue::from_static(ct))];
-    let head = head.map(Part::Shared);
     let Some(budget) = budget else {
         let frames = head.map(Bytes::from_owner).into_iter().chain([Bytes::from(bytes)]);
         return (ct, Body::new(Pinned(frames.collect()))).into_response();
     };
-    let n = head.as_ref().map_or(0, |h| h.as_ref().len()) + bytes.len();
+    let n = head.as_ref().map_or(0, |h| h.len()) + bytes.len();
     if n >= LARGE_BODY {
         budget.last_large.store(n, Ordering::SeqCst);
     }
@@ -118,8 +104,10 @@ fn respond(budget: Option<&Arc<Budget>>, head: Option<Arc<str>>, bytes: Vec<u8>,
     }
     // The count goes with the bytes, not the body: hyper drops the body
     // once it has a frame and queues the bytes until written.
-    let held = |part| Bytes::from_owner(Held(Some(part), budget.clone()));
-    let frames = head.map(held).into_iter().chain([held(Part::Owned(bytes))]);
+    let head = head.map(|h| Bytes::from_owner(Held(Some(h), budget.clone())));
+    let frames = head
+        .into_iter()
+        .chain([Bytes::from_owner(Held(Some(bytes), budget.clone()))]);
     (ct, Body::new(Pinned(frames.collect()))).into_response()
 }
 
@@ -137,25 +125,11 @@ pub fn busy() -> Response {
         .into_response()
 }
 
-/// A frame's bytes: a body's own, or a text several bodies send.
-enum Part {
-    Owned(Vec<u8>),
-    Shared(Arc<str>),
-}
+/// A frame's bytes (a body's own, or a text several bodies send) with
+/// their share of the budget, freed together.
+struct Held<T: AsRef<[u8]>>(Option<T>, Arc<Budget>);
 
-impl AsRef<[u8]> for Part {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            Part::Owned(v) => v,
-            Part::Shared(s) => s.as_bytes(),
-        }
-    }
-}
-
-/// A frame's bytes with their share of the budget, freed together.
-struct Held(Option<Part>, Arc<Budget>);
-
-impl Drop for Held {
+impl<T: AsRef<[u8]>> Drop for Held<T> {
     fn drop(&mut self) {
         let n = self.as_ref().len();
         // The bytes themselves go first, then the pages they were on.
@@ -178,9 +152,9 @@ fn trim() {
     }
 }
 
-impl AsRef<[u8]> for Held {
+impl<T: AsRef<[u8]>> AsRef<[u8]> for Held<T> {
     fn as_ref(&self) -> &[u8] {
-        self.0.as_ref().map_or(&[], Part::as_ref)
+        self.0.as_ref().map_or(&[], T::as_ref)
     }
 }
 
@@ -222,27 +196,29 @@ mod tests {
         let budget = Budget::new(10_000);
         let b = Some(&budget);
         // Held by the bytes: taking the frame out of the body keeps the count.
-        let mut frame = bounded(b, vec![b'x'; 4000], "application/json").into_body();
+        let mut frame = bounded(b, None, vec![b'x'; 4000], "application/json").into_body();
         let data = futures_data(&mut frame);
         drop(frame);
         assert_eq!(budget.held(), 4000);
         drop(data);
         assert_eq!(budget.held(), 0);
         // Many small bodies add up against the same budget.
-        let held: Vec<Response> = (0..10).map(|_| bounded(b, vec![b'x'; 1000], "text/plain")).collect();
+        let held: Vec<Response> = (0..10)
+            .map(|_| bounded(b, None, vec![b'x'; 1000], "text/plain"))
+            .collect();
         assert!(held.iter().all(|r| r.status() == StatusCode::OK));
         assert_eq!(budget.held(), 10_000);
-        let refused = bounded(b, vec![b'x'; 10], "application/json");
+        let refused = bounded(b, None, vec![b'x'; 10], "application/json");
         assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
         assert!(refused.headers().contains_key(header::RETRY_AFTER));
         assert_eq!(budget.held(), 10_000, "a refusal holds nothing");
         drop(held);
         assert_eq!(budget.held(), 0);
         // A body larger than the whole budget still goes out alone.
-        let big = bounded(b, vec![b'x'; 50_000], "application/json");
+        let big = bounded(b, None, vec![b'x'; 50_000], "application/json");
         assert_eq!(big.status(), StatusCode::OK);
         assert_eq!(
-            bounded(b, vec![b'x'; 1], "text/plain").status(),
+            bounded(b, None, vec![b'x'; 1], "text/plain").status(),
             StatusCode::SERVICE_UNAVAILABLE
         );
         drop(big);
@@ -250,22 +226,22 @@ mod tests {
         // another would not fit.
         let budget = Budget::new(3 << 20);
         let b = Some(&budget);
-        let first = bounded(b, vec![b'x'; 2 << 20], "application/json");
+        let first = bounded(b, None, vec![b'x'; 2 << 20], "application/json");
         assert_eq!(first.status(), StatusCode::OK);
         assert!(budget.full(), "2 MiB held, 2 MiB more would not fit in 3");
         drop(first);
         assert!(!budget.full(), "nothing held");
         // Another server's budget is its own.
         let other = Budget::new(10);
-        let _kept = bounded(Some(&other), vec![b'x'; 10], "text/plain");
+        let _kept = bounded(Some(&other), None, vec![b'x'; 10], "text/plain");
         assert_eq!((budget.held(), other.held()), (0, 10));
     }
 
     #[test]
     fn a_shared_head_goes_first_uncopied_and_counts_until_written() {
         let budget = Budget::new(10_000);
-        let head: Arc<str> = Arc::from("# kept part\n");
-        let mut body = bounded_after(Some(&budget), head.clone(), b"tail\n".to_vec(), "text/plain").into_body();
+        let head: Arc<[u8]> = Arc::from(&b"# kept part\n"[..]);
+        let mut body = bounded(Some(&budget), Some(head.clone()), b"tail\n".to_vec(), "text/plain").into_body();
         assert_eq!(budget.held(), head.len() + 5);
         let first = futures_data(&mut body);
         assert_eq!(first.as_ptr(), head.as_ptr(), "the head is sent from the shared text");
@@ -277,7 +253,7 @@ mod tests {
         drop(second);
         assert_eq!(budget.held(), 0);
         // Without a budget (a router used without serve), the same bytes.
-        let mut plain = bounded_after(None, head.clone(), b"t".to_vec(), "text/plain").into_body();
+        let mut plain = bounded(None, Some(head.clone()), b"t".to_vec(), "text/plain").into_body();
         assert_eq!(
             (futures_data(&mut plain), futures_data(&mut plain)),
             (Bytes::from("# kept part\n"), Bytes::from("t"))

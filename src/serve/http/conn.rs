@@ -41,14 +41,15 @@ pub(super) async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
-/// Serves HTTP/1.1 on one connection until the client leaves, a limit cuts
-/// it off, it is pushed out while idle, or shutdown (after the request in
-/// flight, if any). A response the client does not take within the request
-/// timeout ends the connection: producing and delivering a response get the
-/// same bound.
+/// Serves HTTP/1.1 on one connection, `prefix` (what was read of it while
+/// it waited) first, until the client leaves, a limit cuts it off, it is
+/// pushed out while idle, or shutdown (after the request in flight, if any).
+/// A response the client does not take within the request timeout ends the
+/// connection: producing and delivering a response get the same bound.
 pub(super) async fn http<I>(
     app: Arc<App>,
     io: I,
+    prefix: Vec<u8>,
     peer: IpAddr,
     cfg: &WebConfig,
     place: Arc<Place>,
@@ -85,7 +86,12 @@ pub(super) async fn http<I>(
         .max_buf_size(cfg.limits.max_header_bytes.saturating_mul(2))
         .max_headers(cfg.limits.max_headers)
         .serve_connection(
-            TokioIo::new(WriteDeadline::new(io, cfg.limits.request_timeout, header_lines(cfg))),
+            TokioIo::new(WriteDeadline::new(
+                io,
+                prefix,
+                cfg.limits.request_timeout,
+                header_lines(cfg),
+            )),
             svc,
         );
     tokio::pin!(conn);

@@ -4,7 +4,9 @@
 //! reads cannot keep its socket, its permit and a response body in memory.
 //! It also adds the configured security headers to the one response hyper
 //! writes by itself (431 for a header past its buffer), which no service
-//! layer sees. It must not parse requests or know where its settings come from.
+//! layer sees, and gives hyper first the request header already read while
+//! the connection waited (`waiting.rs`). It must not parse requests or know
+//! where its settings come from.
 
 use std::future::Future;
 use std::io;
@@ -12,12 +14,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use axum::body::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Sleep;
 
 /// Wraps one connection's stream (plain TCP or TLS).
 pub struct WriteDeadline<I> {
     inner: I,
+    /// Bytes already read from `inner`, read again before it.
+    prefix: Bytes,
     limit: Duration,
     /// Armed when a write first could not proceed; disarmed when a flush
     /// completes, which hyper asks for once its own buffer is empty, i.e.
@@ -31,9 +36,10 @@ pub struct WriteDeadline<I> {
 }
 
 impl<I> WriteDeadline<I> {
-    pub fn new(inner: I, limit: Duration, headers: Vec<u8>) -> Self {
+    pub fn new(inner: I, prefix: Vec<u8>, limit: Duration, headers: Vec<u8>) -> Self {
         Self {
             inner,
+            prefix: prefix.into(),
             limit,
             backlog: None,
             headers,
@@ -90,7 +96,13 @@ impl<I: AsyncWrite + Unpin> WriteDeadline<I> {
 
 impl<I: AsyncRead + Unpin> AsyncRead for WriteDeadline<I> {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_read(cx, buf)
+        let this = self.get_mut();
+        if !this.prefix.is_empty() {
+            let n = buf.remaining().min(this.prefix.len());
+            buf.put_slice(&this.prefix.split_to(n));
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
     }
 }
 
@@ -173,7 +185,7 @@ mod tests {
     async fn a_peer_that_never_reads_fails_the_write_within_the_limit() {
         // A duplex pipe of 64 bytes whose other end is never read.
         let (a, _b) = tokio::io::duplex(64);
-        let mut w = WriteDeadline::new(a, Duration::from_millis(200), Vec::new());
+        let mut w = WriteDeadline::new(a, Vec::new(), Duration::from_millis(200), Vec::new());
         let t = std::time::Instant::now();
         let r = tokio::time::timeout(Duration::from_secs(5), w.write_all(&[0u8; 4096])).await;
         let err = r
@@ -186,7 +198,7 @@ mod tests {
     #[tokio::test]
     async fn a_reading_peer_gets_everything() {
         let (a, mut b) = tokio::io::duplex(64);
-        let mut w = WriteDeadline::new(a, Duration::from_millis(300), Vec::new());
+        let mut w = WriteDeadline::new(a, Vec::new(), Duration::from_millis(300), Vec::new());
         let reader = tokio::spawn(async move {
             let mut sink = Vec::new();
             tokio::io::AsyncReadExt::read_to_end(&mut b, &mut sink)
@@ -202,10 +214,27 @@ mod tests {
         assert_eq!(reader.await.unwrap().unwrap(), 5 * 256);
     }
 
+    #[tokio::test]
+    async fn the_bytes_read_while_waiting_come_first() {
+        use tokio::io::AsyncReadExt;
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut w = WriteDeadline::new(a, b"GET / HT".to_vec(), Duration::from_secs(1), Vec::new());
+        b.write_all(b"TP/1.1\r\n\r\n").await.unwrap();
+        drop(b);
+        let mut got = Vec::new();
+        w.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"GET / HTTP/1.1\r\n\r\n");
+    }
+
     #[test]
     fn hyper_s_own_431_gets_the_headers_once() {
         let (a, _b) = tokio::io::duplex(64);
-        let w = WriteDeadline::new(a, Duration::from_secs(1), b"x-frame-options: deny\r\n".to_vec());
+        let w = WriteDeadline::new(
+            a,
+            Vec::new(),
+            Duration::from_secs(1),
+            b"x-frame-options: deny\r\n".to_vec(),
+        );
         let hyper = b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n\r\n";
         let got = w.rewrite(hyper).expect("rewritten");
         assert_eq!(

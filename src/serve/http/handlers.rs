@@ -28,19 +28,18 @@ pub async fn healthy() -> &'static str {
     "Healthy\n"
 }
 
-pub async fn ready(State(st): State<AppState>) -> Response {
+pub async fn ready(State(st): State<AppState>) -> (StatusCode, &'static str) {
     let snap = st.snapshots.borrow().clone();
     if !snap.has_polled() {
-        return (
+        (
             StatusCode::SERVICE_UNAVAILABLE,
             "Not ready: the first poll has not finished\n",
         )
-            .into_response();
+    } else if !snap.nvml_up {
+        (StatusCode::SERVICE_UNAVAILABLE, "Not ready: NVML is not available\n")
+    } else {
+        (StatusCode::OK, "Ready\n")
     }
-    if !snap.nvml_up {
-        return (StatusCode::SERVICE_UNAVAILABLE, "Not ready: NVML is not available\n").into_response();
-    }
-    (StatusCode::OK, "Ready\n").into_response()
 }
 
 pub async fn snapshot(State(st): State<AppState>, b: ServerBudget) -> Response {
@@ -67,13 +66,10 @@ pub async fn history(
     State(st): State<AppState>,
     b: ServerBudget,
     q: Result<Query<HistoryQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q, "?gpu=UUID&since=UNIX_SECONDS&points=N&processes=false") {
-        Ok(q) => q,
-        Err(bad) => return bad.into_response(),
-    };
+) -> Result<Response, BadQuery> {
+    let q = query(q, "?gpu=UUID&since=UNIX_SECONDS&points=N&processes=false")?;
     if budget(&b).is_some_and(|b| b.full()) {
-        return bodies::busy();
+        return Ok(bodies::busy());
     }
     let opts = crate::collect::history::ViewOptions {
         gpu: q.gpu.as_deref(),
@@ -86,7 +82,7 @@ pub async fn history(
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .view_with(&opts);
-    json(&b, &view)
+    Ok(json(&b, &view))
 }
 
 /// `?top=N` processes per GPU (at most 200; by default 10, or 3 from 9
@@ -103,13 +99,10 @@ pub async fn summary(
     State(st): State<AppState>,
     b: ServerBudget,
     q: Result<Query<SummaryQuery>, QueryRejection>,
-) -> Response {
-    let q = match query(q, "?top=N&gpu=UUID") {
-        Ok(q) => q,
-        Err(bad) => return bad.into_response(),
-    };
+) -> Result<Response, BadQuery> {
+    let q = query(q, "?top=N&gpu=UUID")?;
     if budget(&b).is_some_and(|b| b.full()) {
-        return bodies::busy();
+        return Ok(bodies::busy());
     }
     let snap = st.snapshots.borrow().clone();
     let alerts = st.alerts.borrow().clone();
@@ -120,11 +113,14 @@ pub async fn summary(
         .min(statuspage::MAX_TOP);
     let links = crate::app::config::status_page::PageLinks::new(&cfg.status_page, &cfg.links, &st.telemetry_path);
     let summary = statuspage::summarize(&snap, &alerts, &links, top, q.gpu.as_deref());
-    with_suspended(&st, &b, &summary)
+    Ok(with_suspended(&st, &b, &summary))
 }
 
+/// A 400 that says what was wrong with a query and shows the accepted form.
+type BadQuery = (StatusCode, String);
+
 /// The parsed query, or a 400 that shows the accepted `form`.
-fn query<T>(q: Result<Query<T>, QueryRejection>, form: &str) -> Result<T, (StatusCode, String)> {
+fn query<T>(q: Result<Query<T>, QueryRejection>, form: &str) -> Result<T, BadQuery> {
     q.map(|Query(q)| q).map_err(|e| {
         (
             StatusCode::BAD_REQUEST,
@@ -193,20 +189,17 @@ pub async fn reports(
     State(st): State<AppState>,
     b: ServerBudget,
     q: Result<Query<crate::judge::report::Query>, QueryRejection>,
-) -> Response {
-    let q = match query(q, "?job=ID&pod=UID&pid=PID&user=NAME&limit=N") {
-        Ok(q) => q,
-        Err(bad) => return bad.into_response(),
-    };
+) -> Result<Response, BadQuery> {
+    let q = query(q, "?job=ID&pod=UID&pid=PID&user=NAME&limit=N")?;
     let list = st.reports.as_ref().map(|r| r.query(&q)).unwrap_or_default();
-    json(&b, &serde_json::json!({ "reports": list }))
+    Ok(json(&b, &serde_json::json!({ "reports": list })))
 }
 
 fn json<T: serde::Serialize>(b: &ServerBudget, v: &T) -> Response {
     match serde_json::to_vec(v) {
         // Whole snapshots run to tens of MB, summaries to hundreds of KB:
         // counted, so stuck readers cannot pin one copy each.
-        Ok(body) => bodies::bounded(budget(b), body, "application/json"),
+        Ok(body) => bodies::bounded(budget(b), None, body, "application/json"),
         Err(e) => {
             tracing::error!(error = %e, "cannot serialise snapshot");
             (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response()

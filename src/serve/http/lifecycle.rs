@@ -24,15 +24,11 @@ struct Answer<'a> {
     reason: Option<&'a str>,
 }
 
-fn text(status: StatusCode, body: String) -> Response {
-    (status, body).into_response()
-}
+/// A refusal: its status and a short text for the client.
+type Refused = (StatusCode, String);
 
 /// The checks both endpoints share: lifecycle on, reclaim present, a PID.
-fn admit(
-    st: &AppState,
-    raw: &str,
-) -> Result<(std::sync::Arc<crate::act::reclaim::Reclaimer>, u32), (StatusCode, String)> {
+fn admit(st: &AppState, raw: &str) -> Result<(std::sync::Arc<crate::act::reclaim::Reclaimer>, u32), Refused> {
     if !st.config.borrow().server.enable_lifecycle {
         return Err((StatusCode::FORBIDDEN, "Lifecycle API is not enabled.\n".into()));
     }
@@ -68,37 +64,31 @@ fn answer(pid: u32, action: &str, outcome: &Outcome) -> Response {
     };
     match serde_json::to_string(&body) {
         Ok(json) => (status, [("content-type", "application/json")], json + "\n").into_response(),
-        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "internal error\n".into()),
+        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "internal error\n").into_response(),
     }
 }
 
-pub async fn resume(State(st): State<AppState>, Path(raw): Path<String>) -> Response {
-    let (r, pid) = match admit(&st, &raw) {
-        Ok(x) => x,
-        Err((status, body)) => return text(status, body),
-    };
+pub async fn resume(State(st): State<AppState>, Path(raw): Path<String>) -> Result<Response, Refused> {
+    let (r, pid) = admit(&st, &raw)?;
     match tokio::task::spawn_blocking(move || r.resume(pid, "api")).await {
-        Ok(o) => answer(pid, "resume", &o),
-        Err(_) => text(StatusCode::INTERNAL_SERVER_ERROR, "resume task failed\n".into()),
+        Ok(o) => Ok(answer(pid, "resume", &o)),
+        Err(_) => Err((StatusCode::INTERNAL_SERVER_ERROR, "resume task failed\n".into())),
     }
 }
 
-pub async fn suspend(State(st): State<AppState>, Path(raw): Path<String>) -> Response {
-    let (r, pid) = match admit(&st, &raw) {
-        Ok(x) => x,
-        Err((status, body)) => return text(status, body),
-    };
+pub async fn suspend(State(st): State<AppState>, Path(raw): Path<String>) -> Result<Response, Refused> {
+    let (r, pid) = admit(&st, &raw)?;
     let Some(target) = listed_target(&st, pid) else {
         // Audited and counted (it writes a line: off the async workers).
         let _ = tokio::task::spawn_blocking(move || r.refuse_unlisted(pid, "api")).await;
-        return text(
+        return Err((
             StatusCode::NOT_FOUND,
             format!("pid {pid} is not listed by NVML on any GPU in the latest poll\n"),
-        );
+        ));
     };
     match tokio::task::spawn_blocking(move || r.suspend(vec![target])).await {
-        Ok(mut v) if !v.is_empty() => answer(pid, "suspend", &v.remove(0).1),
-        _ => text(StatusCode::INTERNAL_SERVER_ERROR, "suspend task failed\n".into()),
+        Ok(mut v) if !v.is_empty() => Ok(answer(pid, "suspend", &v.remove(0).1)),
+        _ => Err((StatusCode::INTERNAL_SERVER_ERROR, "suspend task failed\n".into())),
     }
 }
 

@@ -19,8 +19,24 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-/// How often a kind of refusal may be logged.
+/// How often a kind of refusal (or a failed accept) may be logged.
 const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Logs at most one line per [`LOG_EVERY`] for conditions an attacker can
+/// repeat.
+#[derive(Default)]
+pub(super) struct Throttle(Option<Instant>);
+
+impl Throttle {
+    pub(super) fn ready(&mut self) -> bool {
+        let now = Instant::now();
+        let due = self.0.is_none_or(|t| now.duration_since(t) >= LOG_EVERY);
+        if due {
+            self.0 = Some(now);
+        }
+        due
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
@@ -54,7 +70,7 @@ pub enum Refusal {
 
 #[derive(Default)]
 struct Log {
-    last: Option<Instant>,
+    throttle: Throttle,
     refused: u64,
     pushed_out: u64,
 }
@@ -109,8 +125,7 @@ impl Places {
     pub fn enter(self: &Arc<Self>, source: IpAddr) -> Result<Place, Refusal> {
         let mut g = self.lock();
         if g.per_source.get(&source).copied().unwrap_or(0) >= self.per_source {
-            let own = oldest(&g, |c| c.source == source && c.state != State::Busy);
-            match own {
+            match oldest(&g, |c| c.source == source && c.state != State::Busy) {
                 Some(id) => push_out(&mut g, id),
                 None => {
                     refused(&mut g, Refusal::SourceFull, source, self.per_source);
@@ -146,30 +161,14 @@ impl Places {
 
     /// Resolves once every [`Place`] is dropped: every connection has ended.
     pub async fn all_gone(&self) {
-        loop {
-            let gone = self.gone.notified();
-            tokio::pin!(gone);
-            gone.as_mut().enable();
-            if self.lock().live == 0 {
-                return;
-            }
-            gone.await;
-        }
+        until(&self.gone, || self.lock().live == 0).await;
     }
 }
 
 impl Place {
     /// Resolves once the connection is told to give way (at once if it was).
     pub async fn pushed_out(&self) {
-        loop {
-            let told = self.signal.notify.notified();
-            tokio::pin!(told);
-            told.as_mut().enable();
-            if self.is_pushed_out() {
-                return;
-            }
-            told.await;
-        }
+        until(&self.signal.notify, || self.is_pushed_out()).await;
     }
 
     pub fn is_pushed_out(&self) -> bool {
@@ -190,7 +189,7 @@ impl Place {
             return Ok(());
         }
         if g.serving >= p.max_serving {
-            match oldest_idle(&g) {
+            match oldest(&g, |c| matches!(c.state, State::Idle(_))) {
                 Some(id) => push_out(&mut g, id),
                 None => {
                     let source = g.conns.get(&self.id).map(|c| c.source);
@@ -209,9 +208,15 @@ impl Place {
         Ok(())
     }
 
-    /// A request is in flight: not to be pushed out until it is done.
+    /// A request is in flight: not to be pushed out until it is done (a
+    /// connection still waiting has its state changed by `serve` only).
     pub fn busy(&self) {
-        self.set(State::Busy);
+        let mut g = self.places.lock();
+        if let Some(c) = g.conns.get_mut(&self.id)
+            && c.state != State::Waiting
+        {
+            c.state = State::Busy;
+        }
     }
 
     /// No request in flight: may give way from now on.
@@ -223,15 +228,6 @@ impl Place {
             && c.state == State::Busy
         {
             c.state = State::Idle(tick);
-        }
-    }
-
-    fn set(&self, state: State) {
-        let mut g = self.places.lock();
-        if let Some(c) = g.conns.get_mut(&self.id)
-            && c.state != State::Waiting
-        {
-            c.state = state;
         }
     }
 }
@@ -249,6 +245,20 @@ impl Drop for Place {
     }
 }
 
+/// Resolves once `done` holds, looked at again each time `notify` wakes its
+/// waiters. Registered before each look, so a change in between still wakes.
+async fn until(notify: &Notify, done: impl Fn() -> bool) {
+    loop {
+        let woken = notify.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if done() {
+            return;
+        }
+        woken.await;
+    }
+}
+
 /// The connection longest in the state `want` picks (waiting connections
 /// by arrival, idle ones by how long they have been idle).
 fn oldest(g: &Inner, want: impl Fn(&Conn) -> bool) -> Option<u64> {
@@ -260,10 +270,6 @@ fn oldest(g: &Inner, want: impl Fn(&Conn) -> bool) -> Option<u64> {
             _ => **id,
         })
         .map(|(id, _)| *id)
-}
-
-fn oldest_idle(g: &Inner) -> Option<u64> {
-    oldest(g, |c| matches!(c.state, State::Idle(_)))
 }
 
 /// Tells `id` to close and frees its place now: the newcomer need not wait
@@ -294,11 +300,9 @@ fn release(g: &mut Inner, c: &Conn) {
 /// refusals and push-outs since the last line.
 fn refused(g: &mut Inner, why: Refusal, source: IpAddr, limit: usize) {
     g.log.refused += 1;
-    let now = Instant::now();
-    if g.log.last.is_some_and(|t| now.duration_since(t) < LOG_EVERY) {
+    if !g.log.throttle.ready() {
         return;
     }
-    g.log.last = Some(now);
     let (refused, pushed_out) = (g.log.refused, g.log.pushed_out);
     g.log.refused = 0;
     g.log.pushed_out = 0;

@@ -29,13 +29,13 @@ struct Kept {
     snap: Weak<Snapshot>,
     config: Weak<Config>,
     format: Format,
-    text: Arc<str>,
+    text: Arc<[u8]>,
 }
 
 impl ScrapeMemo {
     /// The snapshot part for `snap` under `cfg` in `format`: the kept one
     /// when all three are the ones it was rendered from, else a new one.
-    fn part(&self, snap: &Arc<Snapshot>, cfg: &Arc<Config>, build: &metrics::BuildInfo, format: Format) -> Arc<str> {
+    fn part(&self, snap: &Arc<Snapshot>, cfg: &Arc<Config>, build: &metrics::BuildInfo, format: Format) -> Arc<[u8]> {
         let mut kept = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(k) = kept.as_ref()
             && k.format == format
@@ -44,7 +44,9 @@ impl ScrapeMemo {
         {
             return k.text.clone();
         }
-        let text: Arc<str> = metrics::render_snapshot(snap, &cfg.processes, build, format).into();
+        let text: Arc<[u8]> = metrics::render_snapshot(snap, &cfg.processes, build, format)
+            .into_bytes()
+            .into();
         *kept = Some(Kept {
             snap: Arc::downgrade(snap),
             config: Arc::downgrade(cfg),
@@ -72,7 +74,7 @@ pub async fn metrics(State(st): State<AppState>, b: ServerBudget, headers: Heade
     };
     let part = st.scrape_memo.part(&snap, &cfg, &st.build, format);
     let rest = metrics::render_daemon(&daemon, format, cfg.processes.label_max_bytes);
-    bodies::bounded_after(budget(&b), part, rest.into_bytes(), format.content_type())
+    bodies::bounded(budget(&b), Some(part), rest.into_bytes(), format.content_type())
 }
 
 #[cfg(test)]
@@ -102,7 +104,7 @@ mod tests {
         assert!(Arc::ptr_eq(&first, &memo.part(&s1, &cfg, &build(), Format::Prometheus)));
         assert_eq!(
             &*first,
-            metrics::render_snapshot(&s1, &cfg.processes, &build(), Format::Prometheus)
+            metrics::render_snapshot(&s1, &cfg.processes, &build(), Format::Prometheus).as_bytes()
         );
 
         let om = memo.part(&s1, &cfg, &build(), Format::OpenMetrics);
@@ -119,7 +121,7 @@ mod tests {
         assert_ne!(&*first, &*second);
         assert_eq!(
             &*second,
-            metrics::render_snapshot(&s2, &cfg2.processes, &build(), Format::Prometheus)
+            metrics::render_snapshot(&s2, &cfg2.processes, &build(), Format::Prometheus).as_bytes()
         );
     }
 

@@ -7,7 +7,7 @@
 use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::{Extension, Router};
 use tokio::net::TcpListener;
@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::arrive;
 use super::bodies::Budget;
 use super::conn::{App, stopped};
-use super::places::Places;
+use super::places::{Places, Throttle};
 use super::webwatch::WebConfigWatch;
 
 /// Serves `router` on `listener` until `shutdown` turns true, then stops
@@ -69,21 +69,6 @@ pub async fn serve(
     drop(listener);
     places.all_gone().await;
     Ok(())
-}
-
-/// Logs at most one line per interval for conditions an attacker can repeat.
-#[derive(Default)]
-struct Throttle(Option<Instant>);
-
-impl Throttle {
-    fn ready(&mut self) -> bool {
-        let now = Instant::now();
-        let due = self.0.is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10));
-        if due {
-            self.0 = Some(now);
-        }
-        due
-    }
 }
 
 /// Accept fails for one client (reset before accept) or for all (out of

@@ -267,21 +267,19 @@ fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, TlsError> {
                 .cipher_suites
                 .iter()
                 .find(|s| is12(s) && s.suite().as_str() == Some(name.as_str()));
-            match found {
-                Some(s) => chosen.push(*s),
-                None => {
-                    let known: Vec<&str> = p
-                        .cipher_suites
-                        .iter()
-                        .filter(|s| is12(s))
-                        .filter_map(|s| s.suite().as_str())
-                        .collect();
-                    return Err(TlsError::UnknownSuite {
-                        name: name.clone(),
-                        known: known.join(", "),
-                    });
-                }
-            }
+            let Some(s) = found else {
+                let known: Vec<&str> = p
+                    .cipher_suites
+                    .iter()
+                    .filter(|s| is12(s))
+                    .filter_map(|s| s.suite().as_str())
+                    .collect();
+                return Err(TlsError::UnknownSuite {
+                    name: name.clone(),
+                    known: known.join(", "),
+                });
+            };
+            chosen.push(*s);
         }
         chosen.extend(p.cipher_suites.iter().filter(|s| !is12(s)).copied());
         p.cipher_suites = chosen;
@@ -303,17 +301,10 @@ fn crypto_provider(t: &TlsFile) -> Result<CryptoProvider, TlsError> {
 
 /// Go's RequestClientCert / RequireAnyClientCert: ask for a certificate
 /// and check that the client holds its key, but trust any issuer.
+#[derive(Debug)]
 struct AnyClientCert {
     mandatory: bool,
     algs: WebPkiSupportedAlgorithms,
-}
-
-impl std::fmt::Debug for AnyClientCert {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnyClientCert")
-            .field("mandatory", &self.mandatory)
-            .finish()
-    }
 }
 
 impl ClientCertVerifier for AnyClientCert {

@@ -1,15 +1,12 @@
 //! Connections that have not sent a whole request header yet (their place
 //! is in `places.rs`'s waiting pool): the wait for the first byte, and the
 //! header read into memory (at most the header limit) before a serving
-//! place is taken, then replayed to hyper. It must not parse HTTP beyond
-//! finding the blank line that ends a header.
+//! place is taken (`deadline.rs` replays it to hyper). It must not parse
+//! HTTP beyond finding the blank line that ends a header.
 
-use std::io;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -61,62 +58,6 @@ pub async fn header<S: AsyncRead + Unpin>(stream: &mut S, cap: usize, b: &mut Bo
 
 fn ends_header(tail: &[u8]) -> bool {
     tail.windows(4).any(|w| w == b"\r\n\r\n") || tail.windows(2).any(|w| w == b"\n\n")
-}
-
-/// A stream that first yields the bytes already read from it.
-pub struct Prefixed<S> {
-    prefix: Vec<u8>,
-    at: usize,
-    inner: S,
-}
-
-impl<S> Prefixed<S> {
-    pub fn new(prefix: Vec<u8>, inner: S) -> Self {
-        Self { prefix, at: 0, inner }
-    }
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, out: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        if self.at < self.prefix.len() {
-            let n = out.remaining().min(self.prefix.len() - self.at);
-            let at = self.at;
-            out.put_slice(&self.prefix[at..at + n]);
-            self.at += n;
-            if self.at == self.prefix.len() {
-                self.prefix = Vec::new();
-                self.at = 0;
-            }
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, out)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderName, HeaderValue, header};
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -245,20 +245,23 @@ fn build(file: FileConfig, dir: &Path, path: &Path) -> Result<WebConfig, WebConf
     })
 }
 
-/// The headers exporter-toolkit allows, with the values it allows (empty:
-/// any). Others are refused so that every Prometheus component agrees.
-const ALLOWED_HEADERS: &[(&str, &[&str])] = &[
-    ("Strict-Transport-Security", &[]),
-    ("X-Content-Type-Options", &["nosniff"]),
-    ("X-Frame-Options", &["deny", "sameorigin"]),
-    ("X-XSS-Protection", &[]),
-    ("Content-Security-Policy", &[]),
+/// The headers exporter-toolkit allows, as it spells them, with the values
+/// it allows (empty: any). Others are refused so that every Prometheus
+/// component agrees.
+const ALLOWED_HEADERS: &[(&str, HeaderName, &[&str])] = &[
+    ("Strict-Transport-Security", header::STRICT_TRANSPORT_SECURITY, &[]),
+    ("X-Content-Type-Options", header::X_CONTENT_TYPE_OPTIONS, &["nosniff"]),
+    ("X-Frame-Options", header::X_FRAME_OPTIONS, &["deny", "sameorigin"]),
+    ("X-XSS-Protection", header::X_XSS_PROTECTION, &[]),
+    ("Content-Security-Policy", header::CONTENT_SECURITY_POLICY, &[]),
 ];
 
 fn headers(h: &HttpFile) -> Result<Vec<(HeaderName, HeaderValue)>, WebConfigProblem> {
     let mut out = Vec::new();
     for (name, value) in &h.headers {
-        let Some(&(canonical, allowed)) = ALLOWED_HEADERS.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)) else {
+        let Some(&(canonical, ref header_name, allowed)) =
+            ALLOWED_HEADERS.iter().find(|(n, ..)| n.eq_ignore_ascii_case(name))
+        else {
             return Err(WebConfigProblem::HeaderNotAllowed(name.clone()));
         };
         if !allowed.is_empty() && !allowed.contains(&value.as_str()) {
@@ -272,20 +275,9 @@ fn headers(h: &HttpFile) -> Result<Vec<(HeaderName, HeaderValue)>, WebConfigProb
             continue; // "Unset if blank."
         }
         let v = HeaderValue::from_str(value).map_err(|_| WebConfigProblem::BadHeaderValue(canonical))?;
-        out.push((HeaderName::from_static(canonical_lower(canonical)), v));
+        out.push((header_name.clone(), v));
     }
     Ok(out)
-}
-
-/// `HeaderName::from_static` wants lower case; the allowed names are fixed.
-fn canonical_lower(name: &str) -> &'static str {
-    match name {
-        "Strict-Transport-Security" => "strict-transport-security",
-        "X-Content-Type-Options" => "x-content-type-options",
-        "X-Frame-Options" => "x-frame-options",
-        "X-XSS-Protection" => "x-xss-protection",
-        _ => "content-security-policy",
-    }
 }
 
 fn rate_limit(r: &RateLimitFile) -> Result<Option<Arc<RateLimiter>>, WebConfigProblem> {

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -67,10 +67,7 @@ impl WebConfigWatch {
 
     /// The config in force now.
     pub fn current(&self) -> Arc<WebConfig> {
-        match self.current.read() {
-            Ok(g) => g.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
     /// Checks the files every second until `stop` turns true. Each check

@@ -20,57 +20,22 @@ use crate::collect::ledger::Ledger;
 use crate::judge::report::Reports;
 
 /// Where the counters of the notifiers and the reclaimer live; read only
-/// when a scrape renders them. Cloning shares the producers.
+/// when a scrape renders them. Cloning shares the producers; a producer
+/// left `None` leaves its families out.
 #[derive(Clone, Default)]
 pub struct Counters {
-    reclaimer: Option<Arc<Reclaimer>>,
-    notifiers: Option<Arc<Notifiers>>,
-    /// Re-probed in the background by the daemon; read at scrape time.
-    state_dir_writable: Option<Arc<AtomicBool>>,
-    /// The allocator receiver's counts, when `[allocator]` is enabled.
-    allocator: Option<Arc<AllocatorState>>,
-    /// The driver-call ledger, when `[ebpf]` is enabled.
-    ledger: Option<Arc<Ledger>>,
+    pub reclaimer: Option<Arc<Reclaimer>>,
+    pub notifiers: Option<Arc<Notifiers>>,
+    /// `None` when nothing configured needs the state dir (no
+    /// notifications): the series is then left out. Re-probed in the
+    /// background by the daemon; read at scrape time.
+    pub state_dir_writable: Option<Arc<AtomicBool>>,
+    /// The allocator receiver's message counts, when `[allocator]` is enabled.
+    pub allocator: Option<Arc<AllocatorState>>,
+    /// The driver-call ledger's `gpumem_ebpf_*` families, when `[ebpf]` is enabled.
+    pub ledger: Option<Arc<Ledger>>,
     /// Job-end reports and the per-user idle byte-seconds they count.
-    reports: Option<Arc<Reports>>,
-}
-
-impl Counters {
-    /// `state_dir_writable` is `None` when nothing configured needs the
-    /// state dir (no notifications): the series is then left out. Its
-    /// prober updates the verdict.
-    pub fn following(
-        reclaimer: Option<Arc<Reclaimer>>,
-        notifiers: Option<Arc<Notifiers>>,
-        state_dir_writable: Option<Arc<AtomicBool>>,
-    ) -> Self {
-        Self {
-            reclaimer,
-            notifiers,
-            state_dir_writable,
-            allocator: None,
-            ledger: None,
-            reports: None,
-        }
-    }
-
-    /// Also exports the ledger's `gpumem_ebpf_*` families.
-    pub fn with_ledger(mut self, ledger: Option<Arc<Ledger>>) -> Self {
-        self.ledger = ledger;
-        self
-    }
-
-    /// Also exports the allocator receiver's message counts.
-    pub fn with_allocator(mut self, allocator: Option<Arc<AllocatorState>>) -> Self {
-        self.allocator = allocator;
-        self
-    }
-
-    /// Also exports the per-user idle byte-seconds the reports count.
-    pub fn with_reports(mut self, reports: Option<Arc<Reports>>) -> Self {
-        self.reports = reports;
-        self
-    }
+    pub reports: Option<Arc<Reports>>,
 }
 
 impl std::fmt::Debug for Counters {

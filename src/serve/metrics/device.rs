@@ -7,10 +7,10 @@ use super::BuildInfo;
 use super::family::{Emit, Family, Num};
 use super::text::{Digits, Kind};
 use crate::collect::source::PollErrorReason;
-use crate::data::snapshot::{Device, Memory, Snapshot};
+use crate::data::snapshot::{Device, Holder, Memory, Snapshot};
 
 /// One `uuid`-labelled sample, when there is a value.
-fn by_uuid(d: &Device, v: Option<impl Into<Num>>, e: &mut Emit<'_>) {
+pub(super) fn by_uuid(d: &Device, v: Option<impl Into<Num>>, e: &mut Emit<'_>) {
     if let Some(v) = v {
         e(&[("uuid", &d.uuid)], v.into());
     }
@@ -58,9 +58,7 @@ pub(super) const DEVICE: &[Family<Device>] = &[
         "gpumem_device_memory_total_bytes",
         "bytes",
         "Total device memory in bytes.",
-        |d, e| {
-            by_uuid(d, memory(d).map(|m| m.total_bytes), e);
-        },
+        |d, e| by_uuid(d, memory(d).map(|m| m.total_bytes), e),
     ),
     gauge(
         "gpumem_device_memory_used_bytes",
@@ -78,9 +76,7 @@ pub(super) const DEVICE: &[Family<Device>] = &[
         "gpumem_device_memory_free_bytes",
         "bytes",
         "Free device memory in bytes.",
-        |d, e| {
-            by_uuid(d, memory(d).map(|m| m.free_bytes), e);
-        },
+        |d, e| by_uuid(d, memory(d).map(|m| m.free_bytes), e),
     ),
     gauge(
         "gpumem_device_memory_reserved_bytes",
@@ -94,13 +90,8 @@ pub(super) const DEVICE: &[Family<Device>] = &[
         "Used memory by holder: live processes, zombie (state Z or X, or stuck in D past stuck_after), exited (listed by NVML, gone from /proc), unattributed. Adds up to used.",
         |d, e| {
             let Some(h) = d.holders.filter(|_| d.up) else { return };
-            for (holder, v) in [
-                ("live", h.live),
-                ("zombie", h.zombie),
-                ("exited", h.exited),
-                ("unattributed", h.unattributed),
-            ] {
-                e(&[("uuid", &d.uuid), ("holder", holder)], v.into());
+            for holder in Holder::ALL {
+                e(&[("uuid", &d.uuid), ("holder", holder.as_str())], h.get(holder).into());
             }
         },
     ),
@@ -141,9 +132,7 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
         Kind::Gauge,
         "",
         "1 if NVML is initialised and answering.",
-        |s, e| {
-            e(&[], s.nvml_up.into());
-        },
+        |s, e| e(&[], s.nvml_up.into()),
     ),
     Family::<Snapshot>::new(
         "gpumem_driver_info",
@@ -166,9 +155,7 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
         Kind::Gauge,
         "seconds",
         "Duration of the latest poll.",
-        |s, e| {
-            e(&[], s.poll.duration_seconds.into());
-        },
+        |s, e| e(&[], s.poll.duration_seconds.into()),
     ),
     Family::new(
         "gpumem_poll_source_duration_seconds",
@@ -194,9 +181,7 @@ pub(super) const POLL: &[Family<Snapshot>] = &[
         Kind::Gauge,
         "",
         "1 if the latest poll succeeded.",
-        |s, e| {
-            e(&[], s.poll.success.into());
-        },
+        |s, e| e(&[], s.poll.success.into()),
     ),
     Family::new("gpumem_polls_total", Kind::Counter, "", "Polls started.", |s, e| {
         e(&[], s.poll.polls_total.into());

@@ -4,6 +4,7 @@
 //! health, and a part the GPU does not support give no sample: absent, not
 //! 0. Reads only the snapshot.
 
+use super::device::by_uuid;
 use super::family::Family;
 use super::text::{Digits, Kind};
 use crate::data::snapshot::Device;
@@ -69,22 +70,14 @@ pub(super) const HEALTH: &[Family<Device>] = &[
         Kind::Gauge,
         "",
         "1 if a row remap waits for a GPU reset before the spare row is used.",
-        |d, e| {
-            if let Some(r) = health(d).and_then(|h| h.remap) {
-                e(&[("uuid", &d.uuid)], r.pending.into());
-            }
-        },
+        |d, e| by_uuid(d, health(d).and_then(|h| h.remap).map(|r| r.pending), e),
     ),
     Family::new(
         "gpumem_device_row_remap_failed",
         Kind::Gauge,
         "",
         "1 if a row remap failed (no spare row left): the GPU should be replaced.",
-        |d, e| {
-            if let Some(r) = health(d).and_then(|h| h.remap) {
-                e(&[("uuid", &d.uuid)], r.failed.into());
-            }
-        },
+        |d, e| by_uuid(d, health(d).and_then(|h| h.remap).map(|r| r.failed), e),
     ),
     Family::new(
         "gpumem_device_retired_pages",
@@ -107,11 +100,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
         Kind::Gauge,
         "",
         "1 if pages wait for a reboot (or GPU reset) to be retired.",
-        |d, e| {
-            if let Some(p) = health(d).and_then(|h| h.retired).and_then(|r| r.pending) {
-                e(&[("uuid", &d.uuid)], p.into());
-            }
-        },
+        |d, e| by_uuid(d, health(d).and_then(|h| h.retired).and_then(|r| r.pending), e),
     ),
     Family::new(
         "gpumem_device_memory_temperature_celsius",
@@ -120,9 +109,7 @@ pub(super) const HEALTH: &[Family<Device>] = &[
         "Memory (HBM) temperature in degrees Celsius.",
         |d, e| {
             let t = health(d).and_then(|h| h.memory_temperature_celsius);
-            if let Some(t) = t {
-                e(&[("uuid", &d.uuid)], u64::from(t).into());
-            }
+            by_uuid(d, t.map(u64::from), e);
         },
     ),
     Family::new(

@@ -46,7 +46,10 @@ fn only_reporting_processes_get_allocator_series() {
 fn receiver_counts_by_result() {
     let st = std::sync::Arc::new(AllocatorState::new(&AllocatorConfig::default()));
     st.receive(None, b"{}", 2, 0.0);
-    let counters = Counters::default().with_allocator(Some(st));
+    let counters = Counters {
+        allocator: Some(st),
+        ..Counters::default()
+    };
     let d = DaemonState {
         counters: Some(&counters),
         ..DaemonState::default()

@@ -139,7 +139,11 @@ fn daemon_counters_come_from_their_producers_at_render_time() {
         &tmp,
     );
     let reclaimer = Arc::new(reclaimer.unwrap_or_else(|e| panic!("{e}")));
-    let counters = Counters::following(Some(reclaimer), None, Some(Default::default()));
+    let counters = Counters {
+        reclaimer: Some(reclaimer),
+        state_dir_writable: Some(Default::default()),
+        ..Counters::default()
+    };
     let d = DaemonState {
         counters: Some(&counters),
         ..DaemonState::default()

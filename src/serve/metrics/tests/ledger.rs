@@ -40,7 +40,10 @@ fn only_processes_the_ledger_saw_get_driver_series() {
 fn ebpf_up_is_zero_when_the_probes_are_not_loaded() {
     // Not enabled: nothing is loaded, as when loading failed.
     let l = Ledger::start(&EbpfConfig::default(), "/proc".into(), None);
-    let counters = Counters::default().with_ledger(Some(l));
+    let counters = Counters {
+        ledger: Some(l),
+        ..Counters::default()
+    };
     let d = DaemonState {
         counters: Some(&counters),
         ..DaemonState::default()
