@@ -154,18 +154,15 @@ impl GpuSource for NvmlSource {
         };
         let poll = self.polls + 1;
         let kept = self.topology.count(poll);
-        let count = match kept {
-            Some(n) => n,
-            None => match nvml.device_count() {
-                Ok(n) => n,
-                Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
-                Err(e) => {
-                    return Err(SourceError::Failed {
-                        reason: PollErrorReason::Failed,
-                        message: format!("device count: {}", describe(&e)),
-                    });
-                }
-            },
+        let count = match kept.map_or_else(|| nvml.device_count(), Ok) {
+            Ok(n) => n,
+            Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
+            Err(e) => {
+                return Err(SourceError::Failed {
+                    reason: PollErrorReason::Failed,
+                    message: format!("device count: {}", describe(&e)),
+                });
+            }
         };
         let mut utilization = sample_utilization.then(Utilization::new);
         self.polls = poll;
@@ -288,18 +285,13 @@ fn read_device(
     let down = |ctx: &PollCtx<'_>, e: NvmlError| {
         let dev = ctx.uuid_by_index.get(&index).map(|uuid| {
             let id = ctx.identity.get(uuid).cloned().unwrap_or_default();
-            RawDevice {
-                device: crate::data::snapshot::Device {
-                    uuid: uuid.clone(),
-                    index: Some(index),
-                    name: id.name,
-                    pci_bus_id: id.pci_bus_id,
-                    up: false,
-                    errors: vec![format!("device: {}", describe(&e))],
-                    ..crate::data::snapshot::Device::default()
-                },
-                ..RawDevice::default()
-            }
+            gpu_device(
+                uuid.clone(),
+                index,
+                id,
+                false,
+                vec![format!("device: {}", describe(&e))],
+            )
         });
         Box::new(DeviceFailure { device: dev, error: e })
     };
@@ -314,28 +306,15 @@ fn read_device(
     };
     let mut errors = Vec::new();
     let id = identity(&device, &uuid, ctx, &mut errors);
-    let mut gpu = RawDevice {
-        device: crate::data::snapshot::Device {
-            uuid: uuid.clone(),
-            index: Some(index),
-            name: id.name,
-            pci_bus_id: id.pci_bus_id,
-            up: true,
-            errors,
-            ..crate::data::snapshot::Device::default()
-        },
-        ..RawDevice::default()
-    };
+    let mut gpu = gpu_device(uuid.clone(), index, id, true, errors);
     read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
-    let poll = ctx.poll;
     let memo = ctx.memo.entry(uuid.clone()).or_default();
-    let mig_on = mig::mig_mode(&device, memo, poll, &mut gpu.device.errors);
+    let mig_on = mig::mig_mode(&device, memo, ctx.poll, &mut gpu.device.errors);
     let mut out = Vec::new();
     if mig_on {
         out = mig::read_instances(&device, &mut gpu, ctx);
     } else {
-        let refresh = ctx.refresh;
-        let listed = gate::processes(&device, &mut gpu, memo, poll, refresh);
+        let listed = gate::processes(&device, &mut gpu, memo, ctx.poll, ctx.refresh);
         let mut watch = memo.idle;
         listed.map_err(|e| down(ctx, e))?;
         idle::poll(&device, &uuid, ctx, &mut watch);
@@ -345,6 +324,22 @@ fn read_device(
     }
     out.insert(0, gpu);
     Ok((Handle::of(&device), out))
+}
+
+/// A whole GPU's record (not a MIG instance), up or marked down.
+fn gpu_device(uuid: String, index: u32, id: Identity, up: bool, errors: Vec<String>) -> RawDevice {
+    RawDevice {
+        device: crate::data::snapshot::Device {
+            uuid,
+            index: Some(index),
+            name: id.name,
+            pci_bus_id: id.pci_bus_id,
+            up,
+            errors,
+            ..crate::data::snapshot::Device::default()
+        },
+        ..RawDevice::default()
+    }
 }
 
 /// A GPU's name and PCI bus id, read once and kept while both were read;
