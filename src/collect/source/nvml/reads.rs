@@ -225,7 +225,7 @@ fn merge_list(by_pid: &mut Vec<RawProcess>, list: Vec<ProcessInfo>, kind: &str) 
 /// `None` when NVML gave no answer (`idle.rs` watches on that).
 pub(super) fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>) -> Option<bool> {
     let util = ctx.utilization.as_deref_mut()?;
-    let since = ctx.util_seen.get(uuid).copied().unwrap_or(0);
+    let since = ctx.known.util_seen.get(uuid).copied().unwrap_or(0);
     let samples = match device.process_utilization_stats(since) {
         Ok(s) => s,
         // NotFound means "no sample newer than `since`": an idle GPU.
@@ -235,7 +235,7 @@ pub(super) fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>
     let per_pid = util.entry(uuid.to_string()).or_default();
     let mut active = false;
     for s in samples {
-        ctx.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
+        ctx.known.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
         if s.sm_util > 0 {
             tracing::trace!(uuid, pid = s.pid, sm = s.sm_util, ts = s.timestamp, "active sample");
         }
