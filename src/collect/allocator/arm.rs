@@ -36,7 +36,7 @@ impl Arming {
     pub fn new(below_seconds: f64) -> Self {
         Self {
             below: below_seconds,
-            armed: FxHashMap::default(),
+            ..Self::default()
         }
     }
 
@@ -53,21 +53,16 @@ impl Arming {
                 let Some(uid) = p.who.uid else { continue };
                 seen.insert(p.pid, ());
                 let armed = self.armed.contains_key(&p.pid);
-                if danger && !armed {
+                let ask = if danger && !armed {
                     self.armed.insert(p.pid, uid);
-                    out.push(Request {
-                        pid: p.pid,
-                        uid,
-                        ask: Ask::Record,
-                    });
+                    Ask::Record
                 } else if passed && armed {
                     self.armed.remove(&p.pid);
-                    out.push(Request {
-                        pid: p.pid,
-                        uid,
-                        ask: Ask::Stop,
-                    });
-                }
+                    Ask::Stop
+                } else {
+                    continue;
+                };
+                out.push(Request { pid: p.pid, uid, ask });
             }
         }
         self.armed.retain(|pid, _| seen.contains_key(pid));

@@ -39,6 +39,20 @@ pub struct Table {
 }
 
 impl Table {
+    /// The largest holders other than `pid` (the process that hit the
+    /// OOM), as "comm (pid) 12.0 GiB", at most `n`: what the alert names.
+    pub fn biggest_except(&self, pid: u32, n: usize) -> Vec<String> {
+        self.processes
+            .iter()
+            .filter(|r| r.pid != pid)
+            .take(n)
+            .map(|r| {
+                let gib = r.used_bytes.unwrap_or(0) as f64 / f64::from(1u32 << 30);
+                format!("{} ({}) {gib:.1} GiB", r.comm, r.pid)
+            })
+            .collect()
+    }
+
     /// The table of `d` as polled at Unix time `polled_at`.
     pub fn of(d: &Device, polled_at: f64) -> Table {
         Table {
@@ -113,21 +127,6 @@ impl OomEvent {
         self.comm = comm.to_string();
         self.user = user.to_string();
         self.pending = true;
-    }
-
-    /// The largest holders other than the process that hit the OOM, as
-    /// "comm (pid) 12.0 GiB", at most `n`: what the alert names.
-    pub fn biggest_others(&self, n: usize) -> Vec<String> {
-        self.gpu
-            .processes
-            .iter()
-            .filter(|r| r.pid != self.pid)
-            .take(n)
-            .map(|r| {
-                let gib = r.used_bytes.unwrap_or(0) as f64 / f64::from(1u32 << 30);
-                format!("{} ({}) {gib:.1} GiB", r.comm, r.pid)
-            })
-            .collect()
     }
 }
 
@@ -206,7 +205,7 @@ impl Events {
                 pid: e.pid,
                 comm: e.comm.clone(),
                 user: e.user.clone(),
-                others: e.biggest_others(3).join(", "),
+                others: e.gpu.biggest_except(e.pid, 3).join(", "),
             })
             .collect()
     }

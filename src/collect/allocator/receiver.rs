@@ -96,6 +96,10 @@ impl Receiver {
             what,
             source,
         };
+        let config = |message| ReceiverError::Config {
+            path: cfg.socket.clone(),
+            message,
+        };
         let dir = path.parent().unwrap_or(Path::new("/")).to_path_buf();
         if !dir.is_dir() {
             return Err(ReceiverError::NoDir { path, dir });
@@ -104,12 +108,7 @@ impl Receiver {
             Ok(m) if m.file_type().is_socket() => {
                 std::fs::remove_file(&path).map_err(|e| io("removing the old socket", e))?
             }
-            Ok(_) => {
-                return Err(ReceiverError::Config {
-                    path: path.clone(),
-                    message: "exists and is not a socket; not replacing it".into(),
-                });
-            }
+            Ok(_) => return Err(config("exists and is not a socket; not replacing it".into())),
             Err(_) => {}
         }
         let sock = UnixDatagram::bind(&path).map_err(|e| io("cannot bind (is the directory writable?)", e))?;
@@ -119,15 +118,14 @@ impl Receiver {
             stopped: Arc::new(AtomicBool::new(false)),
         };
         sockopt::set_socket_passcred(&rx.sock, true).map_err(|e| io("SO_PASSCRED", e.into()))?;
-        let mode = cfg.mode_bits().map_err(|e| ReceiverError::Config {
-            path: rx.path.clone(),
-            message: e.to_string(),
-        })?;
+        let mode = cfg.mode_bits().map_err(|e| config(e.to_string()))?;
         std::fs::set_permissions(&rx.path, std::fs::Permissions::from_mode(mode)).map_err(|e| io("chmod", e))?;
         if !cfg.group.is_empty() {
-            let gid = group_id(&cfg.group).ok_or_else(|| ReceiverError::Config {
-                path: rx.path.clone(),
-                message: format!("no group `{}` (a name in /etc/group or a numeric gid)", cfg.group),
+            let gid = group_id(&cfg.group).ok_or_else(|| {
+                config(format!(
+                    "no group `{}` (a name in /etc/group or a numeric gid)",
+                    cfg.group
+                ))
             })?;
             std::os::unix::fs::chown(&rx.path, None, Some(gid)).map_err(|e| io("chown", e))?;
         }

@@ -207,7 +207,7 @@ fn a_rising_oom_count_records_one_event_with_the_gpus_holders() {
     let pids: Vec<u32> = ev[0].gpu.processes.iter().map(|r| r.pid).collect();
     assert_eq!(pids, [10, 11, 12], "the whole table, as polled");
     assert_eq!(ev[0].gpu.processes[1].used_bytes, Some(40 * GIB));
-    assert_eq!(ev[0].biggest_others(1), ["p11 (11) 40.0 GiB"]);
+    assert_eq!(ev[0].gpu.biggest_except(ev[0].pid, 1), ["p11 (11) 40.0 GiB"]);
     s.join(&mut devs, 4.0);
     let a = devs[0].processes[0].allocator.clone().unwrap_or_default();
     assert_eq!((a.ooms, a.last_oom_at), (1, Some(2.0)));

@@ -30,7 +30,10 @@ fn an_oom_in_the_first_report_gets_the_next_polls_table() {
     let rows: Vec<(u32, Option<u64>)> = ev[0].gpu.processes.iter().map(|r| (r.pid, r.used_bytes)).collect();
     assert_eq!(rows, [(10, Some(3 * GIB)), (11, Some(40 * GIB)), (12, Some(5 * GIB))]);
     assert_eq!(ev[0].gpu.polled_at, 2.0);
-    assert_eq!(ev[0].biggest_others(2), ["p11 (11) 40.0 GiB", "p12 (12) 5.0 GiB"]);
+    assert_eq!(
+        ev[0].gpu.biggest_except(ev[0].pid, 2),
+        ["p11 (11) 40.0 GiB", "p12 (12) 5.0 GiB"]
+    );
     // What the GpuOutOfMemory alert reads, already at that poll.
     let oom = devs[0].ooms.first().cloned().unwrap_or_default();
     assert_eq!((oom.pid, oom.comm.as_str(), oom.user.as_str()), (10, "p10", "ana"));

@@ -54,8 +54,7 @@ pub fn libraries(proc_root: &Path, pid: u32, maps: &str, names: &[String]) -> Ve
 /// The driver libraries process `pid` maps now (none when it is gone or
 /// its maps cannot be read).
 pub fn of_pid(proc_root: &Path, pid: u32, names: &[String]) -> Vec<Library> {
-    match std::fs::read_to_string(proc_root.join(pid.to_string()).join("maps")) {
-        Ok(text) => libraries(proc_root, pid, &text, names),
-        Err(_) => Vec::new(),
-    }
+    std::fs::read_to_string(proc_root.join(pid.to_string()).join("maps"))
+        .map(|text| libraries(proc_root, pid, &text, names))
+        .unwrap_or_default()
 }

@@ -251,20 +251,6 @@ impl Ledger {
         fail: &book::Failure,
         gpu: Table,
     ) -> RecentOom {
-        let others: Vec<String> = gpu
-            .processes
-            .iter()
-            .filter(|r| r.pid != p.pid)
-            .take(3)
-            .map(|r| {
-                format!(
-                    "{} ({}) {:.1} GiB",
-                    r.comm,
-                    r.pid,
-                    r.used_bytes.unwrap_or(0) as f64 / f64::from(1u32 << 30)
-                )
-            })
-            .collect();
         if let Some(log) = &self.events {
             let e = Event::new("oom", now, uuid)
                 .with("source", "ebpf")
@@ -282,7 +268,7 @@ impl Ledger {
             pid: p.pid,
             comm: p.who.comm.to_string(),
             user: p.who.user.to_string(),
-            others: others.join(", "),
+            others: gpu.biggest_except(p.pid, 3).join(", "),
         }
     }
 
@@ -313,11 +299,8 @@ fn figures_of(a: &Account) -> DriverFigures {
             code: f.code,
             requested_bytes: f.size,
         }),
-        other_bytes: None,
-        complete: false,
         gpus: 1,
-        reporter_diff_bytes: None,
-        growth: None,
+        ..DriverFigures::default()
     }
 }
 

@@ -123,30 +123,23 @@ impl Probes {
     /// # Errors
     /// A required symbol missing, or the kernel refusing the probe.
     pub fn attach(&mut self, path: &Path) -> Result<usize, ProbeError> {
-        let shown = || path.display().to_string();
         let mut n = 0;
         for &(name, symbol, required) in ENTRIES {
-            let attached = program(&mut self.ebpf, name)?.attach(Some(symbol), 0, path, None);
-            match attached {
+            let failed = |source| ProbeError::Attach {
+                path: path.display().to_string(),
+                symbol,
+                source,
+            };
+            match program(&mut self.ebpf, name)?.attach(Some(symbol), 0, path, None) {
                 Ok(_) => n += 1,
                 Err(_) if !required => continue,
-                Err(source) => {
-                    return Err(ProbeError::Attach {
-                        path: shown(),
-                        symbol,
-                        source,
-                    });
-                }
+                Err(source) => return Err(failed(source)),
             }
             // The return probe only where the call stashed its arguments.
             if name.starts_with("enter_") && !name.starts_with("enter_free") && name != "enter_release" {
                 program(&mut self.ebpf, RETURN)?
                     .attach(Some(symbol), 0, path, None)
-                    .map_err(|source| ProbeError::Attach {
-                        path: shown(),
-                        symbol,
-                        source,
-                    })?;
+                    .map_err(failed)?;
             }
         }
         Ok(n)

@@ -86,7 +86,7 @@ impl Default for SimDriver {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimGpu {
     #[serde(default = "default_gpu_name")]
@@ -297,23 +297,17 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
         // a real host of this size.
         granularity: ByteSize(1 << 20),
         driver: SimDriver::default(),
-        gpus: (0..gpus).map(|_| large_gpu()).collect(),
+        // H200s without MIG.
+        gpus: vec![
+            SimGpu {
+                name: "NVIDIA H200".into(),
+                memory: ByteSize(141 << 30),
+                reserved: ByteSize(600 << 20),
+                ..SimGpu::default()
+            };
+            gpus
+        ],
         processes,
-    }
-}
-
-/// One GPU of the large fleet: an H200 without MIG.
-fn large_gpu() -> SimGpu {
-    SimGpu {
-        name: "NVIDIA H200".into(),
-        uuid: None,
-        pci_bus_id: None,
-        memory: ByteSize(141 << 30),
-        reserved: ByteSize(600 << 20),
-        lost_from_poll: None,
-        lost_until_poll: None,
-        mig: Vec::new(),
-        health: None,
     }
 }
 

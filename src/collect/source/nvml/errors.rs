@@ -1,7 +1,8 @@
 //! How the NVML source words and sorts NVML errors: the operator-facing
 //! description of each, which ones need NVML initialised again, which make
-//! a whole device unreadable, and the message of a failed initialisation.
-//! Part of the NVML source; it must not call NVML.
+//! a whole device unreadable, the message of a failed initialisation, and
+//! the error of a symbol the loaded library lacks. Part of the NVML source;
+//! it must not call NVML.
 
 use std::ffi::OsString;
 
@@ -42,4 +43,10 @@ pub(super) fn init_error(library: &OsString, e: &NvmlError) -> String {
         NvmlError::NoPermission => format!("{lib}: no permission to open the GPU devices"),
         other => format!("{lib}: {other}"),
     }
+}
+
+/// A symbol of the loaded library, or `FailedToLoadSymbol` when this
+/// driver lacks it (as nvml-wrapper's own calls report it).
+pub(super) fn symbol<T>(sym: &Result<T, libloading::Error>) -> Result<&T, NvmlError> {
+    sym.as_ref().map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))
 }

@@ -19,6 +19,7 @@ use nvml_wrapper_sys::bindings::{
 };
 
 use super::describe;
+use super::errors::symbol;
 use super::topology::Handle;
 use crate::collect::health::HealthConfig;
 use crate::collect::source::RawDevice;
@@ -67,6 +68,7 @@ struct EventSet(nvmlEventSet_t);
 unsafe impl Send for EventSet {}
 
 /// Health reads and the event set, owned by `NvmlSource`.
+#[derive(Default)]
 pub(super) struct HealthReader {
     cfg: HealthConfig,
     devices: HashMap<String, PerDevice>,
@@ -81,14 +83,7 @@ pub(super) struct HealthReader {
 
 impl HealthReader {
     pub(super) fn new(cfg: HealthConfig) -> Self {
-        Self {
-            cfg,
-            devices: HashMap::new(),
-            events: None,
-            registered: HashMap::new(),
-            watched: HashSet::new(),
-            refused: HashMap::new(),
-        }
+        Self { cfg, ..Self::default() }
     }
 
     /// Reads health for every GPU of `devices` that is up (MIG instances
@@ -173,11 +168,7 @@ impl HealthReader {
         if let Some(s) = &self.events {
             return Ok(s.0);
         }
-        let sym = nvml
-            .lib()
-            .nvmlEventSetCreate
-            .as_ref()
-            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let sym = symbol(&nvml.lib().nvmlEventSetCreate)?;
         let mut set: nvmlEventSet_t = std::ptr::null_mut();
         // SAFETY: the symbol's signature comes from the bindings; `set` is a
         // valid out-pointer.
@@ -239,11 +230,7 @@ fn register_raw(nvml: &Nvml, device: &Device<'_>, set: nvmlEventSet_t) -> Result
     if wanted == 0 {
         return Err(NvmlError::NotSupported);
     }
-    let sym = nvml
-        .lib()
-        .nvmlDeviceRegisterEvents
-        .as_ref()
-        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let sym = symbol(&nvml.lib().nvmlDeviceRegisterEvents)?;
     // SAFETY: a live device handle and event set; the signature is the bindings'.
     nvml_try(unsafe { sym(device.handle(), wanted, set) })
 }
@@ -251,40 +238,44 @@ fn register_raw(nvml: &Nvml, device: &Device<'_>, set: nvmlEventSet_t) -> Result
 /// One full health reading. NOT_SUPPORTED leaves a part absent and is
 /// remembered; other errors leave it absent this time and are recorded.
 fn read_health(device: &Device<'_>, per: &mut PerDevice, now: Instant, errors: &mut Vec<String>) -> Health {
-    let unsupported = &mut per.unsupported;
-    let mut note = |what: &str, e: NvmlError, flag: &mut bool| {
-        if matches!(e, NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) {
-            *flag = true;
-        } else {
-            errors.push(format!("{what}: {}", describe(&e)));
-        }
-    };
-    let mut h = Health::default();
-    if !unsupported.ecc {
-        match read_ecc(device, &mut per.ecc_mode, now) {
-            Ok(e) => h.ecc = Some(e),
-            Err(e) => note("ecc", e, &mut unsupported.ecc),
-        }
+    let u = &mut per.unsupported;
+    Health {
+        ecc: part(&mut u.ecc, "ecc", errors, || read_ecc(device, &mut per.ecc_mode, now)),
+        remap: part(&mut u.remap, "remapped rows", errors, || read_remap(device)),
+        retired: part(&mut u.retired, "retired pages", errors, || read_retired(device)),
+        memory_temperature_celsius: part(&mut u.temperature, "memory temperature", errors, || {
+            memory_temperature(device)
+        }),
+        ..Health::default()
     }
-    if !unsupported.remap {
-        match read_remap(device) {
-            Ok(r) => h.remap = Some(r),
-            Err(e) => note("remapped rows", e, &mut unsupported.remap),
-        }
+}
+
+/// One part of a health reading, unless `unsupported` (set here when the
+/// GPU answers that it cannot tell); another error is recorded as `what`.
+fn part<T>(
+    unsupported: &mut bool,
+    what: &str,
+    errors: &mut Vec<String>,
+    read: impl FnOnce() -> Result<T, NvmlError>,
+) -> Option<T> {
+    if *unsupported {
+        return None;
     }
-    if !unsupported.retired {
-        match read_retired(device) {
-            Ok(r) => h.retired = Some(r),
-            Err(e) => note("retired pages", e, &mut unsupported.retired),
-        }
+    match read() {
+        Ok(v) => return Some(v),
+        Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => *unsupported = true,
+        Err(e) => errors.push(format!("{what}: {}", describe(&e))),
     }
-    if !unsupported.temperature {
-        match memory_temperature(device) {
-            Ok(t) => h.memory_temperature_celsius = Some(t),
-            Err(e) => note("memory temperature", e, &mut unsupported.temperature),
-        }
+    None
+}
+
+/// NOT_SUPPORTED as an absent figure; any other error stands.
+fn optional<T>(read: Result<T, NvmlError>) -> Result<Option<T>, NvmlError> {
+    match read {
+        Ok(v) => Ok(Some(v)),
+        Err(NvmlError::NotSupported) => Ok(None),
+        Err(e) => Err(e),
     }
-    h
 }
 
 fn read_ecc(device: &Device<'_>, cached: &mut Option<(Instant, bool, bool)>, now: Instant) -> Result<Ecc, NvmlError> {
@@ -303,13 +294,7 @@ fn read_ecc(device: &Device<'_>, cached: &mut Option<(Instant, bool, bool)>, now
     };
     // With ECC off the counters do not count; they stay absent.
     if current {
-        let count = |t: MemoryError, c: EccCounter| -> Result<Option<u64>, NvmlError> {
-            match device.total_ecc_errors(t, c) {
-                Ok(n) => Ok(Some(n)),
-                Err(NvmlError::NotSupported) => Ok(None),
-                Err(e) => Err(e),
-            }
-        };
+        let count = |t: MemoryError, c: EccCounter| optional(device.total_ecc_errors(t, c));
         ecc.corrected = EccCounts {
             volatile: count(MemoryError::Corrected, EccCounter::Volatile)?,
             aggregate: count(MemoryError::Corrected, EccCounter::Aggregate)?,
@@ -324,12 +309,7 @@ fn read_ecc(device: &Device<'_>, cached: &mut Option<(Instant, bool, bool)>, now
 
 /// nvml-wrapper 0.13 has no wrapper for `nvmlDeviceGetRemappedRows`.
 fn read_remap(device: &Device<'_>) -> Result<Remap, NvmlError> {
-    let sym = device
-        .nvml()
-        .lib()
-        .nvmlDeviceGetRemappedRows
-        .as_ref()
-        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let sym = symbol(&device.nvml().lib().nvmlDeviceGetRemappedRows)?;
     let (mut corr, mut unc, mut pending, mut failed) = (0u32, 0u32, 0u32, 0u32);
     // SAFETY: a live handle and four valid out-pointers.
     nvml_try(unsafe { sym(device.handle(), &mut corr, &mut unc, &mut pending, &mut failed) })?;
@@ -343,12 +323,7 @@ fn read_remap(device: &Device<'_>) -> Result<Remap, NvmlError> {
 
 /// Page counts by cause, asked as a size query (no address buffers).
 fn read_retired(device: &Device<'_>) -> Result<Retired, NvmlError> {
-    let sym = device
-        .nvml()
-        .lib()
-        .nvmlDeviceGetRetiredPages
-        .as_ref()
-        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let sym = symbol(&device.nvml().lib().nvmlDeviceGetRetiredPages)?;
     let count = |cause: u32| -> Result<u64, NvmlError> {
         let mut n: u32 = 0;
         let mut addr: u64 = 0;
@@ -362,11 +337,7 @@ fn read_retired(device: &Device<'_>) -> Result<Retired, NvmlError> {
     };
     let single_bit = count(0)?;
     let double_bit = count(1)?;
-    let pending = match device.are_pages_pending_retired() {
-        Ok(p) => Some(p),
-        Err(NvmlError::NotSupported) => None,
-        Err(e) => return Err(e),
-    };
+    let pending = optional(device.are_pages_pending_retired())?;
     Ok(Retired {
         single_bit: Some(single_bit),
         double_bit: Some(double_bit),

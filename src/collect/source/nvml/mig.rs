@@ -87,7 +87,7 @@ fn read_mig(mig: &Device<'_>, parent: &RawDevice, ctx: &mut PollCtx<'_>) -> RawD
         return dev;
     }
     let (poll, refresh) = (ctx.poll, ctx.refresh);
-    let memo = ctx.memo.entry(dev.device.uuid.clone()).or_default();
+    let memo = ctx.known.memo.entry(dev.device.uuid.clone()).or_default();
     let result = read_memory(mig, &mut dev).and_then(|()| super::gate::processes(mig, &mut dev, memo, poll, refresh));
     if let Err(e) = result {
         dev.device.up = false;

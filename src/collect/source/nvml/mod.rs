@@ -43,15 +43,9 @@ struct Identity {
     pci_bus_id: String,
 }
 
-/// Reads GPUs through NVML.
-pub struct NvmlSource {
-    library: OsString,
-    nvml: Option<Nvml>,
-    driver: Option<DriverInfo>,
-    next_init: Option<Instant>,
-    backoff: Duration,
-    /// Why the last initialisation failed, repeated while backing off.
-    last_error: String,
+/// What the source keeps per device between polls (`read_device` updates it).
+#[derive(Default)]
+struct Known {
     /// UUID per index from earlier polls, so a GPU that is lost now is still
     /// reported under its UUID with `up = false`.
     uuid_by_index: HashMap<u32, String>,
@@ -61,6 +55,18 @@ pub struct NvmlSource {
     util_seen: HashMap<String, u64>,
     /// The costly, rarely changing answers per device (by UUID).
     memo: HashMap<String, Memo>,
+}
+
+/// Reads GPUs through NVML.
+pub struct NvmlSource {
+    library: OsString,
+    nvml: Option<Nvml>,
+    driver: Option<DriverInfo>,
+    next_init: Option<Instant>,
+    backoff: Duration,
+    /// Why the last initialisation failed, repeated while backing off.
+    last_error: String,
+    known: Known,
     /// Polls made, for the memo's re-read schedule.
     polls: u64,
     /// The device count, handles and UUIDs, kept between polls.
@@ -83,10 +89,7 @@ impl NvmlSource {
             next_init: None,
             backoff: BACKOFF_MIN,
             last_error: String::new(),
-            uuid_by_index: HashMap::new(),
-            identity: HashMap::new(),
-            util_seen: HashMap::new(),
-            memo: HashMap::new(),
+            known: Known::default(),
             polls: 0,
             topology: Topology::default(),
             health: health::HealthReader::new(crate::collect::health::HealthConfig::default()),
@@ -131,10 +134,10 @@ impl NvmlSource {
         self.health.forget();
         // After re-initialisation the index order may differ; an old map
         // could report a failing GPU under another GPU's UUID.
-        self.uuid_by_index.clear();
+        self.known.uuid_by_index.clear();
         // A re-initialised driver may come back with another MIG layout,
         // and the old handles are invalid.
-        self.memo.clear();
+        self.known.memo.clear();
         self.topology.forget();
         self.next_init = Some(Instant::now() + self.backoff);
         self.last_error = format!("the driver went away ({}); re-initialising", describe(why));
@@ -154,26 +157,20 @@ impl GpuSource for NvmlSource {
         };
         let poll = self.polls + 1;
         let kept = self.topology.count(poll);
-        let count = match kept {
-            Some(n) => n,
-            None => match nvml.device_count() {
-                Ok(n) => n,
-                Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
-                Err(e) => {
-                    return Err(SourceError::Failed {
-                        reason: PollErrorReason::Failed,
-                        message: format!("device count: {}", describe(&e)),
-                    });
-                }
-            },
+        let count = match kept.map_or_else(|| nvml.device_count(), Ok) {
+            Ok(n) => n,
+            Err(e) if needs_reinit(&e) => return Err(self.reset(&e)),
+            Err(e) => {
+                return Err(SourceError::Failed {
+                    reason: PollErrorReason::Failed,
+                    message: format!("device count: {}", describe(&e)),
+                });
+            }
         };
         let mut utilization = sample_utilization.then(Utilization::new);
         self.polls = poll;
         let mut ctx = PollCtx {
-            uuid_by_index: &mut self.uuid_by_index,
-            identity: &mut self.identity,
-            util_seen: &mut self.util_seen,
-            memo: &mut self.memo,
+            known: &mut self.known,
             poll,
             utilization: utilization.as_mut(),
             refresh: std::mem::take(&mut self.refresh_lists),
@@ -195,7 +192,7 @@ impl GpuSource for NvmlSource {
         } else if kept.is_none() {
             let list = handles
                 .iter()
-                .filter_map(|(i, h)| Some((*h, self.uuid_by_index.get(i)?.clone())))
+                .filter_map(|(i, h)| Some((*h, self.known.uuid_by_index.get(i)?.clone())))
                 .collect();
             self.topology.keep(list, poll);
         }
@@ -258,10 +255,7 @@ fn read_devices(nvml: &Nvml, count: u32, kept: Option<&Topology>, ctx: &mut Poll
 
 /// The per-poll state `read_device` updates.
 pub(super) struct PollCtx<'a> {
-    uuid_by_index: &'a mut HashMap<u32, String>,
-    identity: &'a mut HashMap<String, Identity>,
-    util_seen: &'a mut HashMap<String, u64>,
-    memo: &'a mut HashMap<String, Memo>,
+    known: &'a mut Known,
     poll: u64,
     utilization: Option<&'a mut Utilization>,
     /// Read every process list this poll (`gate.rs`).
@@ -286,20 +280,15 @@ fn read_device(
     ctx: &mut PollCtx<'_>,
 ) -> Result<(Handle, Vec<RawDevice>), Box<DeviceFailure>> {
     let down = |ctx: &PollCtx<'_>, e: NvmlError| {
-        let dev = ctx.uuid_by_index.get(&index).map(|uuid| {
-            let id = ctx.identity.get(uuid).cloned().unwrap_or_default();
-            RawDevice {
-                device: crate::data::snapshot::Device {
-                    uuid: uuid.clone(),
-                    index: Some(index),
-                    name: id.name,
-                    pci_bus_id: id.pci_bus_id,
-                    up: false,
-                    errors: vec![format!("device: {}", describe(&e))],
-                    ..crate::data::snapshot::Device::default()
-                },
-                ..RawDevice::default()
-            }
+        let dev = ctx.known.uuid_by_index.get(&index).map(|uuid| {
+            let id = ctx.known.identity.get(uuid).cloned().unwrap_or_default();
+            gpu_device(
+                uuid.clone(),
+                index,
+                id,
+                false,
+                vec![format!("device: {}", describe(&e))],
+            )
         });
         Box::new(DeviceFailure { device: dev, error: e })
     };
@@ -308,38 +297,25 @@ fn read_device(
         None => {
             let device = nvml.device_by_index(index).map_err(|e| down(ctx, e))?;
             let uuid = device.uuid().map_err(|e| down(ctx, e))?;
-            ctx.uuid_by_index.insert(index, uuid.clone());
+            ctx.known.uuid_by_index.insert(index, uuid.clone());
             (device, uuid)
         }
     };
     let mut errors = Vec::new();
     let id = identity(&device, &uuid, ctx, &mut errors);
-    let mut gpu = RawDevice {
-        device: crate::data::snapshot::Device {
-            uuid: uuid.clone(),
-            index: Some(index),
-            name: id.name,
-            pci_bus_id: id.pci_bus_id,
-            up: true,
-            errors,
-            ..crate::data::snapshot::Device::default()
-        },
-        ..RawDevice::default()
-    };
+    let mut gpu = gpu_device(uuid.clone(), index, id, true, errors);
     read_memory(&device, &mut gpu).map_err(|e| down(ctx, e))?;
-    let poll = ctx.poll;
-    let memo = ctx.memo.entry(uuid.clone()).or_default();
-    let mig_on = mig::mig_mode(&device, memo, poll, &mut gpu.device.errors);
+    let memo = ctx.known.memo.entry(uuid.clone()).or_default();
+    let mig_on = mig::mig_mode(&device, memo, ctx.poll, &mut gpu.device.errors);
     let mut out = Vec::new();
     if mig_on {
         out = mig::read_instances(&device, &mut gpu, ctx);
     } else {
-        let refresh = ctx.refresh;
-        let listed = gate::processes(&device, &mut gpu, memo, poll, refresh);
+        let listed = gate::processes(&device, &mut gpu, memo, ctx.poll, ctx.refresh);
         let mut watch = memo.idle;
         listed.map_err(|e| down(ctx, e))?;
         idle::poll(&device, &uuid, ctx, &mut watch);
-        if let Some(memo) = ctx.memo.get_mut(&uuid) {
+        if let Some(memo) = ctx.known.memo.get_mut(&uuid) {
             memo.idle = watch;
         }
     }
@@ -347,10 +323,26 @@ fn read_device(
     Ok((Handle::of(&device), out))
 }
 
+/// A whole GPU's record (not a MIG instance), up or marked down.
+fn gpu_device(uuid: String, index: u32, id: Identity, up: bool, errors: Vec<String>) -> RawDevice {
+    RawDevice {
+        device: crate::data::snapshot::Device {
+            uuid,
+            index: Some(index),
+            name: id.name,
+            pci_bus_id: id.pci_bus_id,
+            up,
+            errors,
+            ..crate::data::snapshot::Device::default()
+        },
+        ..RawDevice::default()
+    }
+}
+
 /// A GPU's name and PCI bus id, read once and kept while both were read;
 /// a field that failed is recorded in `errors` and read again next poll.
 fn identity(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>, errors: &mut Vec<String>) -> Identity {
-    if let Some(id) = ctx.identity.get(uuid) {
+    if let Some(id) = ctx.known.identity.get(uuid) {
         return id.clone();
     }
     let name = device
@@ -365,7 +357,7 @@ fn identity(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>, errors: &mut
         pci_bus_id: pci.map(|p| p.bus_id).unwrap_or_default(),
     };
     if complete {
-        ctx.identity.insert(uuid.to_string(), id.clone());
+        ctx.known.identity.insert(uuid.to_string(), id.clone());
     }
     id
 }

@@ -15,6 +15,7 @@ use nvml_wrapper_sys::bindings::{
     nvmlDevice_t, nvmlProcessInfo_t, nvmlReturn_enum_NVML_ERROR_INSUFFICIENT_SIZE, nvmlReturn_t,
 };
 
+use super::errors::symbol;
 use super::{Memo, PollCtx, describe, is_device_fatal};
 use crate::collect::source::{RawDevice, RawProcess};
 use crate::data::snapshot::Memory;
@@ -42,35 +43,24 @@ type ListSym = unsafe extern "C" fn(nvmlDevice_t, *mut c_uint, *mut nvmlProcessI
 /// Memory v2, falling back to v1 (no `reserved`) on drivers without v2.
 /// Field-level failures are recorded; a lost GPU fails the device.
 pub(super) fn read_memory(device: &Device<'_>, dev: &mut RawDevice) -> Result<(), NvmlError> {
-    match device.memory_info() {
-        Ok(m) => {
-            dev.device.memory = Some(Memory {
-                total_bytes: m.total,
-                used_bytes: m.used,
-                free_bytes: m.free,
-                reserved_bytes: Some(m.reserved),
-            });
-            Ok(())
-        }
+    let read = match device.memory_info() {
+        Ok(m) => Ok(Memory {
+            total_bytes: m.total,
+            used_bytes: m.used,
+            free_bytes: m.free,
+            reserved_bytes: Some(m.reserved),
+        }),
         Err(NvmlError::FailedToLoadSymbol(_) | NvmlError::FunctionNotFound | NvmlError::NotSupported) => {
-            match memory_v1(device) {
-                Ok(m) => {
-                    dev.device.memory = Some(m);
-                    Ok(())
-                }
-                Err(e) if is_device_fatal(&e) => Err(e),
-                Err(e) => {
-                    dev.device.errors.push(format!("memory: {}", describe(&e)));
-                    Ok(())
-                }
-            }
+            memory_v1(device)
         }
-        Err(e) if is_device_fatal(&e) => Err(e),
-        Err(e) => {
-            dev.device.errors.push(format!("memory: {}", describe(&e)));
-            Ok(())
-        }
+        Err(e) => Err(e),
+    };
+    match read {
+        Ok(m) => dev.device.memory = Some(m),
+        Err(e) if is_device_fatal(&e) => return Err(e),
+        Err(e) => dev.device.errors.push(format!("memory: {}", describe(&e))),
     }
+    Ok(())
 }
 
 fn memory_v1(device: &Device<'_>) -> Result<Memory, NvmlError> {
@@ -79,12 +69,7 @@ fn memory_v1(device: &Device<'_>) -> Result<Memory, NvmlError> {
     // is valid while `device` borrows the live `Nvml`; the symbol's signature
     // comes from the bindings and the out-struct is plain data we zero first.
     unsafe {
-        let sym = device
-            .nvml()
-            .lib()
-            .nvmlDeviceGetMemoryInfo
-            .as_ref()
-            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let sym = symbol(&device.nvml().lib().nvmlDeviceGetMemoryInfo)?;
         let mut m: nvmlMemory_t = std::mem::zeroed();
         nvml_wrapper::error::nvml_try(sym(device.handle(), &mut m))?;
         Ok(Memory {
@@ -173,12 +158,11 @@ fn room_for(last: u32) -> u32 {
 /// `ProcessInfo::from` (NVML_VALUE_NOT_AVAILABLE -> `Unavailable`).
 fn read_list(device: &Device<'_>, i: usize, last: &mut u32) -> Result<Vec<ProcessInfo>, NvmlError> {
     let lib = device.nvml().lib();
-    let sym: &ListSym = match i {
-        0 => lib.nvmlDeviceGetComputeRunningProcesses_v3.as_ref(),
-        1 => lib.nvmlDeviceGetGraphicsRunningProcesses_v3.as_ref(),
-        _ => lib.nvmlDeviceGetMPSComputeRunningProcesses_v3.as_ref(),
-    }
-    .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let sym: &ListSym = symbol(match i {
+        0 => &lib.nvmlDeviceGetComputeRunningProcesses_v3,
+        1 => &lib.nvmlDeviceGetGraphicsRunningProcesses_v3,
+        _ => &lib.nvmlDeviceGetMPSComputeRunningProcesses_v3,
+    })?;
     let blank = nvmlProcessInfo_t {
         pid: 0,
         usedGpuMemory: 0,
@@ -241,7 +225,7 @@ fn merge_list(by_pid: &mut Vec<RawProcess>, list: Vec<ProcessInfo>, kind: &str) 
 /// `None` when NVML gave no answer (`idle.rs` watches on that).
 pub(super) fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>) -> Option<bool> {
     let util = ctx.utilization.as_deref_mut()?;
-    let since = ctx.util_seen.get(uuid).copied().unwrap_or(0);
+    let since = ctx.known.util_seen.get(uuid).copied().unwrap_or(0);
     let samples = match device.process_utilization_stats(since) {
         Ok(s) => s,
         // NotFound means "no sample newer than `since`": an idle GPU.
@@ -251,7 +235,7 @@ pub(super) fn sample_util(device: &Device<'_>, uuid: &str, ctx: &mut PollCtx<'_>
     let per_pid = util.entry(uuid.to_string()).or_default();
     let mut active = false;
     for s in samples {
-        ctx.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
+        ctx.known.util_seen.insert(uuid.to_string(), s.timestamp.max(since));
         if s.sm_util > 0 {
             tracing::trace!(uuid, pid = s.pid, sm = s.sm_util, ts = s.timestamp, "active sample");
         }

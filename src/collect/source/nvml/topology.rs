@@ -55,10 +55,7 @@ impl Topology {
     /// The device count to use at `poll`, or `None` when the list must be
     /// read again first (never read, too old, or forgotten after a failure).
     pub(super) fn count(&self, poll: u64) -> Option<u32> {
-        let at = self.read_at?;
-        if poll.saturating_sub(at) >= RECHECK_POLLS {
-            return None;
-        }
+        self.read_at.filter(|at| poll.saturating_sub(*at) < RECHECK_POLLS)?;
         u32::try_from(self.devices.len()).ok()
     }
 
