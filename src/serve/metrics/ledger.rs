@@ -6,10 +6,13 @@
 //! per-process families are left out.
 
 use super::family::Family;
-use super::process::Exported;
-use super::text::{Kind, Writer};
+use super::text::{Digits, Kind, Writer};
 use crate::collect::ledger::Ledger;
-use crate::data::snapshot::DriverFigures;
+use crate::data::snapshot::{Device, DriverFigures, Process};
+
+/// One exported process, as the per-process families pick them: its
+/// device, itself, and its pid as a label value.
+type Exported<'a> = (&'a Device, &'a Process, Digits);
 
 /// The ledger's state at scrape time.
 #[derive(Debug, Clone, Copy)]

@@ -23,7 +23,7 @@ fn exported<'a>(d: &'a Device, cfg: &Processes) -> (Vec<&'a Process>, usize) {
 }
 
 /// One exported process: its device, itself, and its pid as a label value.
-pub(super) type Exported<'a> = (&'a Device, &'a Process, Digits);
+type Exported<'a> = (&'a Device, &'a Process, Digits);
 
 pub(super) fn processes(w: &mut Writer, snap: &Snapshot, cfg: &Processes) {
     let mut per_dev: Vec<(&Device, usize)> = Vec::new();
