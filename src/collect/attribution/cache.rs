@@ -111,6 +111,7 @@ impl IdentityCache {
         }
     }
 
+    #[cfg(test)]
     pub(super) fn set_refresh(&mut self, every: Duration) {
         self.refresh = every;
     }
@@ -121,6 +122,7 @@ impl IdentityCache {
     }
 
     /// A read outside a poll's round: only the periodic sweep applies.
+    #[cfg(test)]
     pub(super) fn single(&mut self, now: Instant) {
         if now.saturating_duration_since(self.last_sweep) >= self.sweep_period() {
             self.start_round(now);

@@ -49,7 +49,7 @@ pub use task::{Task, read_task};
 pub use stat::{StatError, StatFields, parse_btime, parse_stat, parse_status_uid};
 pub use tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
 
-/// What [`ProcFs::read`] reads besides the always-read stat/status/cgroup.
+/// What [`ProcFs::read_at`] reads besides the always-read stat/status/cgroup.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadOptions {
     /// Read `/proc/<pid>/cmdline` (DESIGN `[processes] cmdline = false` by default).

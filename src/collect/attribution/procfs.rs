@@ -18,7 +18,7 @@ use arcstr::ArcStr;
 
 use super::cache::{Identity, IdentityCache};
 use super::files::{CMDLINE_READ_MAX, SMALL_FILE_MAX, read_optional, read_required, stat_error, whole_args};
-use super::nss::{Lookup, NssNames, system_lookup};
+use super::nss::{NssNames, system_lookup};
 use super::redact::format_cmdline;
 use super::stat::{parse_btime, parse_stat_ref, parse_status_uid};
 use super::tree::{DirTree, PidFile, ProcTree, TreeFile, clock_ticks};
@@ -32,8 +32,6 @@ use super::{ProcError, ProcessIdentity, ReadOptions};
 /// stat, which says whether it is the same process, is read every poll.
 pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 
-/// A clone has its own caches and, on a directory, its own tree (open
-/// files); an in-memory tree is shared.
 #[derive(Debug)]
 pub struct ProcFs {
     tree: Arc<dyn ProcTree>,
@@ -51,25 +49,6 @@ pub struct ProcFs {
     buf: Vec<u8>,
     /// For status and cgroup, read while `buf` holds stat (and its comm).
     aux: Vec<u8>,
-}
-
-impl Clone for ProcFs {
-    fn clone(&self) -> Self {
-        let tree = match &self.dir {
-            Some(dir) => Arc::new(dir.clone()) as Arc<dyn ProcTree>,
-            None => self.tree.clone(),
-        };
-        ProcFs {
-            tree,
-            dir: self.dir.clone(),
-            users: self.users.clone(),
-            clock_ticks: self.clock_ticks,
-            boot_time: self.boot_time,
-            cache: self.cache.clone(),
-            buf: Vec::new(),
-            aux: Vec::new(),
-        }
-    }
 }
 
 /// The system's name service, only where it answers for the processes
@@ -92,13 +71,6 @@ impl ProcFs {
         fs
     }
 
-    /// Asks `lookup` for the uids passwd lacks (tests: a slow or fake
-    /// directory); `None` turns the name service off.
-    pub fn with_name_service(mut self, lookup: Option<Lookup>) -> Self {
-        self.users.set_nss(lookup.map(NssNames::start));
-        self
-    }
-
     /// Reads `tree` (e.g. a simulated fleet's [`MemTree`](super::MemTree)),
     /// users from its passwd.
     pub fn on(tree: Arc<dyn ProcTree>) -> Self {
@@ -114,13 +86,6 @@ impl ProcFs {
         }
     }
 
-    /// How long a process's uid and cgroup are reused (default
-    /// `IDENTITY_REFRESH`; zero reads them on every call).
-    pub fn with_identity_refresh(mut self, every: Duration) -> Self {
-        self.cache.set_refresh(every);
-        self
-    }
-
     /// Resolve users from this passwd file instead (e.g. "/host/etc/passwd");
     /// only for a directory tree (an in-memory tree has its own passwd).
     pub fn with_passwd(mut self, path: impl Into<PathBuf>) -> Self {
@@ -134,32 +99,10 @@ impl ProcFs {
         self
     }
 
-    /// How often passwd's mtime is checked (default 5 s).
-    pub fn with_passwd_recheck(mut self, every: Duration) -> Self {
-        self.users.set_recheck(every);
-        self
-    }
-
-    /// USER_HZ other than the kernel's (tests); 0 keeps the kernel's.
-    pub fn with_clock_ticks(mut self, hz: u64) -> Self {
-        if hz != 0 {
-            self.clock_ticks = hz;
-        }
-        self
-    }
-
-    /// Reads stat, status and cgroup (and cmdline when `opts.cmdline`).
-    /// `Err(Gone)` when the process does not exist (any more).
-    pub fn read(&mut self, pid: u32, opts: &ReadOptions) -> Result<ProcessIdentity, ProcError> {
-        let now = Instant::now();
-        // One read is not a round: only the periodic sweep applies.
-        self.cache.single(now);
-        self.read_identity_at(pid, opts, now)
-    }
-
-    /// [`ProcFs::read`] with the caller's clock for the cache's refresh:
-    /// a poll reads it once for all its processes, and a new clock value
-    /// is a new poll (the cache sweeps then).
+    /// Reads stat, status and cgroup (and cmdline when `opts.cmdline`);
+    /// `Err(Gone)` when the process does not exist (any more). `now` is the
+    /// caller's clock for the cache's refresh: a poll reads it once for all
+    /// its processes, and a new clock value is a new poll (the cache sweeps then).
     pub fn read_at(&mut self, pid: u32, opts: &ReadOptions, now: Instant) -> Result<ProcessIdentity, ProcError> {
         self.cache.round(now);
         self.read_identity_at(pid, opts, now)
@@ -272,9 +215,42 @@ impl ProcFs {
     }
 }
 
-impl Default for ProcFs {
-    /// The host's `/proc` and `/etc/passwd`.
-    fn default() -> Self {
-        ProcFs::new("/proc")
+/// Knobs and a clockless read only tests use.
+#[cfg(test)]
+impl ProcFs {
+    /// Asks `lookup` for the uids passwd lacks (tests: a slow or fake
+    /// directory); `None` turns the name service off.
+    pub fn with_name_service(mut self, lookup: Option<super::nss::Lookup>) -> Self {
+        self.users.set_nss(lookup.map(NssNames::start));
+        self
+    }
+
+    /// How long a process's uid and cgroup are reused (default
+    /// `IDENTITY_REFRESH`; zero reads them on every call).
+    pub fn with_identity_refresh(mut self, every: Duration) -> Self {
+        self.cache.set_refresh(every);
+        self
+    }
+
+    /// How often passwd's mtime is checked (default 5 s).
+    pub fn with_passwd_recheck(mut self, every: Duration) -> Self {
+        self.users.set_recheck(every);
+        self
+    }
+
+    /// USER_HZ other than the kernel's (tests); 0 keeps the kernel's.
+    pub fn with_clock_ticks(mut self, hz: u64) -> Self {
+        if hz != 0 {
+            self.clock_ticks = hz;
+        }
+        self
+    }
+
+    /// [`ProcFs::read_at`] on its own clock, outside a poll.
+    pub fn read(&mut self, pid: u32, opts: &ReadOptions) -> Result<ProcessIdentity, ProcError> {
+        let now = Instant::now();
+        // One read is not a round: only the periodic sweep applies.
+        self.cache.single(now);
+        self.read_identity_at(pid, opts, now)
     }
 }

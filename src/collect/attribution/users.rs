@@ -62,6 +62,7 @@ impl UserCache {
         self.others.clear();
     }
 
+    #[cfg(test)]
     pub(crate) fn set_recheck(&mut self, recheck: Duration) {
         self.recheck = recheck;
     }
