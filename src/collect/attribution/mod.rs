@@ -146,20 +146,10 @@ impl ProcState {
         }
     }
 
-    /// Label value for `gpumem_process_info{state}`.
+    /// Label value for `gpumem_process_info{state}`: the snapshot's state
+    /// names it, so the two cannot drift apart.
     pub fn as_str(&self) -> &'static str {
-        match self {
-            ProcState::Running => "running",
-            ProcState::Sleeping => "sleeping",
-            ProcState::DiskSleep => "disk-sleep",
-            ProcState::Stuck => "stuck",
-            ProcState::Zombie => "zombie",
-            ProcState::Stopped => "stopped",
-            ProcState::TracingStop => "tracing-stop",
-            ProcState::Dead => "dead",
-            ProcState::Idle => "idle",
-            ProcState::Other(_) => "other",
-        }
+        crate::data::snapshot::ProcessState::from(*self).as_str()
     }
 
     /// The inverse of [`ProcState::as_str`] (scenario files name states).
@@ -182,18 +172,14 @@ impl ProcState {
         }
     }
 
-    /// The name `/proc/<pid>/status` prints after the letter.
+    /// The name `/proc/<pid>/status` prints after the letter: the label's,
+    /// but with spaces, and a D that lasted is still "disk sleep".
     pub fn kernel_name(&self) -> &'static str {
         match self {
-            ProcState::Running => "running",
-            ProcState::Sleeping => "sleeping",
             ProcState::DiskSleep | ProcState::Stuck => "disk sleep",
-            ProcState::Zombie => "zombie",
-            ProcState::Stopped => "stopped",
             ProcState::TracingStop => "tracing stop",
-            ProcState::Dead => "dead",
-            ProcState::Idle => "idle",
             ProcState::Other(_) => "unknown",
+            named => named.as_str(),
         }
     }
 
@@ -210,8 +196,7 @@ impl ProcState {
     }
 }
 
-/// The snapshot's one-byte state shows the same string as
-/// [`ProcState::as_str`] (a test in `stat.rs` holds them together).
+/// The snapshot's one-byte state, whose string [`ProcState::as_str`] shows.
 impl From<ProcState> for crate::data::snapshot::ProcessState {
     fn from(s: ProcState) -> Self {
         use crate::data::snapshot::ProcessState as P;
