@@ -46,13 +46,6 @@ pub struct MemProcess {
     pub cmdline: Vec<u8>,
 }
 
-impl MemProcess {
-    /// `cmdline` from whitespace-separated args (an empty text: no args).
-    pub fn nul_args(text: &str) -> Vec<u8> {
-        MemIdentity::nul_args(text)
-    }
-}
-
 /// What a process shows that does not change while it lives, and that
 /// processes which look alike may share (see [`MemWriter::insert_as`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -18,7 +18,7 @@ fn proc(pid: u32, comm: &str, state: ProcState, start_ticks: u64) -> MemProcess 
         start_ticks,
         uid: 1000,
         cgroup: "/slurm/job_9".into(),
-        cmdline: MemProcess::nul_args("python x.py"),
+        cmdline: MemIdentity::nul_args("python x.py"),
     }
 }
 

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use arcstr::ArcStr;
 
 use super::super::{
-    CgroupInfo, MemProcess, MemTree, ProcFs, ProcState, ReadOptions, Runtime, cgroup_path, clock_ticks, parse_cgroup,
+    CgroupInfo, MemIdentity, MemProcess, MemTree, ProcFs, ProcState, ReadOptions, Runtime, cgroup_path, clock_ticks,
+    parse_cgroup,
 };
 
 fn info(f: impl FnOnce(&mut CgroupInfo)) -> CgroupInfo {
@@ -75,7 +76,7 @@ fn python(pid: u32, state: ProcState) -> MemProcess {
         start_ticks: 250 * clock_ticks(),
         uid: 1001,
         cgroup: "/system.slice/train.service".into(),
-        cmdline: MemProcess::nul_args("python train.py --password hunter2"),
+        cmdline: MemIdentity::nul_args("python train.py --password hunter2"),
     }
 }
 
