@@ -201,23 +201,20 @@ fn pod(seg: &str, parent: Option<&str>, in_kubepods: bool) -> Option<(String, &'
         }
         // The uid's dashes became underscores, so the last '-' part is it.
         let uid = name.rsplit('-').next()?.strip_prefix("pod")?;
-        let uid = pod_uid(uid)?;
-        let qos = if name.contains("-burstable-") {
-            "burstable"
-        } else if name.contains("-besteffort-") {
-            "besteffort"
-        } else {
-            "guaranteed"
-        };
-        return Some((uid, qos));
+        // A QoS is a '-' part after the first (the last is the pod's).
+        let qos = qos_class(|q| name.split('-').skip(1).any(|part| part == q));
+        return Some((pod_uid(uid)?, qos));
     }
     let uid = pod_uid(seg.strip_prefix("pod").filter(|_| in_kubepods)?)?;
-    let qos = match parent {
-        Some("burstable") => "burstable",
-        Some("besteffort") => "besteffort",
-        _ => "guaranteed",
-    };
-    Some((uid, qos))
+    Some((uid, qos_class(|q| parent == Some(q))))
+}
+
+/// "burstable" or "besteffort" when `named` says so, else "guaranteed".
+fn qos_class(named: impl Fn(&str) -> bool) -> &'static str {
+    ["burstable", "besteffort"]
+        .into_iter()
+        .find(|q| named(q))
+        .unwrap_or("guaranteed")
 }
 
 /// A UUID (36) or a static pod's hash (32 hex); underscores back to dashes.
