@@ -67,11 +67,6 @@ pub(super) fn read_optional(
 /// A cut cmdline ends in a partial arg: drop it, so that half of a secret
 /// (`https://user:pa`) is never shown unredacted because its end is missing.
 pub(super) fn whole_args(bytes: &[u8], cut: bool) -> &[u8] {
-    if !cut {
-        return bytes;
-    }
-    match bytes.iter().rposition(|&b| b == 0) {
-        Some(last_nul) => &bytes[..last_nul],
-        None => bytes,
-    }
+    let last_nul = bytes.iter().rposition(|&b| b == 0).filter(|_| cut);
+    last_nul.map_or(bytes, |end| &bytes[..end])
 }

@@ -8,7 +8,7 @@
 //! the answer is in, and never more than the lock that guards a map insert.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -97,18 +97,10 @@ impl NssNames {
             }
             None => (None, true),
         };
-        if due
-            && !st.pending.contains(&uid)
-            && let Some(tx) = &self.tx
-        {
-            match tx.try_send(uid) {
-                Ok(()) => {
-                    st.pending.insert(uid);
-                }
-                // Full: the resolver is slow; this uid is asked at a
-                // later poll. Disconnected: it died; numbers it is.
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {}
-            }
+        // A failed send (full: the resolver is slow; disconnected: it died)
+        // leaves the uid unpending, so a later poll asks again.
+        if due && !st.pending.contains(&uid) && self.tx.as_ref().is_some_and(|tx| tx.try_send(uid).is_ok()) {
+            st.pending.insert(uid);
         }
         name
     }

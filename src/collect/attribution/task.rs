@@ -3,7 +3,7 @@
 //! Must not cache: a stale view is what reclaim's re-check exists to avoid.
 
 use super::files::{read_required, stat_error};
-use super::stat::{StatFields, parse_stat, parse_status_uid};
+use super::stat::{parse_stat, parse_status_uid};
 use super::tree::{PidFile, ProcTree, TreeFile};
 use super::{ProcError, ProcState};
 
@@ -35,18 +35,18 @@ pub struct Task {
 /// `Malformed` for stat or status.
 pub fn read_task(tree: &dyn ProcTree, pid: u32) -> Result<Task, ProcError> {
     let mut buf = Vec::new();
-    let stat = read_stat(tree, pid, &mut buf)?;
+    read_required(tree, pid, PidFile::Stat, &mut buf)?;
+    // An empty stat is a task being torn down: `Gone`.
+    let stat = parse_stat(&buf).map_err(|e| stat_error(pid, e))?;
     read_required(tree, pid, PidFile::Status, &mut buf)?;
     let uid = parse_status_uid(&String::from_utf8_lossy(&buf));
     // An exiting task may already have lost its mm: no argv then.
-    let argv0 = match tree.read(TreeFile::Pid(pid, PidFile::Cmdline), ARGV0_MAX, &mut buf) {
-        Ok(_) => buf
-            .split(|&b| b == 0)
-            .next()
-            .filter(|a| !a.is_empty())
-            .map(|a| String::from_utf8_lossy(a).into_owned()),
-        Err(_) => None,
-    };
+    let argv0 = tree
+        .read(TreeFile::Pid(pid, PidFile::Cmdline), ARGV0_MAX, &mut buf)
+        .ok()
+        .and_then(|_| buf.split(|&b| b == 0).next())
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned());
     Ok(Task {
         pid,
         ppid: stat.ppid,
@@ -57,10 +57,4 @@ pub fn read_task(tree: &dyn ProcTree, pid: u32) -> Result<Task, ProcError> {
         comm: stat.comm,
         argv0,
     })
-}
-
-/// stat, parsed; an empty one is a task being torn down: `Gone`.
-fn read_stat(tree: &dyn ProcTree, pid: u32, buf: &mut Vec<u8>) -> Result<StatFields, ProcError> {
-    read_required(tree, pid, PidFile::Stat, buf)?;
-    parse_stat(buf).map_err(|e| stat_error(pid, e))
 }
