@@ -120,13 +120,16 @@ impl MemTree {
         let inner = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         f(&mut MemWriter { inner })
     }
+}
 
+#[cfg(test)]
+impl MemTree {
     /// Processes in the tree.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         self.inner.read().unwrap_or_else(PoisonError::into_inner).procs.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 }
