@@ -47,20 +47,15 @@ pub fn parse_cgroup(contents: &str) -> CgroupInfo {
     // Stable sort: same rank keeps file order.
     candidates.sort_by_key(|&(rank, _)| rank);
 
-    let mut best: Option<((usize, usize), CgroupInfo)> = None;
     let mut seen: Vec<&str> = Vec::new();
-    for (_, path) in candidates {
-        if seen.contains(&path) {
-            continue;
-        }
+    candidates.retain(|&(_, path)| {
+        let first = !seen.contains(&path);
         seen.push(path);
-        let info = parse_path(path);
-        let score = score(&info);
-        if best.as_ref().is_none_or(|(top, _)| score > *top) {
-            best = Some((score, info));
-        }
-    }
-    best.map(|(_, info)| info).unwrap_or_default()
+        first
+    });
+    // `rev`: of equally specific paths, `max_by_key` keeps the last it sees.
+    let infos = candidates.into_iter().rev().map(|(_, path)| parse_path(path));
+    infos.max_by_key(score).unwrap_or_default()
 }
 
 fn line_rank(hierarchy: &str, controllers: &str) -> u8 {
