@@ -147,22 +147,15 @@ fn redact_query(path: &str) -> String {
     let Some(q) = path.find('?') else {
         return path.to_string();
     };
-    let (query, fragment) = path[q + 1..]
-        .split_once('#')
-        .map_or((&path[q + 1..], None), |(a, b)| (a, Some(b)));
-    let params: Vec<String> = query
+    let fragment = path[q..].find('#').map_or(path.len(), |at| q + at);
+    let params: Vec<String> = path[q + 1..fragment]
         .split('&')
         .map(|param| match param.split_once('=') {
             Some((k, _)) if is_secret_name(k) => format!("{k}={REDACTED}"),
             _ => param.to_string(),
         })
         .collect();
-    let mut out = format!("{}?{}", &path[..q], params.join("&"));
-    if let Some(fragment) = fragment {
-        out.push('#');
-        out.push_str(fragment);
-    }
-    out
+    format!("{}?{}{}", &path[..q], params.join("&"), &path[fragment..])
 }
 
 /// At most `max_bytes`, cut on a char boundary, "…" included when cut.
