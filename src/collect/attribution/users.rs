@@ -76,15 +76,10 @@ impl UserCache {
         if let Some(n) = self.names.get(&uid).or_else(|| self.others.get(&uid)) {
             return n.clone();
         }
-        let (name, last) = match self.nss.as_ref() {
-            None => (uid.to_string(), true),
-            Some(n) => match n.get(uid) {
-                Some(name) => (name, true),
-                // Asked in the background: a number until it answers.
-                None => (uid.to_string(), false),
-            },
-        };
-        let name = ArcStr::from(name);
+        let answer = self.nss.as_ref().map(|n| n.get(uid));
+        // Asked in the background: a number until it answers, not kept.
+        let last = !matches!(answer, Some(None));
+        let name = ArcStr::from(answer.flatten().unwrap_or_else(|| uid.to_string()));
         if last {
             // Bounded whatever uids come and go.
             if self.others.len() >= OTHERS_MAX {
