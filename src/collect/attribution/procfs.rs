@@ -35,8 +35,9 @@ pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct ProcFs {
     tree: Arc<dyn ProcTree>,
-    /// The directory tree `tree` is, while it is one: `with_passwd` edits it.
-    dir: Option<DirTree>,
+    /// The directory `tree` reads as `/proc`, while it is one: `with_passwd`
+    /// reads it again with another passwd.
+    root: Option<PathBuf>,
     users: UserCache,
     clock_ticks: u64,
     /// Read once: the kernel recomputes btime from the clock on every read
@@ -54,8 +55,8 @@ pub struct ProcFs {
 /// The system's name service, only where it answers for the processes
 /// read: the host's own `/proc` with the host's own `/etc/passwd`. A
 /// container reading a mounted host tree would get the container's users.
-fn host_nss(dir: &DirTree) -> Option<NssNames> {
-    let host = dir.root() == Path::new("/proc") && dir.passwd() == Path::new("/etc/passwd");
+fn host_nss(root: &Path, passwd: &Path) -> Option<NssNames> {
+    let host = root == Path::new("/proc") && passwd == Path::new("/etc/passwd");
     host.then(|| NssNames::start(system_lookup()))
 }
 
@@ -64,10 +65,10 @@ impl ProcFs {
     /// `/etc/passwd`, and on the host's own tree (`/proc`, `/etc/passwd`)
     /// from the name service too (LDAP, SSSD).
     pub fn new(root: impl Into<PathBuf>) -> Self {
-        let dir = DirTree::new(root, "/etc/passwd");
-        let mut fs = ProcFs::on(Arc::new(dir.clone()));
-        fs.users.set_nss(host_nss(&dir));
-        fs.dir = Some(dir);
+        let root = root.into();
+        let mut fs = ProcFs::on(Arc::new(DirTree::new(&root, "/etc/passwd")));
+        fs.users.set_nss(host_nss(&root, Path::new("/etc/passwd")));
+        fs.root = Some(root);
         fs
     }
 
@@ -76,7 +77,7 @@ impl ProcFs {
     pub fn on(tree: Arc<dyn ProcTree>) -> Self {
         ProcFs {
             tree,
-            dir: None,
+            root: None,
             users: UserCache::new(),
             clock_ticks: clock_ticks(),
             boot_time: None,
@@ -89,12 +90,11 @@ impl ProcFs {
     /// Resolve users from this passwd file instead (e.g. "/host/etc/passwd");
     /// only for a directory tree (an in-memory tree has its own passwd).
     pub fn with_passwd(mut self, path: impl Into<PathBuf>) -> Self {
-        if let Some(dir) = &self.dir {
-            let dir = DirTree::new(dir.root(), path);
-            self.tree = Arc::new(dir.clone());
+        if let Some(root) = &self.root {
+            let path = path.into();
             self.users = UserCache::new();
-            self.users.set_nss(host_nss(&dir));
-            self.dir = Some(dir);
+            self.users.set_nss(host_nss(root, &path));
+            self.tree = Arc::new(DirTree::new(root, path));
         }
         self
     }

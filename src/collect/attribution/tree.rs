@@ -72,13 +72,6 @@ pub struct DirTree {
     stat_fds: Mutex<StatFds>,
 }
 
-/// A clone reads the same directory with its own (empty) set of open files.
-impl Clone for DirTree {
-    fn clone(&self) -> Self {
-        DirTree::new(self.root.clone(), self.passwd.clone())
-    }
-}
-
 impl DirTree {
     /// `root` as `/proc`, users from `passwd`.
     pub fn new(root: impl Into<PathBuf>, passwd: impl Into<PathBuf>) -> Self {
@@ -87,16 +80,6 @@ impl DirTree {
             passwd: passwd.into(),
             stat_fds: Mutex::new(StatFds::default()),
         }
-    }
-
-    /// The directory read as `/proc`.
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// The passwd file users come from.
-    pub fn passwd(&self) -> &Path {
-        &self.passwd
     }
 
     /// Where `pid`'s stat is read. On a procfs, the main thread's
