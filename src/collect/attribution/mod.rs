@@ -116,20 +116,6 @@ pub enum ProcState {
     Other(char),
 }
 
-/// Every state with a name, for [`ProcState::from_name`].
-const NAMED: [ProcState; 10] = [
-    ProcState::Running,
-    ProcState::Sleeping,
-    ProcState::DiskSleep,
-    ProcState::Stuck,
-    ProcState::Zombie,
-    ProcState::Stopped,
-    ProcState::TracingStop,
-    ProcState::Dead,
-    ProcState::Idle,
-    ProcState::Other('?'),
-];
-
 impl ProcState {
     /// Maps the single-letter code the kernel prints (fs/proc/array.c).
     pub fn from_code(c: char) -> Self {
@@ -154,7 +140,11 @@ impl ProcState {
 
     /// The inverse of [`ProcState::as_str`] (scenario files name states).
     pub fn from_name(name: &str) -> Option<Self> {
-        NAMED.into_iter().find(|s| s.as_str() == name)
+        // Every named state: those the kernel prints, the caller's verdict, and "other".
+        let coded = "RSDZTtXI".chars().map(ProcState::from_code);
+        coded
+            .chain([ProcState::Stuck, ProcState::Other('?')])
+            .find(|s| s.as_str() == name)
     }
 
     /// The letter the kernel prints (`Stuck` is a D that lasted).

@@ -302,7 +302,8 @@ mod tests {
 
     #[test]
     fn the_snapshot_shows_each_state_as_attribution_names_it() {
-        for s in super::super::NAMED {
+        let named = "RSDZTtXI".chars().map(ProcState::from_code);
+        for s in named.chain([ProcState::Stuck, ProcState::Other('?')]) {
             assert_eq!(
                 crate::data::snapshot::ProcessState::from(s).as_str(),
                 s.as_str(),
