@@ -22,7 +22,7 @@ use arcstr::ArcStr;
 use super::{CgroupInfo, Runtime};
 
 /// Container scope/dir prefixes, longest first where they share a start.
-const CONTAINER_PREFIXES: &[(&str, Runtime)] = &[
+pub(super) const CONTAINER_PREFIXES: &[(&str, Runtime)] = &[
     ("docker-", Runtime::Docker),
     ("cri-containerd-", Runtime::Containerd),
     ("nerdctl-", Runtime::Containerd),

@@ -4,7 +4,8 @@
 
 use std::fmt::Write as _;
 
-use super::super::{CgroupInfo, Runtime};
+use super::super::CgroupInfo;
+use super::super::cgroup::CONTAINER_PREFIXES;
 
 /// A cgroup v2 path that [`parse_cgroup`](crate::collect::attribution::parse_cgroup) reads back as
 /// `info` (fields it cannot name, such as a container id that is not 64 hex
@@ -30,13 +31,11 @@ pub fn cgroup_path(info: &CgroupInfo) -> String {
         let _ = write!(path, "/pod{pod}");
     }
     if let Some(id) = &info.container_id {
-        let prefix = match info.container_runtime {
-            Some(Runtime::Docker) => "docker-",
-            Some(Runtime::Containerd) => "cri-containerd-",
-            Some(Runtime::CriO) => "crio-",
-            Some(Runtime::Podman) => "libpod-",
-            None => "",
-        };
+        // The first prefix of its runtime: containerd's is `cri-containerd-`.
+        let prefix = CONTAINER_PREFIXES
+            .iter()
+            .find(|&&(_, r)| Some(r) == info.container_runtime)
+            .map_or("", |&(prefix, _)| prefix);
         let _ = write!(path, "/{prefix}{id}");
     }
     if let Some(unit) = &info.unit {
