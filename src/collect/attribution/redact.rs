@@ -72,10 +72,7 @@ fn redact_arg(arg: &str) -> (String, bool) {
         let words: Vec<&str> = arg.split_whitespace().collect();
         return (redact_args(&words).join(" "), false);
     }
-    if is_flag(arg) && is_secret_name(arg) {
-        return (arg.to_string(), true);
-    }
-    if arg.eq_ignore_ascii_case("bearer") {
+    if (is_flag(arg) && is_secret_name(arg)) || arg.eq_ignore_ascii_case("bearer") {
         return (arg.to_string(), true);
     }
     (redact_urls(arg), false)
@@ -121,14 +118,11 @@ fn redact_urls(arg: &str) -> String {
         rest = &rest[authority_start..];
         let authority_end = rest.find(['/', '?', '#', ',']).unwrap_or(rest.len());
         let authority = &rest[..authority_end];
-        if let Some(at) = authority.rfind('@') {
-            match authority[..at].split_once(':') {
-                Some((user, _)) => out.push_str(&format!("{user}:{REDACTED}")),
-                None => out.push_str(&authority[..at]),
-            }
-            out.push_str(&authority[at..]);
-        } else {
-            out.push_str(authority);
+        // `user:password@host` loses the password; `user@host` is kept whole.
+        let (userinfo, host) = authority.split_at(authority.rfind('@').unwrap_or(0));
+        match userinfo.split_once(':') {
+            Some((user, _)) => out.push_str(&format!("{user}:{REDACTED}{host}")),
+            None => out.push_str(authority),
         }
         rest = &rest[authority_end..];
         let path_end = rest.find("://").map_or(rest.len(), |next| {
@@ -163,12 +157,8 @@ pub(crate) fn truncate(s: &str, max_bytes: usize) -> String {
     if s.len() <= max_bytes {
         return s.to_string();
     }
-    let (budget, marker) = if max_bytes >= ELLIPSIS.len() {
-        (max_bytes - ELLIPSIS.len(), ELLIPSIS)
-    } else {
-        (max_bytes, "")
-    };
-    let mut cut = budget;
+    let marker = if max_bytes >= ELLIPSIS.len() { ELLIPSIS } else { "" };
+    let mut cut = max_bytes - marker.len();
     while !s.is_char_boundary(cut) {
         cut -= 1;
     }
