@@ -6,8 +6,6 @@
 //! cache miss: container uids are usually unknown to the host, and a miss
 //! must not cost a file read for every such process every second.
 
-use std::collections::HashMap;
-
 use arcstr::ArcStr;
 use rustc_hash::FxHashMap;
 use std::time::{Duration, Instant, SystemTime};
@@ -117,10 +115,7 @@ impl UserCache {
         // A missing or unreadable passwd just means numeric users.
         let mut bytes = Vec::new();
         self.names = match tree.read(TreeFile::Passwd, PASSWD_MAX, &mut bytes) {
-            Ok(_) => parse_passwd(&String::from_utf8_lossy(&bytes))
-                .into_iter()
-                .map(|(uid, name)| (uid, ArcStr::from(name)))
-                .collect(),
+            Ok(_) => parse_passwd(&String::from_utf8_lossy(&bytes)),
             Err(_) => FxHashMap::default(),
         };
         // A uid passwd now names must not keep its old name from here.
@@ -131,8 +126,8 @@ impl UserCache {
 
 /// `name:password:uid:gid:gecos:home:shell` lines; the first name of a uid
 /// wins, as with getpwuid(3) on a files database.
-pub(crate) fn parse_passwd(text: &str) -> HashMap<u32, String> {
-    let mut names = HashMap::new();
+pub(crate) fn parse_passwd(text: &str) -> FxHashMap<u32, ArcStr> {
+    let mut names = FxHashMap::default();
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -147,7 +142,7 @@ pub(crate) fn parse_passwd(text: &str) -> HashMap<u32, String> {
             continue;
         }
         if let Ok(uid) = uid.parse::<u32>() {
-            names.entry(uid).or_insert_with(|| name.to_string());
+            names.entry(uid).or_insert_with(|| ArcStr::from(name));
         }
     }
     names
@@ -171,9 +166,9 @@ mod tests {
              +nis::::::\n\
              bob:x:1001:1001::/home/bob:/bin/sh",
         );
-        assert_eq!(names.get(&0).map(String::as_str), Some("root"));
-        assert_eq!(names.get(&1000).map(String::as_str), Some("alice"));
-        assert_eq!(names.get(&1001).map(String::as_str), Some("bob"));
+        assert_eq!(names.get(&0).map(ArcStr::as_str), Some("root"));
+        assert_eq!(names.get(&1000).map(ArcStr::as_str), Some("alice"));
+        assert_eq!(names.get(&1001).map(ArcStr::as_str), Some("bob"));
         assert_eq!(names.len(), 3);
     }
 
