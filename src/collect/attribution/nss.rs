@@ -90,13 +90,10 @@ impl NssNames {
     /// missing or stale entry is queued for the resolver without waiting.
     pub fn get(&self, uid: u32) -> Option<String> {
         let mut st = locked(&self.state);
-        let (name, due) = match st.names.get(&uid) {
-            Some(e) => {
-                let ttl = if e.name.is_some() { REFRESH } else { RETRY_UNKNOWN };
-                (e.name.clone(), e.at.elapsed() >= ttl)
-            }
-            None => (None, true),
-        };
+        let (name, due) = st.names.get(&uid).map_or((None, true), |e| {
+            let ttl = if e.name.is_some() { REFRESH } else { RETRY_UNKNOWN };
+            (e.name.clone(), e.at.elapsed() >= ttl)
+        });
         // A failed send (full: the resolver is slow; disconnected: it died)
         // leaves the uid unpending, so a later poll asks again.
         if due && !st.pending.contains(&uid) && self.tx.as_ref().is_some_and(|tx| tx.try_send(uid).is_ok()) {
