@@ -63,12 +63,7 @@ pub struct MemIdentity {
 impl MemIdentity {
     /// `cmdline` from whitespace-separated args (an empty text: no args).
     pub fn nul_args(text: &str) -> Vec<u8> {
-        let mut out = Vec::with_capacity(text.len() + 1);
-        for arg in text.split_whitespace() {
-            out.extend_from_slice(arg.as_bytes());
-            out.push(0);
-        }
-        out
+        text.split_whitespace().flat_map(|arg| arg.bytes().chain([0])).collect()
     }
 }
 
