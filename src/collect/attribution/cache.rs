@@ -24,7 +24,7 @@ use super::{CgroupInfo, Who};
 pub(super) type Identity = (Arc<Who>, Arc<CgroupInfo>);
 
 /// One PID.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct Entry {
     start_ticks: u64,
     /// When status and cgroup were read.
@@ -36,7 +36,7 @@ struct Entry {
 }
 
 /// Per PID (see the module docs).
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(super) struct IdentityCache {
     /// By PID in order: a poll asks in the source's order, mostly rising
     /// PIDs, so consecutive lookups share tree leaves (docs/design.md).
@@ -51,7 +51,7 @@ pub(super) struct IdentityCache {
 /// Identities shared by PIDs that are alike: the workers of one job (same
 /// cgroup, command and user) hold one `Who` and one parsed cgroup, not one
 /// each. Swept with the entries: what only this table holds goes.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 struct Shared {
     cgroups: FxHashMap<Box<[u8]>, Arc<CgroupInfo>>,
     comms: rustc_hash::FxHashSet<ArcStr>,

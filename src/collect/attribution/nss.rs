@@ -47,9 +47,7 @@ struct State {
     pending: HashSet<u32>,
 }
 
-/// Cheap to clone; clones share the cache and the resolver. The resolver
-/// thread ends when the last clone is dropped.
-#[derive(Clone)]
+/// The cache and its resolver, whose thread ends when this is dropped.
 pub struct NssNames {
     state: Arc<Mutex<State>>,
     tx: Option<SyncSender<u32>>,

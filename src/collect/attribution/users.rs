@@ -23,7 +23,7 @@ pub(crate) const DEFAULT_RECHECK: Duration = Duration::from_secs(5);
 /// Names kept beyond passwd's, at most.
 const OTHERS_MAX: usize = 4096;
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub(crate) struct UserCache {
     recheck: Duration,
     /// Shared: every process of a user carries the same allocation. FxHash:
