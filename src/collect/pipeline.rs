@@ -97,7 +97,7 @@ impl DeviceIds {
 impl Pipeline {
     /// Attribution from the configured `proc_root` and `passwd_file`.
     pub fn new(cfg: &Processes) -> Self {
-        Self::with_procfs(cfg, ProcFs::new(&cfg.proc_root).with_passwd(&cfg.passwd_file))
+        Self::with_procfs(cfg, ProcFs::new(&cfg.proc_root, &cfg.passwd_file))
     }
 
     /// Attribution from the source's own /proc tree when it keeps one (the

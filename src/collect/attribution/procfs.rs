@@ -35,9 +35,6 @@ pub const IDENTITY_REFRESH: Duration = Duration::from_secs(30);
 #[derive(Debug)]
 pub struct ProcFs {
     tree: Arc<dyn ProcTree>,
-    /// The directory `tree` reads as `/proc`, while it is one: `with_passwd`
-    /// reads it again with another passwd.
-    root: Option<PathBuf>,
     users: UserCache,
     clock_ticks: u64,
     /// Read once: the kernel recomputes btime from the clock on every read
@@ -52,23 +49,18 @@ pub struct ProcFs {
     aux: Vec<u8>,
 }
 
-/// The system's name service, only where it answers for the processes
-/// read: the host's own `/proc` with the host's own `/etc/passwd`. A
-/// container reading a mounted host tree would get the container's users.
-fn host_nss(root: &Path, passwd: &Path) -> Option<NssNames> {
-    let host = root == Path::new("/proc") && passwd == Path::new("/etc/passwd");
-    host.then(|| NssNames::start(system_lookup()))
-}
-
 impl ProcFs {
-    /// A directory tree rooted at `root` (e.g. "/proc"); users from
-    /// `/etc/passwd`, and on the host's own tree (`/proc`, `/etc/passwd`)
-    /// from the name service too (LDAP, SSSD).
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        let root = root.into();
-        let mut fs = ProcFs::on(Arc::new(DirTree::new(&root, "/etc/passwd")));
-        fs.users.set_nss(host_nss(&root, Path::new("/etc/passwd")));
-        fs.root = Some(root);
+    /// A directory tree rooted at `root` (e.g. "/proc", "/host/proc"), users
+    /// from `passwd` (e.g. "/etc/passwd", "/host/etc/passwd").
+    pub fn new(root: impl Into<PathBuf>, passwd: impl Into<PathBuf>) -> Self {
+        let (root, passwd) = (root.into(), passwd.into());
+        // The name service (LDAP, SSSD) only where it answers for the
+        // processes read: the host's own `/proc` with the host's own
+        // `/etc/passwd`. A container reading a mounted host tree would get
+        // the container's users.
+        let host = root == Path::new("/proc") && passwd == Path::new("/etc/passwd");
+        let mut fs = ProcFs::on(Arc::new(DirTree::new(root, passwd)));
+        fs.users.set_nss(host.then(|| NssNames::start(system_lookup())));
         fs
     }
 
@@ -77,7 +69,6 @@ impl ProcFs {
     pub fn on(tree: Arc<dyn ProcTree>) -> Self {
         ProcFs {
             tree,
-            root: None,
             users: UserCache::new(),
             clock_ticks: clock_ticks(),
             boot_time: None,
@@ -85,18 +76,6 @@ impl ProcFs {
             buf: Vec::new(),
             aux: Vec::new(),
         }
-    }
-
-    /// Resolve users from this passwd file instead (e.g. "/host/etc/passwd");
-    /// only for a directory tree (an in-memory tree has its own passwd).
-    pub fn with_passwd(mut self, path: impl Into<PathBuf>) -> Self {
-        if let Some(root) = &self.root {
-            let path = path.into();
-            self.users = UserCache::new();
-            self.users.set_nss(host_nss(root, &path));
-            self.tree = Arc::new(DirTree::new(root, path));
-        }
-        self
     }
 
     /// Reads stat, status and cgroup (and cmdline when `opts.cmdline`);

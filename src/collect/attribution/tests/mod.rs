@@ -104,9 +104,7 @@ impl FakeProc {
 
     /// A ProcFs on this tree that sees passwd changes at once.
     pub(super) fn procfs(&self) -> ProcFs {
-        ProcFs::new(self.root())
-            .with_passwd(self.passwd())
-            .with_passwd_recheck(std::time::Duration::ZERO)
+        ProcFs::new(self.root(), self.passwd()).with_passwd_recheck(std::time::Duration::ZERO)
     }
 }
 

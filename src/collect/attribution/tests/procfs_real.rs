@@ -10,7 +10,7 @@ use crate::tests::wait_true;
 
 #[test]
 fn real_proc_self() {
-    let mut procfs = ProcFs::new("/proc");
+    let mut procfs = ProcFs::new("/proc", "/etc/passwd");
     let id = procfs
         .read(std::process::id(), &with_cmdline(4096))
         .expect("own process");
@@ -48,7 +48,7 @@ fn real_proc_self() {
 
 #[test]
 fn real_proc_pid_1_and_a_missing_pid() {
-    let mut procfs = ProcFs::new("/proc");
+    let mut procfs = ProcFs::new("/proc", "/etc/passwd");
     let init = procfs.read(1, &ReadOptions::default()).expect("pid 1");
     assert_eq!(init.pid, 1);
     assert!(!init.who.comm.is_empty());
@@ -62,7 +62,7 @@ fn real_proc_pid_1_and_a_missing_pid() {
 #[test]
 fn real_proc_an_exited_child_is_a_zombie_at_the_next_poll() {
     use std::time::{Duration, Instant};
-    let mut procfs = ProcFs::new("/proc");
+    let mut procfs = ProcFs::new("/proc", "/etc/passwd");
     let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep");
     let pid = child.id();
     let opts = ReadOptions::default();
