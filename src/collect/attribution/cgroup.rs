@@ -175,15 +175,12 @@ fn container<'a>(seg: &'a str, parent: Option<&str>) -> Option<(&'a str, Option<
             return Some((id, Some(*runtime)));
         }
     }
-    if is_container_id(seg) {
-        // `docker/<id>` (cgroupfs driver), `...slice:cri-containerd:<id>`.
-        let runtime = CONTAINER_PREFIXES
-            .iter()
-            .find(|(prefix, _)| parent.is_some_and(|p| prefix.strip_suffix('-') == Some(p)))
-            .map(|&(_, runtime)| runtime);
-        return Some((seg, runtime));
-    }
-    None
+    // `docker/<id>` (cgroupfs driver), `...slice:cri-containerd:<id>`.
+    let runtime = CONTAINER_PREFIXES
+        .iter()
+        .find(|(prefix, _)| parent.is_some_and(|p| prefix.strip_suffix('-') == Some(p)))
+        .map(|&(_, runtime)| runtime);
+    is_container_id(seg).then_some((seg, runtime))
 }
 
 /// systemd driver: `kubepods-burstable-pod<uid_with_underscores>.slice`,
