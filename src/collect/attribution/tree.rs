@@ -90,11 +90,10 @@ impl DirTree {
     /// threads). A fixture directory has no task
     /// directories.
     fn stat_path(&self, pid: u32, procfs: bool) -> PathBuf {
-        let dir = self.root.join(pid.to_string());
         if procfs {
-            dir.join("task").join(pid.to_string()).join("stat")
+            self.root.join(format!("{pid}/task/{pid}/stat"))
         } else {
-            dir.join("stat")
+            self.path(TreeFile::Pid(pid, PidFile::Stat))
         }
     }
 
