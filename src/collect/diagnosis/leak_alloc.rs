@@ -37,31 +37,23 @@ impl TensorLeaks {
     /// NVML's figure of such a process includes the cache, which is what
     /// grows in a warm-up.
     pub fn judge(&mut self, key: &ProcKey, p: &mut Process, now: f64) {
-        let Some(a) = p.allocator.as_mut() else {
-            return self.judge_driver(key, p, now);
-        };
-        let t = self.tracker.observe_and_assess(key, now, Some(a.allocated.current));
-        let tensors = t.is_some_and(|t| t.suspected);
-        a.growth = match (tensors, p.leak_suspected) {
-            (true, _) => Some("tensors"),
-            (false, true) => Some("cache"),
-            (false, false) => None,
-        };
-        p.leak_suspected = tensors;
-    }
-
-    /// By the ledger's live driver allocations, for a process listed on one
-    /// GPU (a process on several shows its books on one of them).
-    fn judge_driver(&mut self, key: &ProcKey, p: &mut Process, now: f64) {
-        let Some(d) = p.driver.as_mut().filter(|d| d.gpus <= 1) else {
+        // The figure judged, where its verdict goes, and its names for a
+        // growth it shows and for one only NVML's figure shows.
+        let (bytes, growth, [own, other]) = if let Some(a) = p.allocator.as_mut() {
+            (a.allocated.current, &mut a.growth, ["tensors", "cache"])
+        } else if let Some(d) = p.driver.as_mut().filter(|d| d.gpus <= 1) {
+            // By the ledger's live driver allocations, for a process listed
+            // on one GPU (a process on several shows its books on one of them).
+            (d.live_bytes, &mut d.growth, ["allocations", "other"])
+        } else {
             return;
         };
-        let t = self.tracker.observe_and_assess(key, now, Some(d.live_bytes));
+        let t = self.tracker.observe_and_assess(key, now, Some(bytes));
         let grows = t.is_some_and(|t| t.suspected);
-        d.growth = match (grows, p.leak_suspected) {
-            (true, _) => Some("allocations"),
-            (false, true) => Some("other"),
-            (false, false) => None,
+        *growth = if grows {
+            Some(own)
+        } else {
+            p.leak_suspected.then_some(other)
         };
         p.leak_suspected = grows;
     }
