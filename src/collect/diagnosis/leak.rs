@@ -38,7 +38,7 @@ mod config;
 pub use config::LeakConfig;
 
 /// The verdict on one key's recent history.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Trend {
     /// Theil–Sen slope of the segment floors over the window (bytes/s; may
     /// be negative). Exported as `gpumem_process_memory_growth_bytes_per_second`.
