@@ -170,11 +170,9 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
                 s.trend
             }
             None => {
-                let b = sample?;
-                let mut s = Series::new(cfg.buckets);
-                s.phase = take_phase(&mut self.next_phase);
-                s.push(at, b, cfg, scratch);
-                let trend = s.trend;
+                sample?;
+                let mut s = self.series();
+                let trend = self.observe_series(&mut s, t, sample);
                 self.series.insert(key.clone(), (s, self.generation));
                 trend
             }
