@@ -143,7 +143,11 @@ impl History {
     fn close_poll(&mut self) {
         let len = self.times.len();
         let full = len > self.capacity;
-        for s in self.devices.values_mut() {
+        if full {
+            self.times.pop_front();
+        }
+        let kept = self.times.len();
+        self.devices.retain(|_, s| {
             for v in s.points() {
                 pad_to(v, len);
                 if full {
@@ -159,18 +163,11 @@ impl History {
                     p.used.pop_front();
                 }
             }
-        }
-        if full {
-            self.times.pop_front();
-        }
-        let len = self.times.len();
-        for s in self.devices.values_mut() {
-            s.processes.retain(|_, p| p.absent_for < len);
-        }
-        // A device stays while its processes do; the view lists it only
-        // while it has a point.
-        self.devices
-            .retain(|_, s| s.used.iter().any(Option::is_some) || !s.processes.is_empty());
+            s.processes.retain(|_, p| p.absent_for < kept);
+            // A device stays while its processes do; the view lists it only
+            // while it has a point.
+            s.used.iter().any(Option::is_some) || !s.processes.is_empty()
+        });
     }
 
     /// The points after Unix time `since` (all when `None`) of one device
