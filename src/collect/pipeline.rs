@@ -9,10 +9,10 @@
 use crate::collect::attribution::{ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::collect::diagnosis::forecast::forecast;
 use crate::collect::diagnosis::leak::{LeakConfig, LeakTracker};
-use crate::collect::diagnosis::leak_alloc::TensorLeaks;
+use crate::collect::diagnosis::leak_alloc;
 use crate::collect::diagnosis::peaks::PeakTracker;
 use crate::collect::diagnosis::stuck::StuckTracker;
-use crate::collect::diagnosis::{LateRelease, holder_split, proc_key};
+use crate::collect::diagnosis::{LateRelease, ProcKey, holder_split, proc_key};
 use crate::collect::source::{GpuSource, RawPoll, RawProcess, Utilization};
 use crate::data::snapshot::{Device, DriverInfo, Holder, Process, ProcessState, ProcessType};
 pub use processes::{ProcessMode, Processes};
@@ -61,7 +61,7 @@ pub struct Pipeline {
     /// The driver-call ledger, when `[ebpf]` is enabled.
     ledger: Option<std::sync::Arc<crate::collect::ledger::Ledger>>,
     /// Leak trends of `allocated` for processes that report it.
-    tensor_leaks: TensorLeaks,
+    tensor_leaks: LeakTracker<ProcKey>,
     /// Xid event counts and recent events per device.
     xids: crate::collect::health::XidBook,
     /// Where each Xid event is also listed (`GET /api/v1/events`).
@@ -126,7 +126,7 @@ impl Pipeline {
             devices: DeviceIds::default(),
             allocator: None,
             ledger: None,
-            tensor_leaks: TensorLeaks::new(leak.clone()),
+            tensor_leaks: LeakTracker::new(leak.clone()),
             unattributed: LeakTracker::new(leak),
             xids: crate::collect::health::XidBook::new(crate::collect::health::HealthConfig::default().recent_events),
             events: None,
@@ -301,7 +301,7 @@ impl Pipeline {
             if inside {
                 // A process without either view keeps NVML's verdict.
                 for p in &mut dev.processes {
-                    self.tensor_leaks.judge(&proc_key(dev_id, p), p, now);
+                    leak_alloc::judge(&mut self.tensor_leaks, &proc_key(dev_id, p), p, now);
                 }
             }
             let unattributed = dev.holders.map(|h| h.unattributed);
