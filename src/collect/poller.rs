@@ -155,13 +155,6 @@ struct Shared {
     state: Mutex<State>,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Plain data: a panic elsewhere cannot leave it torn.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// The thread that owns the source: waits for each tick, polls, publishes
 /// and follows. Ends when the supervisor goes away; a panic inside a poll
 /// is caught and reported as that poll's failure.
@@ -220,6 +213,11 @@ fn worker(
 }
 
 impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Plain data: a panic elsewhere cannot leave it torn.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// A poll starts: count it, set its deadline and the alarm to it.
     fn begin(&self, started: Instant) -> u64 {
         let mut st = self.lock();
