@@ -90,6 +90,13 @@ pub struct ProcessHistory {
     pub used_bytes: Vec<Option<u64>>,
 }
 
+impl DeviceSeries {
+    /// The used and holder series, which always have one point a poll.
+    fn points(&mut self) -> impl Iterator<Item = &mut Points> {
+        std::iter::once(&mut self.used).chain(&mut self.holders)
+    }
+}
+
 impl History {
     /// Keeps `points` polls (at least 1), process series for the `top_n`
     /// largest holders of each device.
@@ -121,8 +128,7 @@ impl History {
         for d in snap.devices.iter().filter(|d| d.up) {
             let s = self.devices.entry(d.uuid.clone()).or_default();
             let before = self.times.len() - 1;
-            pad_to(&mut s.used, before);
-            s.holders.iter_mut().for_each(|h| pad_to(h, before));
+            s.points().for_each(|v| pad_to(v, before));
             s.used.push_back(d.memory.map(|m| m.used_bytes));
             for (i, &class) in Holder::ALL.iter().enumerate() {
                 s.holders[i].push_back(d.holders.map(|h| h.get(class)));
@@ -137,9 +143,17 @@ impl History {
     fn close_poll(&mut self) {
         let len = self.times.len();
         let full = len > self.capacity;
-        for s in self.devices.values_mut() {
-            pad_to(&mut s.used, len);
-            s.holders.iter_mut().for_each(|h| pad_to(h, len));
+        if full {
+            self.times.pop_front();
+        }
+        let kept = self.times.len();
+        self.devices.retain(|_, s| {
+            for v in s.points() {
+                pad_to(v, len);
+                if full {
+                    v.pop_front();
+                }
+            }
             for p in s.processes.values_mut() {
                 if p.used.len() < len {
                     p.absent_for += 1;
@@ -149,24 +163,11 @@ impl History {
                     p.used.pop_front();
                 }
             }
-            if full {
-                s.used.pop_front();
-                s.holders.iter_mut().for_each(|h| {
-                    h.pop_front();
-                });
-            }
-        }
-        if full {
-            self.times.pop_front();
-        }
-        let len = self.times.len();
-        for s in self.devices.values_mut() {
-            s.processes.retain(|_, p| p.absent_for < len);
-        }
-        // A device stays while its processes do; the view lists it only
-        // while it has a point.
-        self.devices
-            .retain(|_, s| s.used.iter().any(Option::is_some) || !s.processes.is_empty());
+            s.processes.retain(|_, p| p.absent_for < kept);
+            // A device stays while its processes do; the view lists it only
+            // while it has a point.
+            s.used.iter().any(Option::is_some) || !s.processes.is_empty()
+        });
     }
 
     /// The points after Unix time `since` (all when `None`) of one device
@@ -211,12 +212,7 @@ impl History {
             })
             .collect();
         let latest = |p: &ProcessHistory| p.used_bytes.last().copied().flatten().unwrap_or(0);
-        processes.sort_by(|a, b| {
-            latest(b)
-                .cmp(&latest(a))
-                .then(a.uuid.cmp(&b.uuid))
-                .then(a.pid.cmp(&b.pid))
-        });
+        processes.sort_by(|a, b| (latest(b), &a.uuid, a.pid).cmp(&(latest(a), &b.uuid, b.pid)));
         HistoryView {
             timestamps: picked.iter().filter_map(|&i| self.times.get(i).copied()).collect(),
             devices,
@@ -283,9 +279,7 @@ fn record_processes(s: &mut DeviceSeries, d: &Device, top_n: usize, before: usiz
 
 /// Appends absent points until `v` has `len`.
 fn pad_to(v: &mut Points, len: usize) {
-    if v.len() < len {
-        v.resize(len, None);
-    }
+    v.resize(v.len().max(len), None);
 }
 
 #[cfg(test)]

@@ -9,10 +9,10 @@
 use crate::collect::attribution::{ProcError, ProcFs, ProcState, ProcessIdentity, ReadOptions};
 use crate::collect::diagnosis::forecast::forecast;
 use crate::collect::diagnosis::leak::{LeakConfig, LeakTracker};
-use crate::collect::diagnosis::leak_alloc::TensorLeaks;
+use crate::collect::diagnosis::leak_alloc;
 use crate::collect::diagnosis::peaks::PeakTracker;
 use crate::collect::diagnosis::stuck::StuckTracker;
-use crate::collect::diagnosis::{LateRelease, holder_split, proc_key};
+use crate::collect::diagnosis::{LateRelease, ProcKey, holder_split, proc_key};
 use crate::collect::source::{GpuSource, RawPoll, RawProcess, Utilization};
 use crate::data::snapshot::{Device, DriverInfo, Holder, Process, ProcessState, ProcessType};
 pub use processes::{ProcessMode, Processes};
@@ -61,7 +61,7 @@ pub struct Pipeline {
     /// The driver-call ledger, when `[ebpf]` is enabled.
     ledger: Option<std::sync::Arc<crate::collect::ledger::Ledger>>,
     /// Leak trends of `allocated` for processes that report it.
-    tensor_leaks: TensorLeaks,
+    tensor_leaks: LeakTracker<ProcKey>,
     /// Xid event counts and recent events per device.
     xids: crate::collect::health::XidBook,
     /// Where each Xid event is also listed (`GET /api/v1/events`).
@@ -126,7 +126,7 @@ impl Pipeline {
             devices: DeviceIds::default(),
             allocator: None,
             ledger: None,
-            tensor_leaks: TensorLeaks::new(leak.clone()),
+            tensor_leaks: LeakTracker::new(leak.clone()),
             unattributed: LeakTracker::new(leak),
             xids: crate::collect::health::XidBook::new(crate::collect::health::HealthConfig::default().recent_events),
             events: None,
@@ -219,11 +219,7 @@ impl Pipeline {
         if let Some(l) = &self.ledger {
             l.join(&mut devices, now);
         }
-        if self.allocator.is_some() || self.ledger.is_some() {
-            self.judge_inside(&mut devices, now);
-        }
-        // After the tensors' verdicts: they decide which processes grow.
-        self.forecast(&mut devices, now);
+        self.judge_and_forecast(&mut devices, now);
         self.forget_gone(&devices);
         (raw.driver, devices)
     }
@@ -292,28 +288,22 @@ impl Pipeline {
         }
     }
 
-    /// The leak verdict of processes seen from inside comes from their
-    /// tensors' trend, else from their driver allocations'
-    /// (diagnosis/leak_alloc.rs).
-    fn judge_inside(&mut self, devices: &mut [Device], now: f64) {
+    /// The leak verdict of processes seen from inside (with the allocator
+    /// view or the ledger) comes from their tensors' trend, else from their
+    /// driver allocations' (diagnosis/leak_alloc.rs). Then each device's
+    /// time to full from its growers, the unattributed memory's trend
+    /// included: after the tensors' verdicts, as they decide which
+    /// processes grow.
+    fn judge_and_forecast(&mut self, devices: &mut [Device], now: f64) {
+        let inside = self.allocator.is_some() || self.ledger.is_some();
         for dev in devices.iter_mut() {
             let dev_id = self.devices.id(&dev.uuid);
-            for p in dev
-                .processes
-                .iter_mut()
-                .filter(|p| p.allocator.is_some() || p.driver.is_some())
-            {
-                let key = proc_key(dev_id, p);
-                self.tensor_leaks.judge(&key, p, now);
+            if inside {
+                // A process without either view keeps NVML's verdict.
+                for p in &mut dev.processes {
+                    leak_alloc::judge(&mut self.tensor_leaks, &proc_key(dev_id, p), p, now);
+                }
             }
-        }
-    }
-
-    /// Each device's time to full from its growers, the unattributed
-    /// memory's trend included.
-    fn forecast(&mut self, devices: &mut [Device], now: f64) {
-        for dev in devices.iter_mut() {
-            let dev_id = self.devices.id(&dev.uuid);
             let unattributed = dev.holders.map(|h| h.unattributed);
             let trend = self.unattributed.observe_and_assess(&dev_id, now, unattributed);
             if let Some((secs, growers)) = forecast(dev, trend) {

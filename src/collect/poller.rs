@@ -155,13 +155,6 @@ struct Shared {
     state: Mutex<State>,
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // Plain data: a panic elsewhere cannot leave it torn.
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-}
-
 /// The thread that owns the source: waits for each tick, polls, publishes
 /// and follows. Ends when the supervisor goes away; a panic inside a poll
 /// is caught and reported as that poll's failure.
@@ -220,6 +213,11 @@ fn worker(
 }
 
 impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Plain data: a panic elsewhere cannot leave it torn.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// A poll starts: count it, set its deadline and the alarm to it.
     fn begin(&self, started: Instant) -> u64 {
         let mut st = self.lock();
@@ -240,44 +238,35 @@ impl Shared {
         let given_up = st.stuck;
         st.current = None;
         st.stuck = false;
-        let published = (!given_up).then(|| {
-            st.stats.source_seconds = d.in_source.as_secs_f64();
-            self.finish(&mut st, d.seq, d.outcome, d.at, d.took)
-        });
+        let published = (!given_up).then(|| self.finish(&mut st, d));
         self.alarm.set(self.next_look(&st, Instant::now()));
         published
     }
 
-    fn finish(
-        &self,
-        st: &mut State,
-        seq: u64,
-        outcome: Outcome,
-        (now, mono): (f64, f64),
-        took: Duration,
-    ) -> Arc<Snapshot> {
+    fn finish(&self, st: &mut State, d: Done) -> Arc<Snapshot> {
         mark_ready(st);
-        match outcome {
+        st.stats.source_seconds = d.in_source.as_secs_f64();
+        let (now, mono) = d.at;
+        let nvml = match d.outcome {
             Ok((driver, devices)) => {
                 note_nvml(st, self.demo.is_some(), true, None);
                 let down = devices.iter().filter(|d| !d.up).count() as u64;
                 if down > 0 {
                     count_error(&mut st.stats, PollErrorReason::Device, down);
                 }
-                st.stats.success = true;
-                st.stats.duration_seconds = took.as_secs_f64();
                 st.stats.last_success_timestamp = Some(now);
-                self.publish(st, seq, now, mono, Ok((driver, devices)))
+                Ok((driver, devices))
             }
             Err(SourceError::Unavailable(msg)) => {
                 note_nvml(st, self.demo.is_some(), false, Some(&msg));
                 count_error(&mut st.stats, PollErrorReason::NvmlUnavailable, 1);
-                st.stats.success = false;
-                st.stats.duration_seconds = took.as_secs_f64();
-                self.publish(st, seq, now, mono, Err(msg))
+                Err(msg)
             }
-            Err(SourceError::Failed { reason, message }) => self.fail(st, reason, &message, took),
-        }
+            Err(SourceError::Failed { reason, message }) => return self.fail(st, reason, &message, d.took),
+        };
+        st.stats.success = nvml.is_ok();
+        st.stats.duration_seconds = d.took.as_secs_f64();
+        self.publish(st, d.seq, now, mono, nvml)
     }
 
     fn publish(

@@ -156,7 +156,16 @@ fn merge(
     let mut left = old.drain(..).peekable();
     let leave = |s: Seen, gone: &mut Vec<(u32, Departure)>| {
         if s.bytes > 0 {
-            gone.push((s.order, departure(s, now)));
+            // The caller sets the unattributed level.
+            let d = Departure {
+                pid: pid_of(s.key),
+                comm: s.comm,
+                user: s.user,
+                bytes: s.bytes,
+                since: now,
+                unattributed_before: 0,
+            };
+            gone.push((s.order, d));
         }
     };
     for &(k, i) in keys {
@@ -178,18 +187,6 @@ fn merge(
         });
     }
     left.for_each(|s| leave(s, gone));
-}
-
-/// A departure of `s` at `now`; the caller sets the unattributed level.
-fn departure(s: Seen, now: f64) -> Departure {
-    Departure {
-        pid: pid_of(s.key),
-        comm: s.comm,
-        user: s.user,
-        bytes: s.bytes,
-        since: now,
-        unattributed_before: 0,
-    }
 }
 
 impl LateRelease {

@@ -38,7 +38,7 @@ mod config;
 pub use config::LeakConfig;
 
 /// The verdict on one key's recent history.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Trend {
     /// Theil–Sen slope of the segment floors over the window (bytes/s; may
     /// be negative). Exported as `gpumem_process_memory_growth_bytes_per_second`.
@@ -147,23 +147,15 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
         }
     }
 
-    /// The configuration in use (after clamping).
-    pub fn config(&self) -> &LeakConfig {
-        &self.cfg
-    }
-
-    /// Records one sample. Samples with a non-finite `t` or a `t` earlier
-    /// than the key's latest are ignored. Amortised O(1); the verdict is
-    /// recomputed when the sample opens a new bucket.
-    pub fn observe(&mut self, key: &K, t: f64, used_bytes: u64) {
-        self.observe_and_assess(key, t, Some(used_bytes));
-    }
-
-    /// [`observe`](Self::observe) when `used_bytes` is known, then
-    /// [`assess`](Self::assess), in one map lookup; also marks `key` as seen
-    /// for [`retain_seen`](Self::retain_seen). The pipeline calls this once
-    /// per process per poll: with tens of thousands of keys every lookup is
-    /// a cache miss, so one instead of three (and no liveness set) matters.
+    /// Records one sample when `used_bytes` is known, then returns the
+    /// latest verdict for `key`, in one map lookup; also marks `key` as seen
+    /// for [`retain_seen`](Self::retain_seen). Samples with a non-finite `t`
+    /// or a `t` earlier than the key's latest are ignored. Amortised O(1);
+    /// the verdict is recomputed when the sample opens a new bucket, and is
+    /// `None` while less than `min_window_fraction` of the window is covered.
+    /// The pipeline calls this once per process per poll: with tens of
+    /// thousands of keys every lookup is a cache miss, so one instead of
+    /// three (and no liveness set) matters.
     pub fn observe_and_assess(&mut self, key: &K, t: f64, used_bytes: Option<u64>) -> Option<Trend> {
         let at = At::new(t, self.bucket_width);
         let sample = used_bytes.filter(|_| t.is_finite());
@@ -178,11 +170,9 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
                 s.trend
             }
             None => {
-                let b = sample?;
-                let mut s = Series::new(cfg.buckets);
-                s.phase = take_phase(&mut self.next_phase);
-                s.push(at, b, cfg, scratch);
-                let trend = s.trend;
+                sample?;
+                let mut s = self.series();
+                let trend = self.observe_series(&mut s, t, sample);
                 self.series.insert(key.clone(), (s, self.generation));
                 trend
             }
@@ -207,23 +197,12 @@ impl<K: Hash + Eq + Clone> LeakTracker<K> {
     }
 
     /// Drops the keys not observed or assessed through
-    /// [`observe_and_assess`](Self::observe_and_assess) (or `observe`)
-    /// since the previous call: the processes no longer seen.
+    /// [`observe_and_assess`](Self::observe_and_assess) since the previous
+    /// call: the processes no longer seen.
     pub fn retain_seen(&mut self) {
         let g = self.generation;
         self.series.retain(|_, (_, seen)| *seen == g);
         self.generation = g.wrapping_add(1);
-    }
-
-    /// The latest verdict for `key`: `None` while less than
-    /// `min_window_fraction` of the window is covered or the key is unknown.
-    pub fn assess(&self, key: &K) -> Option<Trend> {
-        self.series.get(key).and_then(|(s, _)| s.trend)
-    }
-
-    /// Keeps only the keys for which `keep` is true (processes still seen).
-    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
-        self.series.retain(|k, _| keep(k));
     }
 
     /// Number of keys tracked.

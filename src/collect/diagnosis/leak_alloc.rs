@@ -1,7 +1,7 @@
 //! The leak verdict of processes that report their allocator (gpumemd-torch).
 //!
-//! Owns: a second leak tracker, fed with `allocated` (bytes in live
-//! tensors) instead of NVML's figure, and the rule that for such processes
+//! Owns: how a second leak tracker (the pipeline keeps it) is fed, with
+//! `allocated` (bytes in live tensors) instead of NVML's figure, and the rule that for such processes
 //! it alone decides `leak_suspected`: tensors that grow are a leak, a
 //! cache that grows is not. `AllocatorFigures::growth` says which one NVML's
 //! growth was ("tensors" when flagged; "cache" when NVML's own trend called
@@ -17,72 +17,39 @@
 //! without figures keep NVML's verdict untouched.
 
 use super::ProcKey;
-use super::leak::{LeakConfig, LeakTracker};
+use super::leak::LeakTracker;
 use crate::data::snapshot::Process;
 
-/// Leak trends of `allocated`, per process and GPU.
-pub struct TensorLeaks {
-    tracker: LeakTracker<ProcKey>,
-}
-
-impl TensorLeaks {
-    pub fn new(cfg: LeakConfig) -> Self {
-        Self {
-            tracker: LeakTracker::new(cfg),
-        }
-    }
-
-    /// Judges `p` by the trend of its tensors when it reports them. Until
-    /// that trend has a verdict (a window of history), nothing is suspected:
-    /// NVML's figure of such a process includes the cache, which is what
-    /// grows in a warm-up.
-    pub fn judge(&mut self, key: &ProcKey, p: &mut Process, now: f64) {
-        let Some(a) = p.allocator.as_mut() else {
-            return self.judge_driver(key, p, now);
-        };
-        let t = self.tracker.observe_and_assess(key, now, Some(a.allocated.current));
-        let tensors = t.is_some_and(|t| t.suspected);
-        a.growth = match (tensors, p.leak_suspected) {
-            (true, _) => Some("tensors"),
-            (false, true) => Some("cache"),
-            (false, false) => None,
-        };
-        p.leak_suspected = tensors;
-    }
-
-    /// By the ledger's live driver allocations, for a process listed on one
-    /// GPU (a process on several shows its books on one of them).
-    fn judge_driver(&mut self, key: &ProcKey, p: &mut Process, now: f64) {
-        let Some(d) = p.driver.as_mut().filter(|d| d.gpus <= 1) else {
-            return;
-        };
-        let t = self.tracker.observe_and_assess(key, now, Some(d.live_bytes));
-        let grows = t.is_some_and(|t| t.suspected);
-        d.growth = match (grows, p.leak_suspected) {
-            (true, _) => Some("allocations"),
-            (false, true) => Some("other"),
-            (false, false) => None,
-        };
-        p.leak_suspected = grows;
-    }
-
-    /// Forgets processes not judged since the previous call.
-    pub fn retain_seen(&mut self) {
-        self.tracker.retain_seen();
-    }
-
-    pub fn len(&self) -> usize {
-        self.tracker.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tracker.is_empty()
-    }
+/// Judges `p` by `tracker`'s trend of its tensors when it reports them. Until
+/// that trend has a verdict (a window of history), nothing is suspected:
+/// NVML's figure of such a process includes the cache, which is what
+/// grows in a warm-up.
+pub fn judge(tracker: &mut LeakTracker<ProcKey>, key: &ProcKey, p: &mut Process, now: f64) {
+    // The figure judged, where its verdict goes, and its names for a
+    // growth it shows and for one only NVML's figure shows.
+    let (bytes, growth, [own, other]) = if let Some(a) = p.allocator.as_mut() {
+        (a.allocated.current, &mut a.growth, ["tensors", "cache"])
+    } else if let Some(d) = p.driver.as_mut().filter(|d| d.gpus <= 1) {
+        // By the ledger's live driver allocations, for a process listed
+        // on one GPU (a process on several shows its books on one of them).
+        (d.live_bytes, &mut d.growth, ["allocations", "other"])
+    } else {
+        return;
+    };
+    let t = tracker.observe_and_assess(key, now, Some(bytes));
+    let grows = t.is_some_and(|t| t.suspected);
+    *growth = if grows {
+        Some(own)
+    } else {
+        p.leak_suspected.then_some(other)
+    };
+    p.leak_suspected = grows;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::collect::diagnosis::leak::LeakConfig;
     use crate::data::snapshot::{AllocPair, AllocatorFigures, DriverFigures};
 
     const MIB: u64 = 1 << 20;
@@ -95,7 +62,7 @@ mod tests {
             window: 60.0,
             ..LeakConfig::default()
         };
-        let mut t = TensorLeaks::new(cfg);
+        let mut t = LeakTracker::new(cfg);
         let mut last = (false, None);
         for s in 0..120u64 {
             let mut p = Process {
@@ -110,7 +77,7 @@ mod tests {
                 })),
                 ..Process::default()
             };
-            t.judge(&(0, 1, 0), &mut p, s as f64);
+            judge(&mut t, &(0, 1, 0), &mut p, s as f64);
             t.retain_seen();
             last = (p.leak_suspected, p.allocator.and_then(|a| a.growth));
         }
@@ -132,7 +99,7 @@ mod tests {
 
     /// As `run`, for a process the ledger books but that does not report.
     fn run_driver(nvml_suspects: bool, rate: u64, gpus: u32) -> (bool, Option<&'static str>) {
-        let mut t = TensorLeaks::new(LeakConfig {
+        let mut t = LeakTracker::new(LeakConfig {
             window: 60.0,
             ..LeakConfig::default()
         });
@@ -148,7 +115,7 @@ mod tests {
                 })),
                 ..Process::default()
             };
-            t.judge(&(0, 2, 0), &mut p, s as f64);
+            judge(&mut t, &(0, 2, 0), &mut p, s as f64);
             t.retain_seen();
             last = (p.leak_suspected, p.driver.and_then(|d| d.growth));
         }
@@ -177,12 +144,12 @@ mod tests {
 
     #[test]
     fn processes_without_figures_keep_nvmls_verdict() {
-        let mut t = TensorLeaks::new(LeakConfig::default());
+        let mut t = LeakTracker::new(LeakConfig::default());
         let mut p = Process {
             leak_suspected: true,
             ..Process::default()
         };
-        t.judge(&(0, 1, 0), &mut p, 1.0);
+        judge(&mut t, &(0, 1, 0), &mut p, 1.0);
         assert!(p.leak_suspected && t.is_empty());
     }
 }

@@ -43,15 +43,12 @@ pub fn holder_split(used: u64, processes: &[Process]) -> Holders {
     }
     // Each part is now at most `used`, so the conversions cannot fail.
     let narrow = |v: u128| u64::try_from(v).unwrap_or(u64::MAX);
-    let h = Holders {
-        live: narrow(live),
-        zombie: narrow(zombie),
-        exited: narrow(exited),
-        unattributed: 0,
-    };
+    let (live, zombie, exited) = (narrow(live), narrow(zombie), narrow(exited));
     Holders {
-        unattributed: used - (h.live + h.zombie + h.exited).min(used),
-        ..h
+        live,
+        zombie,
+        exited,
+        unattributed: used - (live + zombie + exited).min(used),
     }
 }
 

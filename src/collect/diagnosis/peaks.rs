@@ -91,28 +91,23 @@ impl Series {
         }
     }
 
+    /// Moves the window to `slot`, emptying the slots it moved past (all,
+    /// after a gap), records `value` and returns the peak. A clock that
+    /// stepped back writes into the newest slot rather than into one the
+    /// window has already left.
     fn observe(&mut self, slot: i64, value: Option<u64>) -> Option<u64> {
-        let at = index(advance(&mut self.newest, &mut self.slots, slot));
+        if slot > self.newest {
+            for k in 0..(slot - self.newest).min(SLOTS as i64) {
+                self.slots[index(slot - k)] = 0;
+            }
+            self.newest = slot;
+        }
+        let at = index(slot.min(self.newest));
         if let Some(v) = value {
             self.slots[at] = self.slots[at].max(v.saturating_add(1));
         }
         self.slots.iter().max().copied().filter(|&m| m > 0).map(|m| m - 1)
     }
-}
-
-/// Moves a window whose newest slot is `newest` to `slot`, emptying the
-/// slots it moved past (all, after a gap), and returns the slot to write:
-/// a clock that stepped back writes into the newest slot rather than into
-/// one the window has already left.
-fn advance<T: Default + Copy>(newest: &mut i64, slots: &mut [T; SLOTS], slot: i64) -> i64 {
-    if slot > *newest {
-        let gap = (slot - *newest).min(SLOTS as i64);
-        for k in 0..gap {
-            slots[index(slot - k)] = T::default();
-        }
-        *newest = slot;
-    }
-    slot.min(*newest)
 }
 
 fn index(slot: i64) -> usize {

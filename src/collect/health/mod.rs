@@ -28,7 +28,9 @@ struct Book {
 }
 
 impl Book {
+    /// Adds a poll's `events` and marks the book as seen.
     fn add(&mut self, events: &[u64], now: f64, keep: usize) {
+        self.seen = true;
         for &xid in events {
             *self.counts.entry(xid).or_insert(0) += 1;
             let e = XidEvent { xid, time: now };
@@ -37,12 +39,8 @@ impl Book {
                 self.memory.push_back(e);
             }
         }
-        while self.recent.len() > keep {
-            self.recent.pop_front();
-        }
-        while self.memory.len() > MEMORY_XIDS_KEPT {
-            self.memory.pop_front();
-        }
+        self.recent.drain(..self.recent.len().saturating_sub(keep));
+        self.memory.drain(..self.memory.len().saturating_sub(MEMORY_XIDS_KEPT));
         while self.memory.front().is_some_and(|e| now - e.time > MEMORY_XID_WINDOW) {
             self.memory.pop_front();
         }
@@ -70,7 +68,6 @@ impl XidBook {
     /// `uuid` and fills `health`'s Xid fields with the totals so far.
     pub fn record(&mut self, uuid: &str, events: &[u64], now: f64, health: &mut Health) {
         let book = self.devices.entry(uuid.to_string()).or_default();
-        book.seen = true;
         book.add(events, now, self.keep);
         health.xid_counts.clone_from(&book.counts);
         health.xid_recent = book.recent.iter().copied().collect();
@@ -86,9 +83,10 @@ impl XidBook {
         if events.is_empty() && !self.devices.contains_key(uuid) {
             return;
         }
-        let book = self.devices.entry(uuid.to_string()).or_default();
-        book.seen = true;
-        book.add(events, now, self.keep);
+        self.devices
+            .entry(uuid.to_string())
+            .or_default()
+            .add(events, now, self.keep);
     }
 
     /// Forgets devices neither recorded nor kept since the last call, so

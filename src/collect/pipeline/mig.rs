@@ -25,20 +25,17 @@ pub(super) fn aggregate_mig_parents(devices: &mut [Device]) {
     for d in devices.iter_mut().filter(|d| d.up && d.memory.is_some()) {
         let Some(h) = sums.get(&d.uuid) else { continue };
         let used = d.memory.map_or(0, |m| m.used_bytes);
-        let parts = vec![
-            part(h.live, Holder::Live),
-            part(h.zombie, Holder::Zombie),
-            part(h.exited, Holder::Exited),
+        let parts = [
+            (h.live, Holder::Live),
+            (h.zombie, Holder::Zombie),
+            (h.exited, Holder::Exited),
         ];
+        let parts = parts.map(|(bytes, holder)| Process {
+            used_bytes: Some(bytes),
+            holder: Some(holder),
+            ..Process::default()
+        });
         d.holders = Some(holder_split(used, &parts));
-    }
-}
-
-fn part(bytes: u64, holder: Holder) -> Process {
-    Process {
-        used_bytes: Some(bytes),
-        holder: Some(holder),
-        ..Process::default()
     }
 }
 

@@ -88,15 +88,11 @@ impl LeakConfig {
     pub(super) fn sanitized(self) -> Self {
         let d = Self::default();
         let fraction = |v: f64, dflt: f64| if v.is_nan() { dflt } else { v.clamp(0.0, 1.0) };
+        let non_negative = |v: f64, dflt: f64| if v.is_finite() { v.max(0.0) } else { dflt };
         let window = if self.window.is_finite() && self.window > 0.0 {
             self.window
         } else {
             d.window
-        };
-        let min_growth = if self.min_growth_bytes_per_second.is_finite() {
-            self.min_growth_bytes_per_second.max(0.0)
-        } else {
-            d.min_growth_bytes_per_second
         };
         // At least 3 segments: fewer cannot tell a steady rise from a step.
         // At most 32: Theil–Sen is quadratic in them and 32 is already more
@@ -104,7 +100,7 @@ impl LeakConfig {
         let buckets = self.buckets.clamp(3, 4096);
         Self {
             window,
-            min_growth_bytes_per_second: min_growth,
+            min_growth_bytes_per_second: non_negative(self.min_growth_bytes_per_second, d.min_growth_bytes_per_second),
             min_window_fraction: fraction(self.min_window_fraction, d.min_window_fraction),
             buckets,
             segments: self.segments.clamp(3, buckets.min(32)),
@@ -112,11 +108,7 @@ impl LeakConfig {
             off_fraction: fraction(self.off_fraction, d.off_fraction),
             max_given_back: fraction(self.max_given_back, d.max_given_back),
             persistence: fraction(self.persistence, d.persistence),
-            min_rise_over_scatter: if self.min_rise_over_scatter.is_finite() {
-                self.min_rise_over_scatter.max(0.0)
-            } else {
-                d.min_rise_over_scatter
-            },
+            min_rise_over_scatter: non_negative(self.min_rise_over_scatter, d.min_rise_over_scatter),
         }
     }
 }

@@ -57,12 +57,8 @@ pub(super) fn judge(
 /// What [`judge`] finds for floors that are all equal.
 pub(super) fn flat(covered: f64) -> Judged {
     let trend = Trend {
-        growth_bytes_per_second: 0.0,
-        suspected: false,
-        spread: 0.0,
-        floor_rise_bytes: 0.0,
-        kept_rise_bytes: 0.0,
         window_covered: covered,
+        ..Trend::default()
     };
     Judged { trend, verdict: false }
 }

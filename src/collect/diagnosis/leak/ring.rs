@@ -27,14 +27,12 @@ impl Ring {
     }
 
     pub(super) fn set(&mut self, idx: i64, min: u64) {
-        let s = self.slot(idx);
         // u64::MAX bytes is no GPU's figure; it saturates to the slot's top.
-        self.slots[s] = NonZeroU64::new(min.saturating_add(1));
+        self.slots[self.slot(idx)] = NonZeroU64::new(min.saturating_add(1));
     }
 
     pub(super) fn clear(&mut self, idx: i64) {
-        let s = self.slot(idx);
-        self.slots[s] = None;
+        self.slots[self.slot(idx)] = None;
     }
 
     pub(super) fn clear_all(&mut self) {

@@ -6,6 +6,28 @@
 
 use super::*;
 
+/// Shorthands the tests use; the pipeline only needs `observe_and_assess`.
+impl<K: Hash + Eq + Clone> LeakTracker<K> {
+    /// The configuration in use (after clamping).
+    pub fn config(&self) -> &LeakConfig {
+        &self.cfg
+    }
+
+    pub fn observe(&mut self, key: &K, t: f64, used_bytes: u64) {
+        self.observe_and_assess(key, t, Some(used_bytes));
+    }
+
+    /// The latest verdict for `key`.
+    pub fn assess(&self, key: &K) -> Option<Trend> {
+        self.series.get(key).and_then(|(s, _)| s.trend)
+    }
+
+    /// Keeps only the keys for which `keep` is true.
+    pub fn retain(&mut self, mut keep: impl FnMut(&K) -> bool) {
+        self.series.retain(|k, _| keep(k));
+    }
+}
+
 const MIB: f64 = 1_048_576.0;
 const GIB: f64 = 1024.0 * MIB;
 
