@@ -66,6 +66,7 @@ impl SimulatedSource {
         }
     }
 
+    #[cfg(test)]
     pub fn scenario(&self) -> &Scenario {
         &self.scenario
     }
