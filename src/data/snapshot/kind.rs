@@ -36,16 +36,9 @@ const TYPE_LABELS: [&str; 8] = [
 ];
 
 impl ProcessType {
-    pub const COMPUTE: u8 = 1;
-    pub const GRAPHICS: u8 = 2;
-    pub const MPS: u8 = 4;
-
     /// The type of a process in the lists `compute`, `graphics` and `mps`.
     pub const fn of_lists(compute: bool, graphics: bool, mps: bool) -> Self {
-        const fn bit(on: bool, bit: u8) -> u8 {
-            if on { bit } else { 0 }
-        }
-        ProcessType(bit(compute, Self::COMPUTE) | bit(graphics, Self::GRAPHICS) | bit(mps, Self::MPS))
+        ProcessType(compute as u8 | (graphics as u8) << 1 | (mps as u8) << 2)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -54,10 +47,8 @@ impl ProcessType {
 
     /// The type a label names; a label we never write is "unknown".
     pub fn from_label(label: &str) -> Self {
-        match TYPE_LABELS.iter().position(|&l| l == label) {
-            Some(bits) => ProcessType(bits as u8),
-            None => ProcessType(UNKNOWN_TYPE),
-        }
+        let bits = TYPE_LABELS.iter().position(|&l| l == label);
+        ProcessType(bits.map_or(UNKNOWN_TYPE, |b| b as u8))
     }
 }
 
