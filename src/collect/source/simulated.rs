@@ -72,10 +72,8 @@ impl SimulatedSource {
     }
 
     fn gpu_uuid(&self, g: usize) -> String {
-        match self.scenario.gpus.get(g).and_then(|x| x.uuid.clone()) {
-            Some(u) => u,
-            None => uuid_from(splitmix(self.scenario.seed ^ (g as u64 + 1))),
-        }
+        let given = self.scenario.gpus.get(g).and_then(|x| x.uuid.clone());
+        given.unwrap_or_else(|| uuid_from(splitmix(self.scenario.seed ^ (g as u64 + 1))))
     }
 
     fn mig_uuid(&self, g: usize, i: usize) -> String {
@@ -126,13 +124,7 @@ impl SimulatedSource {
                 kinds,
             });
         }
-        let used = used.min(total.saturating_sub(reserved));
-        dev.device.memory = Some(Memory {
-            total_bytes: total,
-            used_bytes: used,
-            free_bytes: total - reserved - used,
-            reserved_bytes: Some(reserved),
-        });
+        dev.device.memory = memory(total, reserved, used);
         (dev, util)
     }
 
@@ -319,14 +311,7 @@ impl SimulatedSource {
     fn mig_parent(&self, g: usize, instances_used: u64) -> RawDevice {
         let gpu = &self.scenario.gpus[g];
         let mut parent = self.device_shell(g);
-        let total = gpu.memory.0;
-        let used = instances_used.min(total - gpu.reserved.0);
-        parent.device.memory = Some(Memory {
-            total_bytes: total,
-            used_bytes: used,
-            free_bytes: total - gpu.reserved.0 - used,
-            reserved_bytes: Some(gpu.reserved.0),
-        });
+        parent.device.memory = memory(gpu.memory.0, gpu.reserved.0, instances_used);
         parent
     }
 
@@ -347,6 +332,18 @@ impl SimulatedSource {
             ..RawDevice::default()
         }
     }
+}
+
+/// A device's memory of `total` bytes, `reserved` of them reserved, with
+/// `used` capped at what reserved memory leaves.
+fn memory(total: u64, reserved: u64, used: u64) -> Option<Memory> {
+    let used = used.min(total.saturating_sub(reserved));
+    Some(Memory {
+        total_bytes: total,
+        used_bytes: used,
+        free_bytes: total - reserved - used,
+        reserved_bytes: Some(reserved),
+    })
 }
 
 /// When `p` stops, in seconds after its start: `stop`, the end of its
