@@ -51,16 +51,6 @@ impl ReadError {
     }
 }
 
-impl From<ReadError> for std::io::Error {
-    fn from(e: ReadError) -> Self {
-        match e {
-            ReadError::Io(e) => e,
-            ReadError::TimedOut(_) => std::io::Error::new(std::io::ErrorKind::TimedOut, e.to_string()),
-            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
-        }
-    }
-}
-
 /// Reads `path` as UTF-8 text of at most `limit` bytes. Regular files and
 /// FIFOs are read (`--config <(...)` is a pipe); devices, directories and
 /// sockets are refused before they are opened. Opening a FIFO blocks until

@@ -9,6 +9,7 @@ use std::path::Path;
 use arcstr::ArcStr;
 use serde::Deserialize;
 
+use crate::data::files::{MAX_SCENARIO_BYTES, MAX_TRACE_BYTES, read_regular};
 use crate::data::units::ByteSize;
 
 mod error;
@@ -146,11 +147,9 @@ impl Scenario {
     /// # Errors
     /// See [`Scenario::resolve`].
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = crate::data::files::read_regular(path, crate::data::files::MAX_SCENARIO_BYTES).map_err(|e| {
-            ScenarioError::Read {
-                path: path.to_path_buf(),
-                source: e.into(),
-            }
+        let text = read_regular(path, MAX_SCENARIO_BYTES).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
         })?;
         Scenario::parse(&text, &path.display().to_string(), path.parent())
     }
@@ -222,11 +221,9 @@ impl Scenario {
 /// Reads `t_seconds,pid,used_bytes` rows, keeping one PID (the given one, or
 /// the first seen) and making time relative to its first row.
 fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, ScenarioProblem> {
-    let text = crate::data::files::read_regular(path, crate::data::files::MAX_TRACE_BYTES).map_err(|source| {
-        ScenarioProblem::TraceRead {
-            path: path.to_path_buf(),
-            source,
-        }
+    let text = read_regular(path, MAX_TRACE_BYTES).map_err(|source| ScenarioProblem::TraceRead {
+        path: path.to_path_buf(),
+        source,
     })?;
     let mut rows = Vec::new();
     let mut pid = want_pid;
