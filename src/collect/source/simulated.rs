@@ -268,17 +268,12 @@ impl SimulatedSource {
         let lost =
             gpu.lost_from_poll.is_some_and(|f| self.poll >= f) && gpu.lost_until_poll.is_none_or(|u| self.poll < u);
         if lost {
-            return vec![RawDevice {
-                device: Device {
-                    uuid: self.gpu_uuid(g),
-                    index: Some(g as u32),
-                    name: gpu.name.clone(),
-                    up: false,
-                    errors: vec!["device: GPU is lost (fell off the bus)".into()],
-                    ..Device::default()
-                },
-                ..RawDevice::default()
-            }];
+            let mut dev = self.device_shell(g);
+            // A lost GPU answers nothing, not even its bus id.
+            dev.device.pci_bus_id.clear();
+            dev.device.up = false;
+            dev.device.errors = vec!["device: GPU is lost (fell off the bus)".into()];
+            return vec![dev];
         }
         let instances: Vec<Option<usize>> = if gpu.mig.is_empty() {
             vec![None]
