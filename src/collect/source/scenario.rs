@@ -128,18 +128,15 @@ impl Scenario {
     /// # Errors
     /// Unknown names, unreadable or invalid files, traces that do not parse.
     pub fn resolve(arg: &str) -> Result<Scenario, ScenarioError> {
-        let builtin = match arg {
-            "default" => Some(include_str!("scenarios/default.toml")),
-            "gpu-lost" => Some(include_str!("scenarios/gpu-lost.toml")),
-            "mig" => Some(include_str!("scenarios/mig.toml")),
+        let text = match arg {
+            "default" => include_str!("scenarios/default.toml"),
+            "gpu-lost" => include_str!("scenarios/gpu-lost.toml"),
+            "mig" => include_str!("scenarios/mig.toml"),
             "large" => return Ok(large(64, 1000)),
-            _ => None,
+            _ if arg.ends_with(".toml") || Path::new(arg).is_file() => return Scenario::load(Path::new(arg)),
+            _ => return Err(ScenarioError::Unknown(arg.to_string())),
         };
-        match builtin {
-            Some(text) => Scenario::parse(text, arg, None),
-            None if arg.ends_with(".toml") || Path::new(arg).is_file() => Scenario::load(Path::new(arg)),
-            None => Err(ScenarioError::Unknown(arg.to_string())),
-        }
+        Scenario::parse(text, arg, None)
     }
 
     /// Loads a scenario file; trace paths are relative to its folder.
