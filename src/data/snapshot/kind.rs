@@ -134,12 +134,6 @@ macro_rules! shown_as_str {
             }
         }
 
-        impl PartialEq<str> for $t {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
-            }
-        }
-
         impl PartialEq<&str> for $t {
             fn eq(&self, other: &&str) -> bool {
                 self.as_str() == *other
