@@ -157,10 +157,7 @@ fn within(
             let _ = tx.send(read(&owned, limit));
         })
         .map_err(ReadError::Thread)?;
-    match rx.recv_timeout(deadline) {
-        Ok(result) => result,
-        Err(_) => Err(ReadError::TimedOut(deadline)),
-    }
+    rx.recv_timeout(deadline).unwrap_or(Err(ReadError::TimedOut(deadline)))
 }
 
 /// `s` with control characters escaped (`\n`, `\r`, `\u{1b}`).
