@@ -35,6 +35,7 @@ pub struct SimulatedSource {
 }
 
 /// What a process is doing at one instant of scenario time.
+#[derive(Default)]
 struct Phase {
     listed: bool,
     bytes: u64,
@@ -145,12 +146,7 @@ impl SimulatedSource {
     /// The lifecycle of `p` at scenario time `t` (see `Exit`) as NVML
     /// sees it; [`proc_state`] is the same lifecycle as /proc sees it.
     fn phase(&self, p: &SimProcess, t: f64) -> Phase {
-        let none = Phase {
-            listed: false,
-            bytes: 0,
-            pending_release: 0,
-            busy: false,
-        };
+        let none = Phase::default();
         let local = t - p.start.0;
         if local < 0.0 {
             return none;
