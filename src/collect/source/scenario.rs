@@ -3,7 +3,6 @@
 //! validation and the built-in scenarios; it computes nothing per poll (that
 //! is `simulated.rs`). Scenario files are TOML; see docs/scenarios.md.
 
-use std::fmt;
 use std::path::Path;
 
 use arcstr::ArcStr;
@@ -302,17 +301,5 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
             gpus
         ],
         processes,
-    }
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({} GPUs, {} processes)",
-            self.name,
-            self.gpus.len(),
-            self.processes.len()
-        )
     }
 }
