@@ -85,24 +85,19 @@ impl SimulatedSource {
     /// Builds one device (a GPU, or MIG instance `instance` of it).
     fn device(&self, g: usize, instance: Option<usize>, t: f64) -> (RawDevice, Vec<(u32, u32)>) {
         let gpu = &self.scenario.gpus[g];
-        let (uuid, total, reserved) = match instance {
-            Some(i) => (self.mig_uuid(g, i), gpu.mig[i].memory.0, 0),
-            None => (self.gpu_uuid(g), gpu.memory.0, gpu.reserved.0),
-        };
-        let shell = self.device_shell(g);
-        let mut dev = RawDevice {
-            device: Device {
-                uuid,
-                index: instance.is_none().then_some(g as u32),
-                name: match instance {
-                    Some(i) => format!("{} MIG {}", gpu.name, gpu.mig[i].profile),
-                    None => gpu.name.clone(),
-                },
-                parent_uuid: instance.map(|_| shell.device.uuid.clone()).unwrap_or_default(),
-                mig_profile: instance.map(|i| gpu.mig[i].profile.clone()).unwrap_or_default(),
-                ..shell.device
-            },
-            ..shell
+        let mut dev = self.device_shell(g);
+        let (total, reserved) = match instance {
+            // An instance: the GPU's shell under its own UUID, naming the GPU as its parent.
+            Some(i) => {
+                let (mig, d) = (&gpu.mig[i], &mut dev.device);
+                d.parent_uuid = std::mem::take(&mut d.uuid);
+                d.uuid = self.mig_uuid(g, i);
+                d.index = None;
+                d.name = format!("{} MIG {}", gpu.name, mig.profile);
+                d.mig_profile = mig.profile.clone();
+                (mig.memory.0, 0)
+            }
+            None => (gpu.memory.0, gpu.reserved.0),
         };
         let mut used = 0u64;
         let mine = &self.on_gpu[g];
