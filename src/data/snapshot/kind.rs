@@ -77,51 +77,35 @@ pub enum ProcessState {
     Unknown,
 }
 
-impl ProcessState {
-    /// Every state, for the tests that every string reads back.
-    pub const ALL: [ProcessState; 13] = [
-        ProcessState::Unset,
-        ProcessState::Running,
-        ProcessState::Sleeping,
-        ProcessState::DiskSleep,
-        ProcessState::Stuck,
-        ProcessState::Zombie,
-        ProcessState::Stopped,
-        ProcessState::TracingStop,
-        ProcessState::Dead,
-        ProcessState::Idle,
-        ProcessState::Other,
-        ProcessState::Exited,
-        ProcessState::Unknown,
-    ];
+/// Every state and its `state` label and JSON value (attribution's
+/// `ProcState::as_str`, or "exited" / "unknown"), in declaration order:
+/// `as_str` indexes it by the variant.
+const STATES: [(ProcessState, &str); 13] = [
+    (ProcessState::Unset, ""),
+    (ProcessState::Running, "running"),
+    (ProcessState::Sleeping, "sleeping"),
+    (ProcessState::DiskSleep, "disk-sleep"),
+    (ProcessState::Stuck, "stuck"),
+    (ProcessState::Zombie, "zombie"),
+    (ProcessState::Stopped, "stopped"),
+    (ProcessState::TracingStop, "tracing-stop"),
+    (ProcessState::Dead, "dead"),
+    (ProcessState::Idle, "idle"),
+    (ProcessState::Other, "other"),
+    (ProcessState::Exited, "exited"),
+    (ProcessState::Unknown, "unknown"),
+];
 
-    /// The `state` label and JSON value (attribution's `ProcState::as_str`,
-    /// or "exited" / "unknown").
+impl ProcessState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ProcessState::Unset => "",
-            ProcessState::Running => "running",
-            ProcessState::Sleeping => "sleeping",
-            ProcessState::DiskSleep => "disk-sleep",
-            ProcessState::Stuck => "stuck",
-            ProcessState::Zombie => "zombie",
-            ProcessState::Stopped => "stopped",
-            ProcessState::TracingStop => "tracing-stop",
-            ProcessState::Dead => "dead",
-            ProcessState::Idle => "idle",
-            ProcessState::Other => "other",
-            ProcessState::Exited => "exited",
-            ProcessState::Unknown => "unknown",
-        }
+        STATES[self as usize].1
     }
 
     /// The state a string names; one we never write is `Unknown`, so a
     /// newer daemon's JSON still reads.
     pub fn from_label(label: &str) -> Self {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str() == label)
-            .unwrap_or(ProcessState::Unknown)
+        let found = STATES.iter().find(|(_, l)| *l == label);
+        found.map_or(ProcessState::Unknown, |&(s, _)| s)
     }
 }
 
@@ -195,7 +179,8 @@ mod tests {
 
     #[test]
     fn every_state_we_write_reads_back_and_others_read_as_unknown() {
-        for s in ProcessState::ALL {
+        for (s, label) in STATES {
+            assert_eq!(s.as_str(), label);
             assert_eq!(round_trip(&s), Some(s), "{s}");
         }
         assert_eq!(
