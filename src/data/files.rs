@@ -51,16 +51,6 @@ impl ReadError {
     }
 }
 
-impl From<ReadError> for std::io::Error {
-    fn from(e: ReadError) -> Self {
-        match e {
-            ReadError::Io(e) => e,
-            ReadError::TimedOut(_) => std::io::Error::new(std::io::ErrorKind::TimedOut, e.to_string()),
-            other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
-        }
-    }
-}
-
 /// Reads `path` as UTF-8 text of at most `limit` bytes. Regular files and
 /// FIFOs are read (`--config <(...)` is a pipe); devices, directories and
 /// sockets are refused before they are opened. Opening a FIFO blocks until
@@ -167,10 +157,7 @@ fn within(
             let _ = tx.send(read(&owned, limit));
         })
         .map_err(ReadError::Thread)?;
-    match rx.recv_timeout(deadline) {
-        Ok(result) => result,
-        Err(_) => Err(ReadError::TimedOut(deadline)),
-    }
+    rx.recv_timeout(deadline).unwrap_or(Err(ReadError::TimedOut(deadline)))
 }
 
 /// `s` with control characters escaped (`\n`, `\r`, `\u{1b}`).

@@ -11,12 +11,6 @@ use serde::{Deserialize, Serialize};
 /// needs no network; links to it are made absolute with the daemon's URL.
 pub const DEFAULT_RUNBOOK_BASE: &str = "/runbook";
 
-/// The project's runbook as published with the source: the default base of
-/// the shipped Prometheus rules (deploy/prometheus), which cannot point at
-/// a daemon (GpumemdDown fires when there is none to ask). Sites set their
-/// own with the chart's or kustomize's value.
-pub const PROJECT_RUNBOOK_URL: &str = "https://github.com/gpumemd/gpumemd/blob/main/docs/runbook.md";
-
 /// `[links]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -28,13 +28,6 @@ pub struct ProcessKinds {
     pub mps: bool,
 }
 
-impl ProcessKinds {
-    /// The `type` label: the lists joined with `+`, e.g. "compute+graphics".
-    pub fn label(self) -> &'static str {
-        crate::data::snapshot::ProcessType::from(self).as_str()
-    }
-}
-
 impl From<ProcessKinds> for crate::data::snapshot::ProcessType {
     fn from(k: ProcessKinds) -> Self {
         crate::data::snapshot::ProcessType::of_lists(k.compute, k.graphics, k.mps)

@@ -3,12 +3,12 @@
 //! validation and the built-in scenarios; it computes nothing per poll (that
 //! is `simulated.rs`). Scenario files are TOML; see docs/scenarios.md.
 
-use std::fmt;
 use std::path::Path;
 
 use arcstr::ArcStr;
 use serde::Deserialize;
 
+use crate::data::files::{MAX_SCENARIO_BYTES, MAX_TRACE_BYTES, read_regular};
 use crate::data::units::ByteSize;
 
 mod error;
@@ -127,18 +127,15 @@ impl Scenario {
     /// # Errors
     /// Unknown names, unreadable or invalid files, traces that do not parse.
     pub fn resolve(arg: &str) -> Result<Scenario, ScenarioError> {
-        let builtin = match arg {
-            "default" => Some(include_str!("scenarios/default.toml")),
-            "gpu-lost" => Some(include_str!("scenarios/gpu-lost.toml")),
-            "mig" => Some(include_str!("scenarios/mig.toml")),
+        let text = match arg {
+            "default" => include_str!("scenarios/default.toml"),
+            "gpu-lost" => include_str!("scenarios/gpu-lost.toml"),
+            "mig" => include_str!("scenarios/mig.toml"),
             "large" => return Ok(large(64, 1000)),
-            _ => None,
+            _ if arg.ends_with(".toml") || Path::new(arg).is_file() => return Scenario::load(Path::new(arg)),
+            _ => return Err(ScenarioError::Unknown(arg.to_string())),
         };
-        match builtin {
-            Some(text) => Scenario::parse(text, arg, None),
-            None if arg.ends_with(".toml") || Path::new(arg).is_file() => Scenario::load(Path::new(arg)),
-            None => Err(ScenarioError::Unknown(arg.to_string())),
-        }
+        Scenario::parse(text, arg, None)
     }
 
     /// Loads a scenario file; trace paths are relative to its folder.
@@ -146,11 +143,9 @@ impl Scenario {
     /// # Errors
     /// See [`Scenario::resolve`].
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let text = crate::data::files::read_regular(path, crate::data::files::MAX_SCENARIO_BYTES).map_err(|e| {
-            ScenarioError::Read {
-                path: path.to_path_buf(),
-                source: e.into(),
-            }
+        let text = read_regular(path, MAX_SCENARIO_BYTES).map_err(|source| ScenarioError::Read {
+            path: path.to_path_buf(),
+            source,
         })?;
         Scenario::parse(&text, &path.display().to_string(), path.parent())
     }
@@ -222,11 +217,9 @@ impl Scenario {
 /// Reads `t_seconds,pid,used_bytes` rows, keeping one PID (the given one, or
 /// the first seen) and making time relative to its first row.
 fn read_trace(path: &Path, want_pid: Option<u32>) -> Result<Vec<(f64, u64)>, ScenarioProblem> {
-    let text = crate::data::files::read_regular(path, crate::data::files::MAX_TRACE_BYTES).map_err(|source| {
-        ScenarioProblem::TraceRead {
-            path: path.to_path_buf(),
-            source,
-        }
+    let text = read_regular(path, MAX_TRACE_BYTES).map_err(|source| ScenarioProblem::TraceRead {
+        path: path.to_path_buf(),
+        source,
     })?;
     let mut rows = Vec::new();
     let mut pid = want_pid;
@@ -308,17 +301,5 @@ pub fn large(gpus: usize, per_gpu: usize) -> Scenario {
             gpus
         ],
         processes,
-    }
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} ({} GPUs, {} processes)",
-            self.name,
-            self.gpus.len(),
-            self.processes.len()
-        )
     }
 }

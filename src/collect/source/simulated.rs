@@ -35,6 +35,7 @@ pub struct SimulatedSource {
 }
 
 /// What a process is doing at one instant of scenario time.
+#[derive(Default)]
 struct Phase {
     listed: bool,
     bytes: u64,
@@ -66,15 +67,14 @@ impl SimulatedSource {
         }
     }
 
+    #[cfg(test)]
     pub fn scenario(&self) -> &Scenario {
         &self.scenario
     }
 
     fn gpu_uuid(&self, g: usize) -> String {
-        match self.scenario.gpus.get(g).and_then(|x| x.uuid.clone()) {
-            Some(u) => u,
-            None => uuid_from(splitmix(self.scenario.seed ^ (g as u64 + 1))),
-        }
+        let given = self.scenario.gpus.get(g).and_then(|x| x.uuid.clone());
+        given.unwrap_or_else(|| uuid_from(splitmix(self.scenario.seed ^ (g as u64 + 1))))
     }
 
     fn mig_uuid(&self, g: usize, i: usize) -> String {
@@ -85,24 +85,19 @@ impl SimulatedSource {
     /// Builds one device (a GPU, or MIG instance `instance` of it).
     fn device(&self, g: usize, instance: Option<usize>, t: f64) -> (RawDevice, Vec<(u32, u32)>) {
         let gpu = &self.scenario.gpus[g];
-        let (uuid, total, reserved) = match instance {
-            Some(i) => (self.mig_uuid(g, i), gpu.mig[i].memory.0, 0),
-            None => (self.gpu_uuid(g), gpu.memory.0, gpu.reserved.0),
-        };
-        let shell = self.device_shell(g);
-        let mut dev = RawDevice {
-            device: Device {
-                uuid,
-                index: instance.is_none().then_some(g as u32),
-                name: match instance {
-                    Some(i) => format!("{} MIG {}", gpu.name, gpu.mig[i].profile),
-                    None => gpu.name.clone(),
-                },
-                parent_uuid: instance.map(|_| shell.device.uuid.clone()).unwrap_or_default(),
-                mig_profile: instance.map(|i| gpu.mig[i].profile.clone()).unwrap_or_default(),
-                ..shell.device
-            },
-            ..shell
+        let mut dev = self.device_shell(g);
+        let (total, reserved) = match instance {
+            // An instance: the GPU's shell under its own UUID, naming the GPU as its parent.
+            Some(i) => {
+                let (mig, d) = (&gpu.mig[i], &mut dev.device);
+                d.parent_uuid = std::mem::take(&mut d.uuid);
+                d.uuid = self.mig_uuid(g, i);
+                d.index = None;
+                d.name = format!("{} MIG {}", gpu.name, mig.profile);
+                d.mig_profile = mig.profile.clone();
+                (mig.memory.0, 0)
+            }
+            None => (gpu.memory.0, gpu.reserved.0),
         };
         let mut used = 0u64;
         let mine = &self.on_gpu[g];
@@ -125,13 +120,7 @@ impl SimulatedSource {
                 kinds,
             });
         }
-        let used = used.min(total.saturating_sub(reserved));
-        dev.device.memory = Some(Memory {
-            total_bytes: total,
-            used_bytes: used,
-            free_bytes: total - reserved - used,
-            reserved_bytes: Some(reserved),
-        });
+        dev.device.memory = memory(total, reserved, used);
         (dev, util)
     }
 
@@ -152,12 +141,7 @@ impl SimulatedSource {
     /// The lifecycle of `p` at scenario time `t` (see `Exit`) as NVML
     /// sees it; [`proc_state`] is the same lifecycle as /proc sees it.
     fn phase(&self, p: &SimProcess, t: f64) -> Phase {
-        let none = Phase {
-            listed: false,
-            bytes: 0,
-            pending_release: 0,
-            busy: false,
-        };
+        let none = Phase::default();
         let local = t - p.start.0;
         if local < 0.0 {
             return none;
@@ -275,17 +259,12 @@ impl SimulatedSource {
         let lost =
             gpu.lost_from_poll.is_some_and(|f| self.poll >= f) && gpu.lost_until_poll.is_none_or(|u| self.poll < u);
         if lost {
-            return vec![RawDevice {
-                device: Device {
-                    uuid: self.gpu_uuid(g),
-                    index: Some(g as u32),
-                    name: gpu.name.clone(),
-                    up: false,
-                    errors: vec!["device: GPU is lost (fell off the bus)".into()],
-                    ..Device::default()
-                },
-                ..RawDevice::default()
-            }];
+            let mut dev = self.device_shell(g);
+            // A lost GPU answers nothing, not even its bus id.
+            dev.device.pci_bus_id.clear();
+            dev.device.up = false;
+            dev.device.errors = vec!["device: GPU is lost (fell off the bus)".into()];
+            return vec![dev];
         }
         let instances: Vec<Option<usize>> = if gpu.mig.is_empty() {
             vec![None]
@@ -318,14 +297,7 @@ impl SimulatedSource {
     fn mig_parent(&self, g: usize, instances_used: u64) -> RawDevice {
         let gpu = &self.scenario.gpus[g];
         let mut parent = self.device_shell(g);
-        let total = gpu.memory.0;
-        let used = instances_used.min(total - gpu.reserved.0);
-        parent.device.memory = Some(Memory {
-            total_bytes: total,
-            used_bytes: used,
-            free_bytes: total - gpu.reserved.0 - used,
-            reserved_bytes: Some(gpu.reserved.0),
-        });
+        parent.device.memory = memory(gpu.memory.0, gpu.reserved.0, instances_used);
         parent
     }
 
@@ -346,6 +318,18 @@ impl SimulatedSource {
             ..RawDevice::default()
         }
     }
+}
+
+/// A device's memory of `total` bytes, `reserved` of them reserved, with
+/// `used` capped at what reserved memory leaves.
+fn memory(total: u64, reserved: u64, used: u64) -> Option<Memory> {
+    let used = used.min(total.saturating_sub(reserved));
+    Some(Memory {
+        total_bytes: total,
+        used_bytes: used,
+        free_bytes: total - reserved - used,
+        reserved_bytes: Some(reserved),
+    })
 }
 
 /// When `p` stops, in seconds after its start: `stop`, the end of its

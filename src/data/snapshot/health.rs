@@ -116,11 +116,8 @@ impl Health {
             .fold(0u64, u64::saturating_add);
         if memory_xids > 0 {
             let last = self.xid_recent.iter().rev().find(|e| memory_related(e.xid));
-            let n = count(memory_xids, "memory Xid event");
-            match last {
-                Some(e) => out.push(format!("{n} (last: Xid {})", e.xid)),
-                None => out.push(n),
-            }
+            let last = last.map(|e| format!(" (last: Xid {})", e.xid)).unwrap_or_default();
+            out.push(format!("{}{last}", count(memory_xids, "memory Xid event")));
         }
         out
     }

@@ -36,16 +36,9 @@ const TYPE_LABELS: [&str; 8] = [
 ];
 
 impl ProcessType {
-    pub const COMPUTE: u8 = 1;
-    pub const GRAPHICS: u8 = 2;
-    pub const MPS: u8 = 4;
-
     /// The type of a process in the lists `compute`, `graphics` and `mps`.
     pub const fn of_lists(compute: bool, graphics: bool, mps: bool) -> Self {
-        const fn bit(on: bool, bit: u8) -> u8 {
-            if on { bit } else { 0 }
-        }
-        ProcessType(bit(compute, Self::COMPUTE) | bit(graphics, Self::GRAPHICS) | bit(mps, Self::MPS))
+        ProcessType(compute as u8 | (graphics as u8) << 1 | (mps as u8) << 2)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -54,10 +47,8 @@ impl ProcessType {
 
     /// The type a label names; a label we never write is "unknown".
     pub fn from_label(label: &str) -> Self {
-        match TYPE_LABELS.iter().position(|&l| l == label) {
-            Some(bits) => ProcessType(bits as u8),
-            None => ProcessType(UNKNOWN_TYPE),
-        }
+        let bits = TYPE_LABELS.iter().position(|&l| l == label);
+        ProcessType(bits.map_or(UNKNOWN_TYPE, |b| b as u8))
     }
 }
 
@@ -86,51 +77,35 @@ pub enum ProcessState {
     Unknown,
 }
 
-impl ProcessState {
-    /// Every state, for the tests that every string reads back.
-    pub const ALL: [ProcessState; 13] = [
-        ProcessState::Unset,
-        ProcessState::Running,
-        ProcessState::Sleeping,
-        ProcessState::DiskSleep,
-        ProcessState::Stuck,
-        ProcessState::Zombie,
-        ProcessState::Stopped,
-        ProcessState::TracingStop,
-        ProcessState::Dead,
-        ProcessState::Idle,
-        ProcessState::Other,
-        ProcessState::Exited,
-        ProcessState::Unknown,
-    ];
+/// Every state and its `state` label and JSON value (attribution's
+/// `ProcState::as_str`, or "exited" / "unknown"), in declaration order:
+/// `as_str` indexes it by the variant.
+const STATES: [(ProcessState, &str); 13] = [
+    (ProcessState::Unset, ""),
+    (ProcessState::Running, "running"),
+    (ProcessState::Sleeping, "sleeping"),
+    (ProcessState::DiskSleep, "disk-sleep"),
+    (ProcessState::Stuck, "stuck"),
+    (ProcessState::Zombie, "zombie"),
+    (ProcessState::Stopped, "stopped"),
+    (ProcessState::TracingStop, "tracing-stop"),
+    (ProcessState::Dead, "dead"),
+    (ProcessState::Idle, "idle"),
+    (ProcessState::Other, "other"),
+    (ProcessState::Exited, "exited"),
+    (ProcessState::Unknown, "unknown"),
+];
 
-    /// The `state` label and JSON value (attribution's `ProcState::as_str`,
-    /// or "exited" / "unknown").
+impl ProcessState {
     pub fn as_str(self) -> &'static str {
-        match self {
-            ProcessState::Unset => "",
-            ProcessState::Running => "running",
-            ProcessState::Sleeping => "sleeping",
-            ProcessState::DiskSleep => "disk-sleep",
-            ProcessState::Stuck => "stuck",
-            ProcessState::Zombie => "zombie",
-            ProcessState::Stopped => "stopped",
-            ProcessState::TracingStop => "tracing-stop",
-            ProcessState::Dead => "dead",
-            ProcessState::Idle => "idle",
-            ProcessState::Other => "other",
-            ProcessState::Exited => "exited",
-            ProcessState::Unknown => "unknown",
-        }
+        STATES[self as usize].1
     }
 
     /// The state a string names; one we never write is `Unknown`, so a
     /// newer daemon's JSON still reads.
     pub fn from_label(label: &str) -> Self {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.as_str() == label)
-            .unwrap_or(ProcessState::Unknown)
+        let found = STATES.iter().find(|(_, l)| *l == label);
+        found.map_or(ProcessState::Unknown, |&(s, _)| s)
     }
 }
 
@@ -140,12 +115,6 @@ macro_rules! shown_as_str {
             // `pad`: the snapshot table aligns columns with width specifiers.
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.pad(self.as_str())
-            }
-        }
-
-        impl PartialEq<str> for $t {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
             }
         }
 
@@ -210,7 +179,8 @@ mod tests {
 
     #[test]
     fn every_state_we_write_reads_back_and_others_read_as_unknown() {
-        for s in ProcessState::ALL {
+        for (s, label) in STATES {
+            assert_eq!(s.as_str(), label);
             assert_eq!(round_trip(&s), Some(s), "{s}");
         }
         assert_eq!(

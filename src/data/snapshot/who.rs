@@ -20,14 +20,17 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::{AllocatorFigures, DriverFigures, Holder, Placement, Process, ProcessState, ProcessType};
 
 /// Who a process is, as the snapshot shows it; shared between
-/// attribution's cache and the snapshots that show the process.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// attribution's cache and the snapshots that show the process. Read back
+/// flattened into a process's JSON (`ProcessIn`).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct Who {
     pub comm: ArcStr,
     /// Name from passwd, else the uid as text, else "" when `uid` is `None`.
     pub user: ArcStr,
     pub uid: Option<u32>,
     /// Container, pod, unit and job; flattened into the process's JSON.
+    #[serde(flatten)]
     pub placement: Placement,
 }
 
@@ -125,15 +128,12 @@ struct ProcessIn {
     used_max_bytes: Option<u64>,
     #[serde(rename = "type")]
     kind: ProcessType,
-    comm: ArcStr,
-    user: ArcStr,
-    uid: Option<u32>,
+    #[serde(flatten)]
+    who: Who,
     ppid: Option<u32>,
     state: ProcessState,
     holder: Option<Holder>,
     start_time: Option<f64>,
-    #[serde(flatten)]
-    placement: Placement,
     cmdline: Option<ArcStr>,
     growth_bytes_per_second: Option<f64>,
     leak_suspected: bool,
@@ -147,20 +147,14 @@ struct ProcessIn {
 impl<'de> Deserialize<'de> for Process {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let p = ProcessIn::deserialize(d)?;
-        // A `Who` per process: a snapshot read back is printed once, not
-        // kept, so sharing alike processes' would save nothing that lasts.
-        let who = Arc::new(Who {
-            comm: p.comm,
-            user: p.user,
-            uid: p.uid,
-            placement: p.placement,
-        });
         Ok(Process {
             pid: p.pid,
             used_bytes: p.used_bytes,
             used_max_bytes: p.used_max_bytes,
             kind: p.kind,
-            who,
+            // A `Who` per process: a snapshot read back is printed once, not
+            // kept, so sharing alike processes' would save nothing that lasts.
+            who: Arc::new(p.who),
             ppid: p.ppid,
             state: p.state,
             holder: p.holder,

@@ -14,7 +14,7 @@ pub enum ScenarioError {
     #[error("unknown scenario `{0}`; built-in scenarios are: {list}", list = BUILTIN_NAMES.join(", "))]
     Unknown(String),
     #[error("cannot read scenario {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read { path: PathBuf, source: ReadError },
     // A trace path or value quoted in the message can hold a line break:
     // escaped, so the error stays one line.
     #[error("scenario {origin}: {}", crate::data::files::one_line(&problem.to_string()))]

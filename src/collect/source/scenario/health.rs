@@ -58,17 +58,16 @@ impl SimHealth {
         } else {
             0
         };
+        // The counters are only read with ECC on.
+        let counts = |n: u64| EccCounts {
+            volatile: self.ecc.then_some(n),
+            aggregate: self.ecc.then_some(n),
+        };
         let ecc = Ecc {
             enabled: self.ecc,
             pending_enabled: self.ecc,
-            corrected: EccCounts {
-                volatile: self.ecc.then_some(corrected),
-                aggregate: self.ecc.then_some(corrected),
-            },
-            uncorrected: EccCounts {
-                volatile: self.ecc.then_some(uncorrected),
-                aggregate: self.ecc.then_some(uncorrected),
-            },
+            corrected: counts(corrected),
+            uncorrected: counts(uncorrected),
         };
         let pending = self.remap_pending_after.is_some_and(|a| t >= a.0);
         let health = Health {
