@@ -69,8 +69,9 @@ impl Event {
 
 /// Bounded: the oldest event goes when a new one would exceed the cap.
 /// Shared between threads; pushing takes a short lock and never blocks on
-/// readers for longer than a copy of the list.
-#[derive(Debug, Default)]
+/// readers for longer than a copy of the list. No `Default`: a log with
+/// no room would have nowhere to put an event.
+#[derive(Debug)]
 pub struct EventLog {
     cap: usize,
     list: Mutex<VecDeque<Event>>,

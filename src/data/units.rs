@@ -213,10 +213,6 @@ pub fn human(b: u64) -> String {
     }
 }
 
-/// Text a process chose (its name, its command line) made safe for a
-/// terminal: control characters (ESC, newlines, C1) and bidirectional
-/// overrides are written as Rust escapes (`\u{1b}`, `\n`), so a name cannot
-/// clear the screen, move the cursor or forge a row. Borrowed when clean.
 /// Seconds as the status page words them: `45s`, `12m`, `3h`.
 pub fn human_seconds(s: f64) -> String {
     let s = s.max(0.0).round() as u64;
@@ -227,6 +223,10 @@ pub fn human_seconds(s: f64) -> String {
     }
 }
 
+/// Text a process chose (its name, its command line) made safe for a
+/// terminal: control characters (ESC, newlines, C1) and bidirectional
+/// overrides are written as Rust escapes (`\u{1b}`, `\n`), so a name cannot
+/// clear the screen, move the cursor or forge a row. Borrowed when clean.
 pub fn printable(s: &str) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
     if !s.chars().any(unsafe_char) {
